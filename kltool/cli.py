@@ -1,0 +1,134 @@
+"""The ``kltool`` command: a click group whose subcommands are loaded lazily, so that
+``kltool --help`` and the quick commands never import pyspark or pyarrow."""
+
+from __future__ import annotations
+
+import errno
+import importlib
+import os
+import sys
+
+import click
+
+from . import __version__
+from .errors import KltoolError
+from .output import Output
+
+# name -> (module, short help). Each module defines ``command`` (a click.Command).
+COMMANDS = {
+    "info": ("kltool.commands.info", "Overview of topics, partitions, segments, sizes, offsets and times."),
+    "dump": ("kltool.commands.dump", "Print batches, records, indexes, snapshots and checkpoint files."),
+    "verify": ("kltool.commands.verify", "Check CRCs, structure and indexes; --repair fixes what it finds."),
+    "rebuild-index": ("kltool.commands.rebuild_index", "Rebuild .index/.timeindex/.txnindex by Kafka's rules."),
+    "restore": ("kltool.commands.restore", "Undo a repair or retention run from its backup manifest."),
+    "create": ("kltool.commands.create", "Create a topic's partition directories offline."),
+    "append": ("kltool.commands.append", "Append records as real batches (every codec, rolling, indexes)."),
+    "offsets": ("kltool.commands.offsets", "Offsets by time, earliest/latest, true record counts."),
+    "retention": ("kltool.commands.retention", "Apply time, size and start-offset retention offline."),
+    "spark-report": ("kltool.commands.spark_report", "Batch analytics on a local or remote Spark."),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx):
+        return [n for n, (mod, _h) in COMMANDS.items() if importlib.util.find_spec(mod) is not None]
+
+    def get_command(self, ctx, name):
+        entry = COMMANDS.get(name)
+        if entry is None:
+            return None
+        try:
+            mod = importlib.import_module(entry[0])
+        except ModuleNotFoundError as e:
+            if e.name == entry[0]:
+                return None
+            raise
+        return mod.command
+
+    def format_commands(self, ctx, formatter):
+        rows = [(n, COMMANDS[n][1]) for n in self.list_commands(ctx)]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option("--json", "json_mode", is_flag=True, help="Print JSON lines on stdout (stable schema, version 1).")
+@click.option("--quiet", "-q", is_flag=True, help="No progress or info messages on stderr.")
+@click.option("--no-color", is_flag=True, help="No colours (also: the NO_COLOR environment variable).")
+@click.version_option(__version__, prog_name="kltool")
+@click.pass_context
+def cli(ctx, json_mode, quiet, no_color):
+    """kltool: read, verify, repair and write Apache Kafka log directories offline.
+
+    PATH arguments take a log dir (a log.dirs entry), a partition directory, or single files.
+    Exit codes: 0 ok/clean, 1 problems found or work planned, 2 bad usage or unreadable input,
+    3 refused (a live broker holds the directory, or the change is unsafe).
+    """
+    ctx.obj = Output(json_mode=json_mode, quiet=quiet, color=False if no_color else None)
+
+
+def _os_error_message(e: OSError) -> str:
+    name = e.filename if e.filename is not None else ""
+    reason = e.strerror or str(e)
+    if e.errno == errno.ENOENT:
+        reason = "no such file or directory"
+    elif e.errno == errno.EACCES:
+        reason = "permission denied"
+    elif e.errno == errno.EISDIR:
+        reason = "is a directory"
+    elif e.errno == errno.ENOTDIR:
+        reason = "not a directory"
+    return f"{name}: {reason}" if name else reason
+
+
+def main(argv=None) -> None:
+    """Entry point: maps every error to one line on stderr and an exit code, never a traceback."""
+    debug = bool(os.environ.get("KLTOOL_DEBUG"))
+    try:
+        rv = cli.main(args=argv, prog_name="kltool", standalone_mode=False)
+        code = rv if isinstance(rv, int) else 0
+    except click.exceptions.Exit as e:
+        code = e.exit_code
+    except click.ClickException as e:
+        e.show()
+        code = 2
+    except click.exceptions.Abort:
+        print("kltool: aborted", file=sys.stderr)
+        code = 130
+    except KltoolError as e:
+        if debug:
+            raise
+        print(f"kltool: error: {e}", file=sys.stderr)
+        code = e.exit_code
+    except BrokenPipeError:
+        # The reader went away (e.g. `| head`): stop quietly.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except OSError:
+            pass
+        code = 0
+    except KeyboardInterrupt:
+        print("kltool: interrupted", file=sys.stderr)
+        code = 130
+    except OSError as e:
+        if debug:
+            raise
+        print(f"kltool: error: {_os_error_message(e)}", file=sys.stderr)
+        code = 2
+    except Exception as e:  # a bug: still one line, with a hint to get the traceback
+        if debug:
+            raise
+        print(f"kltool: internal error: {type(e).__name__}: {e} (set KLTOOL_DEBUG=1 for a traceback)",
+              file=sys.stderr)
+        code = 70
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except OSError:
+            pass
+    sys.exit(code)

@@ -1,0 +1,305 @@
+"""Record batch v2 (magic 2): header, CRC-32C, records, control records, and a builder (reference §2)."""
+
+from __future__ import annotations
+
+import struct
+
+from crc32c import crc32c
+
+from ..errors import CorruptDataError
+from .compression import NONE, compress, decompress
+from .records import CONTROL_TYPES, LOG_OVERHEAD, BatchHeader, RecordColumns
+from .varint import encode_varint, encode_varlong, read_varint, read_varlong
+
+V2_HEADER = struct.Struct(">qiibIhiqqqhii")
+V2_OVERHEAD = V2_HEADER.size  # 61
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21
+
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_BIT = 0x08
+TRANSACTIONAL_BIT = 0x10
+CONTROL_BIT = 0x20
+DELETE_HORIZON_BIT = 0x40
+
+_I16 = struct.Struct(">h")
+_CTRL_KEY = struct.Struct(">hh")
+_END_TXN = struct.Struct(">hi")
+
+
+def batch_crc(buf, position: int, size: int) -> int:
+    """CRC-32C of bytes [position+21, position+size): what a v2 batch's crc field must hold."""
+    return crc32c(memoryview(buf)[position + ATTRIBUTES_OFFSET:position + size])
+
+
+def parse_v2_header(buf, position: int = 0, *, check_crc: bool = True) -> BatchHeader:
+    """Decode the 61-byte header of the v2 batch at ``position`` of ``buf``.
+
+    The caller has checked that the whole batch (``size`` bytes) is in ``buf`` when ``check_crc``.
+    """
+    (base_offset, length, ple, magic, crc, attrs, lod, base_ts, max_ts, pid, epoch, base_seq,
+     count) = V2_HEADER.unpack_from(buf, position)
+    size = length + LOG_OVERHEAD
+    crc_valid = batch_crc(buf, position, size) == crc if check_crc else None
+    return BatchHeader(
+        position, size, magic, base_offset, base_offset + lod, count, crc, crc_valid, attrs,
+        attrs & COMPRESSION_MASK, "log_append" if attrs & TIMESTAMP_TYPE_BIT else "create",
+        base_ts, max_ts, pid, epoch, base_seq, ple,
+        bool(attrs & TRANSACTIONAL_BIT), bool(attrs & CONTROL_BIT), bool(attrs & DELETE_HORIZON_BIT),
+    )
+
+
+def _bad(msg: str, pos: int) -> CorruptDataError:
+    return CorruptDataError(msg, position=pos)
+
+
+def decode_v2_records(h: BatchHeader, batch) -> RecordColumns:
+    """Decode the records of a v2 batch (``batch`` holds exactly the batch's bytes).
+
+    Applies Kafka's reader strictness: each record consumes exactly its length; after
+    ``count`` records no bytes remain. Positions in errors are file positions when the batch
+    is uncompressed, else the batch's position.
+    """
+    count = h.count
+    if count < 0:
+        raise _bad(f"Found invalid record count {count} in magic v2 batch", h.position + 57)
+    payload = batch[V2_OVERHEAD:h.size]
+    if h.compression == NONE:
+        data = bytes(payload)
+        where = h.position + V2_OVERHEAD
+    else:
+        try:
+            data = decompress(h.compression, payload, 2)
+        except CorruptDataError as e:
+            raise _bad(e.message, h.position) from None
+        where = None
+    cols = RecordColumns(data)
+    if count == 0:
+        return cols
+    offsets = cols.offsets
+    timestamps = cols.timestamps
+    kss, kes, vss, ves = cols.key_starts, cols.key_ends, cols.value_starts, cols.value_ends
+    hdrs = cols.headers
+    sizes = cols.sizes
+    base_offset = h.base_offset
+    base_ts = h.first_timestamp
+    lat = h.timestamp_type == "log_append"
+    max_ts = h.max_timestamp
+    n = len(data)
+    pos = 0
+    rec_start = 0
+    try:
+        for _ in range(count):
+            rec_start = pos
+            if pos >= n:
+                raise _bad("Incorrect declared batch size, premature EOF reached", 0)
+            b = data[pos]
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                length, pos = read_varint(data, pos)
+            end = pos + length
+            if length < 0 or end > n:
+                raise _bad("Incorrect declared batch size, premature EOF reached"
+                           if length >= 0 else f"Invalid record size {length}", 0)
+            pos += 1  # record attributes, unused
+            b = data[pos]
+            if b < 0x80:
+                tsd = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                tsd, pos = read_varlong(data, pos)
+            b = data[pos]
+            if b < 0x80:
+                od = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                od, pos = read_varint(data, pos)
+            b = data[pos]
+            if b < 0x80:
+                kl = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                kl, pos = read_varint(data, pos)
+            if kl < 0:
+                kss.append(-1)
+                kes.append(-1)
+            else:
+                kss.append(pos)
+                pos += kl
+                kes.append(pos)
+            b = data[pos]
+            if b < 0x80:
+                vl = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                vl, pos = read_varint(data, pos)
+            if vl < 0:
+                vss.append(-1)
+                ves.append(-1)
+            else:
+                vss.append(pos)
+                pos += vl
+                ves.append(pos)
+            b = data[pos]
+            if b < 0x80:
+                hc = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                hc, pos = read_varint(data, pos)
+            if hc == 0:
+                hdrs.append(None)
+            else:
+                if hc < 0 or hc > end - pos:
+                    raise _bad(f"Found invalid number of record headers {hc}", rec_start)
+                hl = []
+                for _h in range(hc):
+                    hkl, pos = read_varint(data, pos)
+                    if hkl < 0:
+                        raise _bad(f"Invalid negative header key size {hkl}", rec_start)
+                    hks = pos
+                    pos += hkl
+                    hvl, pos = read_varint(data, pos)
+                    if hvl < 0:
+                        hl.append((hks, hks + hkl, -1, -1))
+                    else:
+                        hl.append((hks, hks + hkl, pos, pos + hvl))
+                        pos += hvl
+                hdrs.append(hl)
+            if pos != end:
+                raise _bad(f"Invalid record size: expected to read {length} bytes in record payload, "
+                           f"but instead read {pos - (end - length)}", rec_start)
+            offsets.append(base_offset + od)
+            timestamps.append(max_ts if lat else base_ts + tsd)
+            sizes.append(end - rec_start)
+    except (IndexError, CorruptDataError) as exc:
+        e = exc if isinstance(exc, CorruptDataError) else _bad(
+            "Incorrect declared batch size, premature EOF reached", 0)
+        e.position = h.position if where is None else where + rec_start
+        raise e from None
+    if pos != n:
+        raise _bad("Incorrect declared batch size, records still remaining in file",
+                   h.position if where is None else where + pos)
+    if h.base_sequence >= 0:
+        bs = h.base_sequence
+        cols.sequences = [s if s <= 0x7FFFFFFF else s - (1 << 31)
+                          for s in (bs + o - base_offset for o in offsets)]
+    if h.is_control:
+        cols.controls = [decode_control(cols.key(i), cols.value(i)) for i in range(len(offsets))]
+    return cols
+
+
+def decode_control(key: bytes | None, value: bytes | None) -> dict:
+    """Decode a control record: its type, and for COMMIT/ABORT the coordinator epoch."""
+    if key is None or len(key) < 4:
+        raise CorruptDataError(f"Invalid value size found for end control record key: {0 if key is None else len(key)}")
+    version, ctype = _CTRL_KEY.unpack_from(key, 0)
+    if version < 0:
+        raise CorruptDataError(f"Invalid version found for control record: {version}. May indicate data corruption")
+    name = CONTROL_TYPES.get(ctype, "UNKNOWN")
+    out: dict = {"type": name}
+    if ctype not in CONTROL_TYPES:
+        out["type_id"] = ctype
+    if ctype in (0, 1):
+        if value is None or len(value) < 6:
+            raise CorruptDataError("Invalid value size found for end transaction marker")
+        _v, epoch = _END_TXN.unpack_from(value, 0)
+        out["coordinator_epoch"] = epoch
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Builder
+
+def encode_v2_record(offset_delta: int, timestamp_delta: int, key: bytes | None, value: bytes | None,
+                     headers=()) -> bytes:
+    parts = [b"\x00", encode_varlong(timestamp_delta), encode_varint(offset_delta)]
+    if key is None:
+        parts.append(b"\x01")
+    else:
+        parts.append(encode_varint(len(key)))
+        parts.append(key)
+    if value is None:
+        parts.append(b"\x01")
+    else:
+        parts.append(encode_varint(len(value)))
+        parts.append(value)
+    if headers:
+        parts.append(encode_varint(len(headers)))
+        for hk, hv in headers:
+            if isinstance(hk, str):
+                hk = hk.encode()
+            parts.append(encode_varint(len(hk)))
+            parts.append(hk)
+            if hv is None:
+                parts.append(b"\x01")
+            else:
+                parts.append(encode_varint(len(hv)))
+                parts.append(hv)
+    else:
+        parts.append(b"\x00")
+    body = b"".join(parts)
+    return encode_varint(len(body)) + body
+
+
+def encode_control_key(ctype: int) -> bytes:
+    return _CTRL_KEY.pack(0, ctype)
+
+
+def encode_end_txn_value(coordinator_epoch: int) -> bytes:
+    return _END_TXN.pack(0, coordinator_epoch)
+
+
+def build_v2_batch(records, *, base_offset: int, compression: int = NONE, level: int | None = None,
+                   log_append_time: int | None = None, producer_id: int = -1, producer_epoch: int = -1,
+                   base_sequence: int = -1, partition_leader_epoch: int = -1,
+                   is_transactional: bool = False, is_control: bool = False,
+                   last_offset_delta: int | None = None, delete_horizon_ms: int | None = None) -> bytes:
+    """Build one v2 batch.
+
+    ``records`` is a sequence of ``(offset_delta, timestamp, key, value, headers)``.
+    With ``log_append_time`` the batch is LogAppendTime and maxTimestamp is that time.
+    """
+    records = list(records)
+    if records:
+        first_ts = records[0][1]
+        max_ts = max(r[1] for r in records)
+        lod = records[-1][0] if last_offset_delta is None else last_offset_delta
+    else:
+        first_ts = -1
+        max_ts = -1
+        lod = 0 if last_offset_delta is None else last_offset_delta
+    base_ts = first_ts if delete_horizon_ms is None else delete_horizon_ms
+    body = b"".join(encode_v2_record(od, ts - base_ts, k, v, hs) for od, ts, k, v, hs in records)
+    if compression != NONE and records:
+        body = compress(compression, body, level, 2)
+    attrs = compression & COMPRESSION_MASK
+    if log_append_time is not None:
+        attrs |= TIMESTAMP_TYPE_BIT
+        max_ts = log_append_time
+    if is_transactional:
+        attrs |= TRANSACTIONAL_BIT
+    if is_control:
+        attrs |= CONTROL_BIT
+    if delete_horizon_ms is not None:
+        attrs |= DELETE_HORIZON_BIT
+    length = V2_OVERHEAD - LOG_OVERHEAD + len(body)
+    header = bytearray(V2_HEADER.pack(base_offset, length, partition_leader_epoch, 2, 0, attrs, lod, base_ts,
+                                      max_ts, producer_id, producer_epoch, base_sequence, len(records)))
+    crc = crc32c(body, crc32c(memoryview(header)[ATTRIBUTES_OFFSET:]))
+    struct.pack_into(">I", header, CRC_OFFSET, crc)
+    return bytes(header) + body
+
+
+def build_end_txn_marker(*, offset: int, commit: bool, producer_id: int, producer_epoch: int,
+                         coordinator_epoch: int, timestamp: int, partition_leader_epoch: int = -1) -> bytes:
+    """An end-transaction marker batch (78 bytes), as MemoryRecords.withEndTransactionMarker writes it."""
+    rec = (0, timestamp, encode_control_key(1 if commit else 0), encode_end_txn_value(coordinator_epoch), ())
+    return build_v2_batch([rec], base_offset=offset, producer_id=producer_id, producer_epoch=producer_epoch,
+                          partition_leader_epoch=partition_leader_epoch, is_transactional=True, is_control=True)
+
+
+def set_base_offset(batch: bytearray, base_offset: int, position: int = 0) -> None:
+    """Rewrite a v2 batch's base offset in place (not covered by the CRC)."""
+    struct.pack_into(">q", batch, position, base_offset)

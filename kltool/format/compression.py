@@ -1,0 +1,230 @@
+"""Compression codecs exactly as Kafka writes and reads them (reference §4).
+
+* gzip: one RFC 1952 member on write; concatenated members accepted on read.
+* snappy: xerial framing (``\\x82SNAPPY\\0`` + versions + length-prefixed raw blocks) on write;
+  on read, data without the xerial magic is decoded as one raw snappy buffer, like SnappyInputStream.
+* lz4: Kafka's LZ4 frame (independent 64 KiB blocks, no checksums). Magic-0 data carries a wrong
+  header checksum (KAFKA-3160): it is ignored on read and reproduced on write.
+* zstd: one frame; frames without a content size are decoded by streaming.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import cramjam
+import lz4.frame
+import zstandard
+
+from ..errors import CorruptDataError
+
+NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
+CODEC_NAMES = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
+CODEC_IDS = {v: k for k, v in CODEC_NAMES.items()}
+
+XERIAL_MAGIC = b"\x82SNAPPY\x00"
+XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
+XERIAL_BLOCK = 32 * 1024
+LZ4_MAGIC = b"\x04\x22\x4d\x18"
+
+_zstd_d = zstandard.ZstdDecompressor()
+_zstd_c: dict[int, zstandard.ZstdCompressor] = {}
+
+
+def codec_name(codec_id: int) -> str:
+    try:
+        return CODEC_NAMES[codec_id]
+    except KeyError:
+        raise CorruptDataError(f"Unknown compression type id: {codec_id}") from None
+
+
+def codec_id(name: str) -> int:
+    try:
+        return CODEC_IDS[name.lower()]
+    except KeyError:
+        raise ValueError(f"unknown compression {name!r} (none, gzip, snappy, lz4, zstd)") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# xxHash32, only for the 2..14 byte LZ4 frame descriptor (the lz4 package does not expose it).
+_P1, _P2, _P3, _P4, _P5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
+_M = 0xFFFFFFFF
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _M
+
+
+def xxh32(data: bytes, seed: int = 0) -> int:
+    n = len(data)
+    p = 0
+    if n >= 16:
+        v1, v2, v3, v4 = (seed + _P1 + _P2) & _M, (seed + _P2) & _M, seed, (seed - _P1) & _M
+        while p + 16 <= n:
+            a, b, c, d = struct.unpack_from("<4I", data, p)
+            v1 = (_rotl((v1 + a * _P2) & _M, 13) * _P1) & _M
+            v2 = (_rotl((v2 + b * _P2) & _M, 13) * _P1) & _M
+            v3 = (_rotl((v3 + c * _P2) & _M, 13) * _P1) & _M
+            v4 = (_rotl((v4 + d * _P2) & _M, 13) * _P1) & _M
+            p += 16
+        h = (_rotl(v1, 1) + _rotl(v2, 7) + _rotl(v3, 12) + _rotl(v4, 18)) & _M
+    else:
+        h = (seed + _P5) & _M
+    h = (h + n) & _M
+    while p + 4 <= n:
+        (k,) = struct.unpack_from("<I", data, p)
+        h = (_rotl((h + k * _P3) & _M, 17) * _P4) & _M
+        p += 4
+    while p < n:
+        h = (_rotl((h + data[p] * _P5) & _M, 11) * _P1) & _M
+        p += 1
+    h ^= h >> 15
+    h = (h * _P2) & _M
+    h ^= h >> 13
+    h = (h * _P3) & _M
+    h ^= h >> 16
+    return h
+
+
+def _lz4_descriptor_end(data) -> int:
+    flg = data[4]
+    end = 7  # magic(4) FLG BD HC
+    if flg & 0x08:
+        end += 8  # content size
+    if flg & 0x01:
+        end += 4  # dictionary id
+    return end
+
+
+def _fix_lz4_header_checksum(data: bytes) -> bytes:
+    """Rewrite the HC byte of a frame written with Kafka's magic-0 (broken) checksum."""
+    if len(data) < 7 or data[:4] != LZ4_MAGIC:
+        return data
+    end = _lz4_descriptor_end(data)
+    if len(data) < end:
+        return data
+    hc = (xxh32(bytes(data[4:end - 1])) >> 8) & 0xFF
+    if data[end - 1] == hc:
+        return data
+    fixed = bytearray(data)
+    fixed[end - 1] = hc
+    return bytes(fixed)
+
+
+# ---------------------------------------------------------------------------------------------
+def _gzip_decompress(data) -> bytes:
+    out = []
+    buf = bytes(data)
+    while buf:
+        d = zlib.decompressobj(wbits=31)
+        out.append(d.decompress(buf))
+        if not d.eof:
+            raise CorruptDataError("gzip stream ends before its end marker")
+        buf = d.unused_data
+        # Trailing zero padding after the last member is tolerated, like GZIPInputStream.
+        if buf and not buf.startswith(b"\x1f\x8b"):
+            break
+    return b"".join(out)
+
+
+def _snappy_decompress(data) -> bytes:
+    data = bytes(data)
+    if len(data) < 16 or not data.startswith(XERIAL_MAGIC):
+        return bytes(cramjam.snappy.decompress_raw(data))
+    out = []
+    p = 16
+    n = len(data)
+    while p < n:
+        if p + 4 > n:
+            raise CorruptDataError("snappy (xerial) block length runs past the end of the data", position=p)
+        (blen,) = struct.unpack_from(">i", data, p)
+        if blen == 0x82534E41 - (1 << 32) and data[p:p + 8] == XERIAL_MAGIC:
+            p += 16  # concatenated stream: another header follows
+            continue
+        p += 4
+        if blen < 0 or p + blen > n:
+            raise CorruptDataError(f"snappy (xerial) block of {blen} bytes runs past the end of the data",
+                                   position=p - 4)
+        out.append(bytes(cramjam.snappy.decompress_raw(data[p:p + blen])))
+        p += blen
+    return b"".join(out)
+
+
+def _lz4_decompress(data, magic: int) -> bytes:
+    data = bytes(data)
+    if magic == 0:
+        data = _fix_lz4_header_checksum(data)
+    return lz4.frame.decompress(data)
+
+
+def _zstd_decompress(data) -> bytes:
+    out = []
+    buf = bytes(data)
+    while buf:
+        d = _zstd_d.decompressobj()
+        out.append(d.decompress(buf))
+        if not d.eof:
+            raise CorruptDataError("zstd frame ends before its end")
+        buf = d.unused_data
+    return b"".join(out)
+
+
+def decompress(codec: int, data, magic: int = 2) -> bytes:
+    """Decompress a batch payload (v2) or a wrapper message value (v0/v1)."""
+    try:
+        if codec == NONE:
+            return bytes(data)
+        if codec == GZIP:
+            return _gzip_decompress(data)
+        if codec == SNAPPY:
+            return _snappy_decompress(data)
+        if codec == LZ4:
+            return _lz4_decompress(data, magic)
+        if codec == ZSTD:
+            if magic < 2:
+                raise CorruptDataError("Invalid wrapper compressionType found in legacy deep record iterator: zstd")
+            return _zstd_decompress(data)
+    except CorruptDataError:
+        raise
+    except Exception as e:  # the codec libraries raise their own types
+        raise CorruptDataError(f"{codec_name(codec)} decompression failed: {e}") from None
+    raise CorruptDataError(f"Unknown compression type id: {codec}")
+
+
+def compress(codec: int, data: bytes, level: int | None = None, magic: int = 2) -> bytes:
+    """Compress as Kafka's producer does (see module docstring)."""
+    if codec == NONE:
+        return bytes(data)
+    if codec == GZIP:
+        lvl = 6 if level is None or level < 0 else level
+        c = zlib.compressobj(lvl, zlib.DEFLATED, 31)
+        return c.compress(data) + c.flush()
+    if codec == SNAPPY:
+        parts = [XERIAL_HEADER]
+        for i in range(0, len(data), XERIAL_BLOCK):
+            block = bytes(cramjam.snappy.compress_raw(data[i:i + XERIAL_BLOCK]))
+            parts.append(struct.pack(">i", len(block)))
+            parts.append(block)
+        return b"".join(parts)
+    if codec == LZ4:
+        # Kafka: level 9 (default) uses the fast compressor, others high compression.
+        clevel = 0 if level is None or level == 9 else level
+        out = lz4.frame.compress(data, compression_level=clevel, block_size=lz4.frame.BLOCKSIZE_MAX64KB,
+                                 block_linked=False, content_checksum=False, store_size=False)
+        if magic == 0:
+            # Reproduce KAFKA-3160: HC over magic+FLG+BD instead of FLG+BD.
+            end = _lz4_descriptor_end(out)
+            fixed = bytearray(out)
+            fixed[end - 1] = (xxh32(bytes(out[0:end - 1])) >> 8) & 0xFF
+            out = bytes(fixed)
+        return out
+    if codec == ZSTD:
+        if magic < 2:
+            raise ValueError("zstd needs magic 2")
+        lvl = 3 if level is None else level
+        c = _zstd_c.get(lvl)
+        if c is None:
+            c = _zstd_c[lvl] = zstandard.ZstdCompressor(level=lvl)
+        return c.compress(data)
+    raise ValueError(f"Unknown compression type id: {codec}")

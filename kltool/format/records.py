@@ -1,0 +1,164 @@
+"""The format-independent model: a batch header and the decoded records of a batch, as columns.
+
+Every magic (0, 1, 2) is described by the same :class:`BatchHeader`; record decoding returns
+:class:`RecordColumns` (parallel lists, with key/value *spans* into one buffer), so that a faster
+decoder can replace the pure-Python one without touching callers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+LOG_OVERHEAD = 12  # offset (8) + size (4)
+HEADER_SIZE_UP_TO_MAGIC = 17
+MIN_BATCH_SIZE_FIELD = 14  # Kafka's "minimum record overhead" for the size field
+
+TIMESTAMP_TYPES = ("create", "log_append", "none")
+
+# Control record types (ControlRecordType)
+CONTROL_TYPES = {
+    0: "ABORT",
+    1: "COMMIT",
+    2: "LEADER_CHANGE",
+    3: "SNAPSHOT_HEADER",
+    4: "SNAPSHOT_FOOTER",
+    5: "KRAFT_VERSION",
+    6: "KRAFT_VOTERS",
+}
+
+
+class BatchHeader:
+    """One batch (v2) or one shallow message (v0/v1) at ``position`` in its file.
+
+    ``size`` includes the 12-byte log overhead. For a legacy compressed wrapper, ``base_offset``
+    is the wrapper's offset (= last inner offset) until the records are decoded
+    (``base_offset_exact`` is False then).
+    """
+
+    __slots__ = (
+        "position", "size", "magic", "base_offset", "last_offset", "count", "crc", "crc_valid",
+        "attributes", "compression", "timestamp_type", "first_timestamp", "max_timestamp",
+        "producer_id", "producer_epoch", "base_sequence", "partition_leader_epoch",
+        "is_transactional", "is_control", "has_delete_horizon", "base_offset_exact", "data",
+    )
+
+    def __init__(self, position, size, magic, base_offset, last_offset, count, crc, crc_valid,
+                 attributes, compression, timestamp_type, first_timestamp, max_timestamp,
+                 producer_id=-1, producer_epoch=-1, base_sequence=-1, partition_leader_epoch=-1,
+                 is_transactional=False, is_control=False, has_delete_horizon=False,
+                 base_offset_exact=True):
+        self.position = position
+        self.size = size
+        self.magic = magic
+        self.base_offset = base_offset
+        self.last_offset = last_offset
+        self.count = count
+        self.crc = crc
+        self.crc_valid = crc_valid
+        self.attributes = attributes
+        self.compression = compression
+        self.timestamp_type = timestamp_type
+        self.first_timestamp = first_timestamp
+        self.max_timestamp = max_timestamp
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self.partition_leader_epoch = partition_leader_epoch
+        self.is_transactional = is_transactional
+        self.is_control = is_control
+        self.has_delete_horizon = has_delete_horizon
+        self.base_offset_exact = base_offset_exact
+        self.data = None  # the batch's bytes, when the reader was asked to keep them
+
+    @property
+    def end(self) -> int:
+        return self.position + self.size
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+    @property
+    def last_sequence(self) -> int:
+        if self.base_sequence < 0:
+            return -1
+        s = self.base_sequence + (self.last_offset - self.base_offset)
+        return s - (1 << 31) if s > 0x7FFFFFFF else s
+
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        return self.first_timestamp if self.has_delete_horizon else None
+
+    @property
+    def compression_name(self) -> str:
+        from .compression import CODEC_NAMES
+
+        return CODEC_NAMES.get(self.compression, f"unknown({self.compression})")
+
+    def __repr__(self) -> str:
+        return (f"BatchHeader(position={self.position}, size={self.size}, magic={self.magic}, "
+                f"offsets={self.base_offset}..{self.last_offset}, crc_valid={self.crc_valid})")
+
+
+@dataclass(slots=True)
+class Record:
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str | bytes, bytes | None]]
+    sequence: int = -1
+    size: int = 0
+    control: dict | None = None
+
+
+@dataclass(slots=True)
+class RecordColumns:
+    """Decoded records of one batch. Spans index into ``buffer``; a start of -1 means null."""
+
+    buffer: bytes
+    offsets: list[int] = field(default_factory=list)
+    timestamps: list[int] = field(default_factory=list)
+    key_starts: list[int] = field(default_factory=list)
+    key_ends: list[int] = field(default_factory=list)
+    value_starts: list[int] = field(default_factory=list)
+    value_ends: list[int] = field(default_factory=list)
+    # Per record: None (no headers) or a list of (key_start, key_end, value_start, value_end).
+    headers: list[list[tuple[int, int, int, int]] | None] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)
+    sequences: list[int] | None = None
+    controls: list[dict | None] | None = None
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def key(self, i: int) -> bytes | None:
+        s = self.key_starts[i]
+        return None if s < 0 else self.buffer[s:self.key_ends[i]]
+
+    def value(self, i: int) -> bytes | None:
+        s = self.value_starts[i]
+        return None if s < 0 else self.buffer[s:self.value_ends[i]]
+
+    def header_list(self, i: int) -> list[tuple[bytes, bytes | None]]:
+        hs = self.headers[i]
+        if not hs:
+            return []
+        b = self.buffer
+        return [(b[ks:ke], None if vs < 0 else b[vs:ve]) for ks, ke, vs, ve in hs]
+
+    def record(self, i: int) -> Record:
+        return Record(
+            offset=self.offsets[i],
+            timestamp=self.timestamps[i],
+            key=self.key(i),
+            value=self.value(i),
+            headers=self.header_list(i),
+            sequence=self.sequences[i] if self.sequences is not None else -1,
+            size=self.sizes[i],
+            control=self.controls[i] if self.controls is not None else None,
+        )
+
+    def __iter__(self):
+        for i in range(len(self.offsets)):
+            yield self.record(i)

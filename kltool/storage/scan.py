@@ -1,0 +1,256 @@
+"""THE batch walker. Every command that reads a ``.log`` goes through :func:`walk`.
+
+It reads the file in chunks into one reused buffer, checks each batch's length, magic and CRC,
+and keeps going after damage: a damaged region is reported as a :class:`Damage` item and the walk
+resynchronises on the next position where a whole, CRC-valid batch starts, so valid data after
+a hole is never lost.
+
+Kafka's own reader (FileLogInputStream + LogSegment.recover) stops at the first problem; the
+first Damage (or CRC-invalid batch) the walker reports is where Kafka would truncate.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from crc32c import crc32c
+
+from ..format import parse_header
+from ..format.records import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MIN_BATCH_SIZE_FIELD, BatchHeader
+
+CHUNK = 4 << 20
+_OFFSET_SIZE = struct.Struct(">qi")
+_I = struct.Struct(">i")
+_U = struct.Struct(">I")
+_NONZERO = re.compile(rb"[^\x00]")
+V2_MIN_SIZE_FIELD = 49  # 61 - 12
+LEGACY_MIN_SIZE_FIELD = {0: 14, 1: 22}
+
+
+@dataclass(slots=True)
+class Damage:
+    """Bytes [position, position+length) that are not readable as batches."""
+
+    kind: str  # torn_tail | zero_run | invalid_size | bad_magic | garbage
+    position: int
+    length: int
+    message: str
+    resumed_at: int | None = None  # where the next valid batch starts (None: end of file)
+
+    @property
+    def end(self) -> int:
+        return self.position + self.length
+
+
+class _Reader:
+    """Positioned reads into one reused buffer."""
+
+    def __init__(self, fd: int, size: int, chunk: int):
+        self.fd = fd
+        self.size = size
+        self.buf = bytearray(chunk)
+        self.view = memoryview(self.buf)
+        self.start = 0  # file position of buf[0]
+        self.stop = 0  # file position just past the valid bytes
+        self.bytes_read = 0
+
+    def ensure(self, pos: int, need: int) -> int:
+        """Make [pos, pos+need) (clipped to the file) available; return its index in buf."""
+        if pos >= self.start and pos + need <= self.stop:
+            return pos - self.start
+        want = max(need, len(self.buf))
+        if want > len(self.buf):
+            self.buf = bytearray(want)
+            self.view = memoryview(self.buf)
+        want = min(len(self.buf), self.size - pos)
+        got = 0
+        while got < want:
+            n = os.preadv(self.fd, [self.view[got:want]], pos + got)
+            if n <= 0:
+                break
+            got += n
+        self.bytes_read += got
+        self.start = pos
+        self.stop = pos + got
+        return 0
+
+
+def _plausible(r: _Reader, pos: int, end: int) -> bool:
+    """Is there something at ``pos`` that looks like a batch start (or the end of the file)?"""
+    if pos >= end:
+        return pos == end
+    rem = end - pos
+    if rem <= HEADER_SIZE_UP_TO_MAGIC:
+        return True  # a short tail; reported on its own
+    i = r.ensure(pos, HEADER_SIZE_UP_TO_MAGIC)
+    _off, size = _OFFSET_SIZE.unpack_from(r.buf, i)
+    magic = r.buf[i + 16]
+    return size >= MIN_BATCH_SIZE_FIELD and magic <= 2
+
+
+def _valid_at(r: _Reader, pos: int, end: int) -> bool:
+    """A whole batch with a plausible header and a correct CRC starts at ``pos``."""
+    if end - pos <= HEADER_SIZE_UP_TO_MAGIC:
+        return False
+    i = r.ensure(pos, HEADER_SIZE_UP_TO_MAGIC)
+    buf = r.buf
+    off, size = _OFFSET_SIZE.unpack_from(buf, i)
+    magic = buf[i + 16]
+    if off < 0 or magic > 2:
+        return False
+    if magic == 2:
+        if size < V2_MIN_SIZE_FIELD:
+            return False
+    elif size < LEGACY_MIN_SIZE_FIELD[magic]:
+        return False
+    total = size + LOG_OVERHEAD
+    if total > end - pos:
+        return False
+    i = r.ensure(pos, total)
+    buf = r.buf
+    (crc,) = _U.unpack_from(buf, i + 17 if magic == 2 else i + 12)
+    if magic == 2:
+        (count,) = _I.unpack_from(buf, i + 57)
+        if count < 0:
+            return False
+        return crc32c(r.view[i + 21:i + total]) == crc
+    return zlib.crc32(r.view[i + 16:i + total]) == crc
+
+
+def find_next_batch(r: _Reader, pos: int, end: int) -> int | None:
+    """Byte-scan from ``pos`` for the next position where a valid batch starts."""
+    p = pos
+    while p < end - HEADER_SIZE_UP_TO_MAGIC:
+        i = r.ensure(p, min(CHUNK, end - p))
+        buf = r.buf
+        window_end = r.stop - r.start
+        # A batch's size field (bytes 8..11) is non-zero: jump over zero runs.
+        limit = window_end - HEADER_SIZE_UP_TO_MAGIC
+        while i < limit:
+            (size,) = _I.unpack_from(buf, i + 8)
+            if size == 0:
+                m = _NONZERO.search(buf, i + 8, window_end)
+                if m is None:
+                    i = max(i + 1, window_end - 11)
+                    break
+                i = max(i + 1, m.start() - 11)
+                continue
+            if size >= MIN_BATCH_SIZE_FIELD and buf[i + 16] <= 2 and size + LOG_OVERHEAD <= end - (r.start + i):
+                cand = r.start + i
+                if _valid_at(r, cand, end):
+                    return cand
+                i = r.ensure(cand, min(CHUNK, end - cand))  # _valid_at may have moved the window
+                buf = r.buf
+                window_end = r.stop - r.start
+                limit = window_end - HEADER_SIZE_UP_TO_MAGIC
+            i += 1
+        np = r.start + i
+        if np <= p:
+            np = p + 1
+        p = np
+    return None
+
+
+def _region_kind(r: _Reader, pos: int, end: int) -> str:
+    """zero_run when [pos, end) is all zero bytes, else garbage."""
+    p = pos
+    while p < end:
+        n = min(CHUNK, end - p)
+        i = r.ensure(p, n)
+        if _NONZERO.search(r.buf, i, i + n) is not None:
+            return "garbage"
+        p += n
+    return "zero_run"
+
+
+def walk(path, *, start: int = 0, end: int | None = None, with_data: bool = False, resync: bool = True,
+         chunk_size: int = CHUNK, progress: Callable[[int], None] | None = None
+         ) -> Iterator[BatchHeader | Damage]:
+    """Yield every batch (:class:`BatchHeader`, ``crc_valid`` set) and every damaged region
+    (:class:`Damage`) of the ``.log`` file ``path`` from byte ``start`` to ``end``.
+
+    ``with_data`` keeps each batch's bytes in ``header.data``. With ``resync=False`` the walk
+    stops at the first damage (Kafka's behaviour).
+    """
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        if end is None or end > size:
+            end = size
+        r = _Reader(fd, end, chunk_size)
+        pos = start
+        reported = pos
+        while pos < end:
+            if progress is not None and pos - reported >= (1 << 20):
+                progress(pos - reported)
+                reported = pos
+            rem = end - pos
+            if rem <= HEADER_SIZE_UP_TO_MAGIC:
+                kind = _region_kind(r, pos, end)
+                yield Damage("zero_run" if kind == "zero_run" else "torn_tail", pos, rem,
+                             f"{rem} bytes at the end of the file are too short for a batch header")
+                break
+            i = r.ensure(pos, HEADER_SIZE_UP_TO_MAGIC)
+            buf = r.buf
+            _off, size_field = _OFFSET_SIZE.unpack_from(buf, i)
+            magic = buf[i + 16]
+            total = size_field + LOG_OVERHEAD
+            problem = None
+            if size_field < MIN_BATCH_SIZE_FIELD:
+                problem = ("invalid_size",
+                           f"Found record size {size_field} smaller than minimum record overhead (14)")
+            elif total > rem:
+                problem = ("torn_tail", f"batch of {total} bytes runs past the end of the file ({rem} bytes left)")
+            elif magic > 2:
+                problem = ("bad_magic", f"Invalid magic found in record: {magic}")
+            elif magic == 2 and size_field < V2_MIN_SIZE_FIELD:
+                problem = ("invalid_size", f"Record batch is corrupt (the size {total} is smaller than the "
+                                           f"minimum allowed overhead 61)")
+            elif magic < 2 and size_field < LEGACY_MIN_SIZE_FIELD[magic]:
+                problem = ("invalid_size", f"Record is corrupt (the message size {size_field} is smaller than "
+                                           f"the minimum for magic {magic})")
+            if problem is None:
+                i = r.ensure(pos, total)
+                h = parse_header(r.buf, i)
+                h.position = pos
+                if h.crc_valid or _plausible(r, pos + total, end):
+                    if with_data:
+                        i = r.ensure(pos, total)
+                        h.data = bytes(r.view[i:i + total])
+                    yield h
+                    pos += total
+                    continue
+                problem = ("garbage", f"CRC mismatch (stored {h.crc}) and no batch follows: the length field "
+                                      f"({size_field}) is probably damaged")
+            # A damaged region starts at pos: find where valid data resumes.
+            nxt = find_next_batch(r, pos + 1, end) if resync else None
+            kind, msg = problem
+            stop = end if nxt is None else nxt
+            region = _region_kind(r, pos, stop)
+            if region == "zero_run":
+                kind = "zero_run"
+                msg = f"{stop - pos} zero bytes ({msg})"
+            elif nxt is None and kind in ("invalid_size", "garbage", "bad_magic"):
+                msg = f"{msg}; no valid batch in the {stop - pos} bytes to the end of the file"
+            elif nxt is None:
+                kind = "torn_tail"
+            yield Damage(kind, pos, stop - pos, msg, nxt)
+            if nxt is None:
+                break
+            pos = nxt
+        if progress is not None and end - reported > 0:
+            progress(end - reported)
+    finally:
+        os.close(fd)
+
+
+def batches(path, **kw) -> Iterator[BatchHeader]:
+    """Only the batches of :func:`walk` (damage skipped)."""
+    for item in walk(path, **kw):
+        if isinstance(item, BatchHeader):
+            yield item

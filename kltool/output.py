@@ -101,8 +101,10 @@ class Output:
         if self._out_console is None:
             from rich.console import Console
 
+            tty = self._stdout.isatty()
             self._out_console = Console(file=self._stdout, no_color=not self.color, highlight=False,
-                                        soft_wrap=False)
+                                        soft_wrap=False, width=None if tty else 400,
+                                        color_system="auto" if tty and self.color else None)
         return self._out_console
 
     def table(self, columns: list[str], rows: list[list[Any]], title: str | None = None,
@@ -155,8 +157,14 @@ class Progress:
 
     def __enter__(self):
         if self.enabled:
-            from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
-                                       TransferSpeedColumn)
+            from rich.progress import (
+                BarColumn,
+                DownloadColumn,
+                Progress,
+                TextColumn,
+                TimeRemainingColumn,
+                TransferSpeedColumn,
+            )
 
             self._p = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
                                TransferSpeedColumn(), TimeRemainingColumn(), console=self.out.err_console,

@@ -1,0 +1,1 @@
+"""Thin click adapters: options → a core call → output. No byte parsing here."""

@@ -1,0 +1,60 @@
+"""kltool verify: CRCs, structure, indexes, stale files. Never modifies a file (without --repair)."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from ..storage.verify import VerifyStats, verify_selection
+from .common import human_bytes, paths_argument, select, selection_options
+
+
+@click.command("verify")
+@paths_argument
+@selection_options
+@click.option("--deep", is_flag=True, help="Also decompress and parse every record.")
+@click.option("--strict", is_flag=True, help="Exit 1 on warnings too.")
+@click.option("--repair", is_flag=True, help="Repair what is found (see kltool-verify(1)); plan first with --dry-run.")
+@click.option("--dry-run", is_flag=True, help="With --repair: print the plan, change nothing.")
+@click.option("--backup-dir", type=click.Path(path_type=str), help="With --repair: where cut bytes are kept.")
+@click.option("--like-broker", is_flag=True, help="With --repair: truncate at the first damage and drop later "
+              "segments, as the broker's recovery does (still backed up).")
+@click.pass_obj
+def command(out, paths, topic, partition_spec, deep, strict, repair, dry_run, backup_dir, like_broker):
+    """Check every batch's CRC and structure, every index against its log, and stale files.
+
+    Exit 0 when clean, 1 when anything is wrong (or, with --repair --dry-run, when there is work).
+    """
+    if repair or dry_run or backup_dir or like_broker:
+        from .repair import run_repair
+
+        return run_repair(out, paths, topic, partition_spec, deep=deep, dry_run=dry_run, backup_dir=backup_dir,
+                          like_broker=like_broker)
+    sel = select(paths, topic, partition_spec)
+    stats = VerifyStats()
+    total = sum(s.size for p in sel.partitions for s in p.segments) + sum(
+        f.stat().st_size for f in sel.files)
+    t0 = time.perf_counter()
+    with out.progress(total, "verify") as prog:
+        for f in verify_selection(sel, deep=deep, stats=stats, progress=prog.advance):
+            if out.json_mode:
+                out.emit(f.to_json())
+            else:
+                loc = f.file + (f":{f.position}" if f.position is not None else "")
+                off = f" offset {f.offset}" if f.offset is not None else ""
+                out.line(f"{f.severity.upper():7} {f.kind:20} {loc}{off}: {f.message}")
+    secs = time.perf_counter() - t0
+    summary = {
+        "type": "summary", "partitions": stats.partitions, "segments": stats.segments, "files": stats.files,
+        "batches": stats.batches, "records": stats.records, "bytes": stats.bytes, "damaged_bytes": stats.lost_bytes,
+        "errors": stats.errors, "warnings": stats.warnings, "seconds": round(secs, 3), "deep": deep,
+    }
+    if out.json_mode:
+        out.emit(summary)
+    else:
+        state = "clean" if stats.errors == 0 else "PROBLEMS FOUND"
+        out.line(f"verify: {state}: {stats.partitions} partitions, {stats.segments} segments, {stats.files} files, "
+                 f"{stats.batches} batches, {stats.records} records, {human_bytes(stats.bytes)} in {secs:.2f}s; "
+                 f"{stats.errors} errors, {stats.warnings} warnings")
+    return 1 if stats.errors or (strict and stats.warnings) else 0

@@ -1,0 +1,297 @@
+"""Safe file writes and the broker's ``.lock`` (reference §1.1, §11).
+
+* :func:`atomic_write`: temp file in the same directory, fsync, ``os.replace``, fsync the directory, so a
+  crash leaves either the old or the new content (never a torn file).
+* :class:`BrokerLock`: the running broker holds ``FileChannel.tryLock()`` on ``<logdir>/.lock``; on Linux
+  that is a POSIX (fcntl) record lock, which ``fcntl.lockf`` conflicts with (``flock`` would not).
+
+POSIX record locks belong to the *process*: a second lock by the same process on the same file always
+succeeds, and closing *any* descriptor of the file drops all of the process's locks on it. This module
+therefore keeps one descriptor per locked file per process (re-entrant, counted) and never opens
+and closes a second descriptor on a file it holds.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import threading
+from pathlib import Path
+
+from ..errors import BrokerLockHeld, UnsafeOperation, UsageError
+
+__all__ = [
+    "LOCK_FILE_NAME", "TMP_SUFFIX", "atomic_write", "fsync_dir", "copy_range",
+    "BrokerLock", "lock_holder_present", "looks_like_log_dir",
+]
+
+LOCK_FILE_NAME = ".lock"  # LogManager.LockFileName
+TMP_SUFFIX = ".kltool-tmp"
+_CHUNK = 4 << 20
+
+# Files that only a Kafka log dir root holds (reference §1.1).
+_ROOT_MARKERS = (
+    "meta.properties", "recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
+    "replication-offset-checkpoint", "cleaner-offset-checkpoint", ".kafka_cleanshutdown",
+    "bootstrap.checkpoint",
+)
+
+
+def tmp_path_for(path) -> Path:
+    """``<dir>/.<name>.kltool-tmp``: where :func:`atomic_write` stages ``path``."""
+    p = Path(path)
+    return p.with_name(f".{p.name}{TMP_SUFFIX}")
+
+
+def fsync_dir(path) -> None:
+    """fsync a directory, so that renames and new entries in it survive a crash."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_all(fd: int, data) -> None:
+    mv = memoryview(data)
+    while mv:
+        n = os.write(fd, mv)
+        mv = mv[n:]
+
+
+def atomic_write(path, data: bytes | str, *, mode: int = 0o644) -> None:
+    """Replace ``path`` with ``data`` (str is written as UTF-8) atomically and durably.
+
+    Stages into ``.<name>.kltool-tmp`` next to it (a leftover from an earlier crash is overwritten),
+    fsyncs it, renames it over ``path`` and fsyncs the directory. The file gets permission ``mode``.
+    """
+    path = Path(path)
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    tmp = tmp_path_for(path)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), mode)
+    try:
+        try:
+            os.fchmod(fd, mode)
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    fsync_dir(path.parent)
+
+
+def copy_range(src_path, start: int, end: int, dst_path, *, mode: int = 0o644) -> int:
+    """Copy bytes ``[start, end)`` of ``src_path`` into a new file ``dst_path`` (for backups of what a
+    repair cuts). The copy is staged and renamed like :func:`atomic_write`, and fsynced, so a backup
+    that exists is complete. Raises UnsafeOperation if the source is shorter than ``end``; returns the
+    number of bytes copied."""
+    if start < 0 or end < start:
+        raise ValueError(f"bad byte range [{start}, {end})")
+    dst_path = Path(dst_path)
+    tmp = tmp_path_for(dst_path)
+    with open(src_path, "rb") as src:
+        size = os.fstat(src.fileno()).st_size
+        if end > size:
+            raise UnsafeOperation(f"cannot back up bytes [{start}, {end}): the file has only {size} bytes",
+                                  path=src_path)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), mode)
+        try:
+            try:
+                os.fchmod(fd, mode)
+                pos = start
+                copy = getattr(os, "copy_file_range", None)
+                while pos < end:
+                    n = 0
+                    if copy is not None:
+                        try:
+                            n = copy(src.fileno(), fd, min(_CHUNK, end - pos), pos)
+                        except OSError as e:  # EXDEV, ENOSYS, EINVAL on some file systems
+                            if e.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+                                raise
+                            copy = None
+                            continue
+                    else:
+                        chunk = os.pread(src.fileno(), min(_CHUNK, end - pos), pos)
+                        _write_all(fd, chunk)
+                        n = len(chunk)
+                    if n == 0:
+                        raise UnsafeOperation(f"file shrank while copying bytes [{start}, {end})", path=src_path)
+                    pos += n
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, dst_path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+            raise
+    fsync_dir(dst_path.parent)
+    return end - start
+
+
+# ------------------------------------------------------------------------------------------------ the lock
+
+
+def looks_like_log_dir(logdir) -> bool:
+    """A Kafka log dir root: it has ``.lock``, ``meta.properties``, a root checkpoint file, or a
+    sub-directory named like a partition (``topic-N``, ``topic-N.<id>-delete`` ...)."""
+    from ..errors import CorruptDataError
+    from ..format.topics import parse_partition_dir_name
+
+    d = Path(logdir)
+    if not d.is_dir():
+        return False
+    if any((d / m).exists() for m in (LOCK_FILE_NAME, *_ROOT_MARKERS)):
+        return True
+    try:
+        with os.scandir(d) as it:
+            for e in it:
+                if e.is_dir(follow_symlinks=False):
+                    try:
+                        parse_partition_dir_name(e.name)
+                        return True
+                    except CorruptDataError:
+                        continue
+    except OSError:
+        return False
+    return False
+
+
+_registry_lock = threading.Lock()
+# (st_dev, st_ino) of a .lock file → [fd, count] for the locks this process holds.
+_held: dict[tuple[int, int], list[int]] = {}
+
+
+def _key_of(path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _held_by_us(path) -> bool:
+    key = _key_of(path)
+    with _registry_lock:
+        return key is not None and key in _held
+
+
+def _held_message(lockpath) -> str:
+    return f"a running broker holds {lockpath}; stop it first"
+
+
+class BrokerLock:
+    """Hold the log dir's ``.lock`` exclusively, as the broker does (``LogManager.lockLogDirs``).
+
+    ``with BrokerLock(logdir): ...`` raises BrokerLockHeld (exit code 3) when another process (a live
+    broker) holds it. A missing ``.lock`` is created like the broker does (an empty file), but only
+    in a directory that looks like a log dir (see :func:`looks_like_log_dir`), or when ``create=True``
+    (e.g. for a new log dir). Re-entrant within a process.
+    """
+
+    def __init__(self, logdir, *, create: bool | None = None):
+        self.logdir = Path(logdir)
+        self.lockpath = self.logdir / LOCK_FILE_NAME
+        self.create = create
+        self._key: tuple[int, int] | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._key is not None
+
+    def acquire(self) -> BrokerLock:
+        if self._key is not None:
+            return self
+        if not self.lockpath.exists():
+            allowed = self.create if self.create is not None else looks_like_log_dir(self.logdir)
+            if not allowed:
+                if not self.logdir.is_dir():
+                    raise UsageError("not a directory", path=self.logdir)
+                raise UsageError("does not look like a Kafka log directory (no .lock, meta.properties, "
+                                 "checkpoint files or partition directories)", path=self.logdir)
+        with _registry_lock:
+            key = _key_of(self.lockpath)
+            if key is not None and key in _held:
+                _held[key][1] += 1
+                self._key = key
+                return self
+            # FileLock: FileChannel.open(file, CREATE, READ, WRITE)
+            fd = os.open(self.lockpath, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+            try:
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as e:
+                os.close(fd)
+                if e.errno in (errno.EACCES, errno.EAGAIN):
+                    raise BrokerLockHeld(_held_message(self.lockpath), path=self.lockpath) from None
+                raise
+            st = os.fstat(fd)
+            key = (st.st_dev, st.st_ino)
+            _held[key] = [fd, 1]
+            self._key = key
+        return self
+
+    def release(self) -> None:
+        key, self._key = self._key, None
+        if key is None:
+            return
+        with _registry_lock:
+            entry = _held.get(key)
+            if entry is None:
+                return
+            entry[1] -= 1
+            if entry[1] == 0:
+                del _held[key]
+                try:
+                    fcntl.lockf(entry[0], fcntl.LOCK_UN)
+                finally:
+                    os.close(entry[0])
+
+    def __enter__(self) -> BrokerLock:
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    def __del__(self):
+        try:
+            self.release()
+        except Exception:
+            pass
+
+
+def lock_holder_present(logdir) -> bool:
+    """True when another process (a live broker) holds ``<logdir>/.lock``; the lock is tested, not kept.
+
+    For read-only commands that only warn. A missing ``.lock`` means no broker has this dir open
+    (the broker creates it at startup). Uses a shared lock on a read-only descriptor, which conflicts
+    with the broker's exclusive lock and needs no write permission. Never disturbs a lock this
+    process holds itself.
+    """
+    lockpath = Path(logdir) / LOCK_FILE_NAME
+    if _held_by_us(lockpath):
+        return False
+    try:
+        fd = os.open(lockpath, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return False
+    try:
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as e:
+            if e.errno in (errno.EACCES, errno.EAGAIN):
+                return True
+            raise
+        fcntl.lockf(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)

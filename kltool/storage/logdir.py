@@ -1,0 +1,205 @@
+"""A log dir (one ``log.dirs`` entry): its partitions, root checkpoints and marker files.
+
+:func:`open_path` accepts a log dir, a partition directory, a tree holding log dirs (a backup),
+or single files, and returns a :class:`Selection`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import CorruptDataError, UsageError
+from .partition import KRAFT_SNAPSHOT, SEGMENT_FILE, Partition
+
+ROOT_CHECKPOINTS = (
+    "recovery-point-offset-checkpoint",
+    "log-start-offset-checkpoint",
+    "replication-offset-checkpoint",
+    "cleaner-offset-checkpoint",
+)
+ROOT_FILES = set(ROOT_CHECKPOINTS) | {
+    "meta.properties", ".lock", ".kafka_cleanshutdown", "bootstrap.checkpoint",
+}
+IGNORED_DIRS = {"remote-log-index-cache"}
+
+
+
+def _partition_name(name: str):
+    from ..format.topics import parse_partition_dir_name
+
+    try:
+        return parse_partition_dir_name(name)
+    except CorruptDataError:
+        return None
+
+
+def looks_like_partition_dir(path: Path) -> bool:
+    if _partition_name(path.name) is None:
+        return False
+    try:
+        for e in os.scandir(path):
+            n = e.name
+            if SEGMENT_FILE.match(n) or KRAFT_SNAPSHOT.match(n) or n in ("partition.metadata",
+                                                                        "leader-epoch-checkpoint"):
+                return True
+    except (NotADirectoryError, PermissionError):
+        return False
+    return False
+
+
+class LogDir:
+    def __init__(self, path):
+        self.path = Path(path)
+        self.partitions: list[Partition] = []
+        self.unknown_dirs: list[Path] = []
+        self.unknown_files: list[Path] = []
+        self._checkpoints: dict[str, dict] = {}
+        for e in sorted(self.path.iterdir(), key=lambda p: p.name):
+            if e.is_dir():
+                if e.name in IGNORED_DIRS:
+                    continue
+                parsed = _partition_name(e.name)
+                if parsed is None:
+                    self.unknown_dirs.append(e)
+                    continue
+                topic, part, kind, _uid = parsed
+                self.partitions.append(Partition(e, self, topic=topic, partition=part, kind=kind))
+            elif e.name not in ROOT_FILES and not e.name.endswith(".tmp"):
+                self.unknown_files.append(e)
+        self.partitions.sort(key=lambda p: (p.topic, p.partition, p.kind))
+
+    def __repr__(self) -> str:
+        return f"LogDir({self.path})"
+
+    @property
+    def lock_path(self) -> Path:
+        return self.path / ".lock"
+
+    @property
+    def clean_shutdown(self) -> bool:
+        return (self.path / ".kafka_cleanshutdown").exists()
+
+    def checkpoint(self, name: str) -> dict:
+        """A root offset checkpoint as {(topic, partition): offset}; {} when missing."""
+        if name not in self._checkpoints:
+            from ..format.checkpoints import parse_offset_checkpoint
+
+            p = self.path / name
+            try:
+                text = p.read_text(encoding="utf-8")
+            except FileNotFoundError:
+                self._checkpoints[name] = {}
+            else:
+                try:
+                    self._checkpoints[name] = parse_offset_checkpoint(text)
+                except CorruptDataError as e:
+                    raise e.at(path=p) from None
+        return self._checkpoints[name]
+
+    def meta_properties(self) -> dict | None:
+        from ..format.checkpoints import parse_properties
+
+        try:
+            return parse_properties((self.path / "meta.properties").read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+
+
+def is_log_dir(path: Path) -> bool:
+    """A directory with Kafka's root files, or with at least one partition directory."""
+    if not path.is_dir():
+        return False
+    if any((path / n).exists() for n in ("meta.properties", *ROOT_CHECKPOINTS)):
+        return True
+    try:
+        return any(e.is_dir() and looks_like_partition_dir(Path(e.path)) for e in os.scandir(path))
+    except PermissionError:
+        return False
+
+
+@dataclass
+class Selection:
+    """What a PATH argument named: log dirs, partitions (each possibly inside a log dir), and files."""
+
+    logdirs: list[LogDir] = field(default_factory=list)
+    partitions: list[Partition] = field(default_factory=list)
+    files: list[Path] = field(default_factory=list)
+
+    def filter(self, topic: str | None = None, partitions: set[int] | None = None) -> Selection:
+        ps = [p for p in self.partitions
+              if (topic is None or fnmatch.fnmatchcase(p.topic, topic))
+              and (partitions is None or p.partition in partitions)]
+        return Selection(self.logdirs, ps, self.files)
+
+    def extend(self, other: Selection) -> None:
+        for ld in other.logdirs:
+            if all(ld.path != x.path for x in self.logdirs):
+                self.logdirs.append(ld)
+        seen = {p.path for p in self.partitions}
+        self.partitions.extend(p for p in other.partitions if p.path not in seen)
+        self.files.extend(f for f in other.files if f not in self.files)
+
+
+def open_log_dir(path) -> LogDir:
+    return LogDir(path)
+
+
+def open_partition(path) -> Partition:
+    path = Path(path)
+    parent = path.parent
+    ld = LogDir(parent) if is_log_dir(parent) else None
+    if ld is not None:
+        for p in ld.partitions:
+            if p.path == path:
+                return p
+    return Partition(path)
+
+
+def open_path(path, *, max_depth: int = 4) -> Selection:
+    """Resolve one PATH argument. Raises UsageError for something that is not Kafka data."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(2, "no such file or directory", str(path))
+    if path.is_file():
+        return Selection(files=[path])
+    if not os.access(path, os.R_OK | os.X_OK):
+        raise PermissionError(13, "permission denied", str(path))
+    if looks_like_partition_dir(path) or (_partition_name(path.name) is not None and not is_log_dir(path)
+                                          and not any(path.iterdir())):
+        return Selection(partitions=[open_partition(path)])
+    if is_log_dir(path):
+        ld = LogDir(path)
+        return Selection(logdirs=[ld], partitions=list(ld.partitions))
+    # A tree holding log dirs (a backup, several brokers): look a few levels down.
+    sel = Selection()
+    stack = [(path, 0)]
+    while stack:
+        d, depth = stack.pop()
+        try:
+            subdirs = sorted((Path(e.path) for e in os.scandir(d) if e.is_dir()), reverse=True)
+        except PermissionError:
+            continue
+        for s in subdirs:
+            if is_log_dir(s):
+                ld = LogDir(s)
+                sel.logdirs.append(ld)
+                sel.partitions.extend(ld.partitions)
+            elif depth + 1 < max_depth:
+                stack.append((s, depth + 1))
+    if not sel.partitions and not sel.logdirs:
+        raise UsageError("not a Kafka log dir, partition directory or segment file", path=path)
+    sel.logdirs.sort(key=lambda ld: ld.path)
+    sel.partitions.sort(key=lambda p: (p.topic, p.partition, str(p.path)))
+    return sel
+
+
+def open_paths(paths, topic: str | None = None, partitions: set[int] | None = None) -> Selection:
+    sel = Selection()
+    for p in paths:
+        sel.extend(open_path(p))
+    if topic is not None or partitions is not None:
+        sel = sel.filter(topic, partitions)
+    return sel

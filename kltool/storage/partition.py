@@ -1,0 +1,144 @@
+"""A partition directory: its segments in offset order, its other files, and the broker's lookups."""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from pathlib import Path
+
+from ..errors import CorruptDataError
+from .segment import Segment
+
+# <20 digits>.<type>[.<transient suffix>]
+SEGMENT_FILE = re.compile(r"^(\d+)\.(log|index|timeindex|txnindex|snapshot)(?:\.(deleted|cleaned|swap))?$")
+KRAFT_SNAPSHOT = re.compile(r"^(\d{20})-(\d{10})\.checkpoint(?:\.(deleted|part))?$")
+KNOWN_FILES = {"leader-epoch-checkpoint", "partition.metadata", "quorum-state"}
+
+
+class Partition:
+    """``topic-N`` (or ``topic-N.<id>-delete|-future|-stray``) directory."""
+
+    def __init__(self, path, logdir=None, *, topic: str | None = None, partition: int | None = None,
+                 kind: str | None = None):
+        self.path = Path(path)
+        self.logdir = logdir
+        if topic is None:
+            from ..format.topics import parse_partition_dir_name
+
+            topic, partition, kind, _uid = parse_partition_dir_name(self.path.name)
+        self.topic = topic
+        self.partition = partition
+        self.kind = kind or "normal"  # normal | delete | future | stray
+        self._scanned = False
+        self._segments: list[Segment] = []
+        self.stale_files: list[Path] = []  # .deleted / .cleaned / .swap
+        self.orphan_indexes: list[Path] = []
+        self.snapshots: list[tuple[int, Path]] = []
+        self.kraft_snapshots: list[Path] = []
+        self.other_files: list[Path] = []
+        self.temp_files: list[Path] = []
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    def __repr__(self) -> str:
+        return f"Partition({self.path})"
+
+    def _scan(self) -> None:
+        if self._scanned:
+            return
+        logs: dict[int, Path] = {}
+        indexes: list[tuple[int, Path]] = []
+        for entry in sorted(self.path.iterdir(), key=lambda p: p.name):
+            name = entry.name
+            if entry.is_dir():
+                self.other_files.append(entry)
+                continue
+            m = SEGMENT_FILE.match(name)
+            if m:
+                off = int(m.group(1))
+                kind, transient = m.group(2), m.group(3)
+                if transient:
+                    self.stale_files.append(entry)
+                elif kind == "log":
+                    if off in logs:
+                        raise CorruptDataError(f"two log files for base offset {off}", path=entry)
+                    logs[off] = entry
+                elif kind == "snapshot":
+                    self.snapshots.append((off, entry))
+                else:
+                    indexes.append((off, entry))
+                continue
+            if KRAFT_SNAPSHOT.match(name):
+                self.kraft_snapshots.append(entry)
+            elif name in KNOWN_FILES:
+                pass
+            elif name.endswith(".tmp") or ".kltool-tmp" in name:
+                self.temp_files.append(entry)
+            else:
+                self.other_files.append(entry)
+        self._segments = [Segment(self.path, off, p) for off, p in sorted(logs.items())]
+        self.orphan_indexes = [p for off, p in indexes if off not in logs]
+        self.snapshots.sort()
+        self._scanned = True
+
+    def refresh(self) -> None:
+        self._scanned = False
+        self._segments = []
+        self.stale_files, self.orphan_indexes, self.snapshots = [], [], []
+        self.kraft_snapshots, self.other_files, self.temp_files = [], [], []
+
+    @property
+    def segments(self) -> list[Segment]:
+        self._scan()
+        return self._segments
+
+    @property
+    def base_offsets(self) -> list[int]:
+        return [s.base_offset for s in self.segments]
+
+    def segment_for_offset(self, offset: int) -> Segment | None:
+        """The segment whose range holds ``offset`` (floor by base offset)."""
+        segs = self.segments
+        i = bisect_right(self.base_offsets, offset) - 1
+        return segs[i] if i >= 0 else (segs[0] if segs else None)
+
+    def segments_from(self, offset: int | None) -> list[Segment]:
+        segs = self.segments
+        if offset is None or not segs:
+            return segs
+        i = max(0, bisect_right(self.base_offsets, offset) - 1)
+        return segs[i:]
+
+    # -- offsets ------------------------------------------------------------------------------
+    def log_start_offset(self) -> int:
+        """max(log-start-offset-checkpoint, first segment's base offset), like the broker's loader."""
+        first = self.segments[0].base_offset if self.segments else 0
+        cp = self.logdir.checkpoint("log-start-offset-checkpoint") if self.logdir is not None else {}
+        v = cp.get((self.topic, self.partition))
+        return max(first, v) if v is not None else first
+
+    def log_end_offset(self) -> int:
+        """Offset after the last batch of the last segment that holds one."""
+        for seg in reversed(self.segments):
+            last = seg.last_batch()
+            if last is not None:
+                return last.last_offset + 1
+        return self.segments[-1].base_offset if self.segments else 0
+
+    def metadata_topic_id(self) -> str | None:
+        p = self.path / "partition.metadata"
+        try:
+            text = p.read_text()
+        except FileNotFoundError:
+            return None
+        from ..format.checkpoints import parse_partition_metadata
+
+        try:
+            return parse_partition_metadata(text)[1]
+        except CorruptDataError as e:
+            raise e.at(path=p) from None
+
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)

@@ -1,0 +1,424 @@
+"""Verification: every batch's framing and CRC, offsets, indexes against their log by Kafka's
+rules (reference §5), stale and orphan files, checkpoints, snapshots. Read-only.
+
+:func:`verify_selection` yields :class:`Finding` objects; :class:`VerifyStats` counts what was read.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..errors import CorruptDataError
+from ..format import decode_records
+from ..format import index as fidx
+from ..format.records import BatchHeader
+from .logdir import LogDir, Selection
+from .partition import Partition
+from .scan import Damage, walk
+from .segment import Segment
+
+INT32_MAX = 2**31 - 1
+
+
+@dataclass(slots=True)
+class Finding:
+    severity: str  # error | warning
+    kind: str
+    file: str
+    message: str
+    position: int | None = None
+    offset: int | None = None
+    length: int | None = None
+
+    def to_json(self) -> dict:
+        d = {"type": "finding"}
+        d.update(asdict(self))
+        return d
+
+
+@dataclass
+class VerifyStats:
+    partitions: int = 0
+    segments: int = 0
+    files: int = 0
+    batches: int = 0
+    records: int = 0
+    bytes: int = 0
+    errors: int = 0
+    warnings: int = 0
+    lost_bytes: int = 0
+    segment_ends: dict = field(default_factory=dict)  # partition path -> log end offset seen
+
+
+def _err(kind, file, msg, position=None, offset=None, length=None):
+    return Finding("error", kind, str(file), msg, position, offset, length)
+
+
+def _warn(kind, file, msg, position=None, offset=None, length=None):
+    return Finding("warning", kind, str(file), msg, position, offset, length)
+
+
+class _IndexCheck:
+    """Streams a segment's batches past its offset- and time-index entries (DumpLogSegments'
+    checks plus the invariant of reference §5.5)."""
+
+    def __init__(self, seg: Segment, log_size: int):
+        self.seg = seg
+        self.findings: list[Finding] = []
+        self.oi = seg.offset_index()
+        self.ti = seg.time_index()
+        self.j = 0
+        self.k = 0
+        self.prev_last = None
+        self.max_ts = -1
+        self.log_size = log_size
+        f = seg.index_path
+        prev = None
+        for off, pos in self.oi:
+            if prev is not None and (off <= prev[0] or pos <= prev[1]):
+                self.findings.append(_err("index_corrupt", f, f"index entries out of order: ({prev[0]}, {prev[1]}) "
+                                          f"is followed by ({off}, {pos})", offset=off))
+                break
+            prev = (off, pos)
+        prev = None
+        for ts, off in self.ti:
+            if prev is not None and (ts <= prev[0] or off < prev[1]):
+                self.findings.append(_err("time_index_order", seg.timeindex_path,
+                                          f"time index entry (timestamp {ts}, offset {off}) follows (timestamp "
+                                          f"{prev[0]}, offset {prev[1]}): timestamps must increase and offsets "
+                                          f"must not decrease", offset=off))
+                break
+            prev = (ts, off)
+
+    def batch(self, h: BatchHeader) -> None:
+        oi, ti = self.oi, self.ti
+        while self.j < len(oi) and oi[self.j][1] <= h.position:
+            off, pos = oi[self.j]
+            if pos < h.position:
+                self.findings.append(_err("index_mismatch", self.seg.index_path,
+                                          f"index entry (offset {off}, position {pos}) does not point at the start "
+                                          f"of a batch", position=pos, offset=off))
+            elif h.last_offset > off or (self.prev_last is not None and self.prev_last >= off):
+                self.findings.append(_err("index_mismatch", self.seg.index_path,
+                                          f"index entry (offset {off}, position {pos}) points at a batch with offsets "
+                                          f"{h.base_offset}..{h.last_offset}", position=pos, offset=off))
+            self.j += 1
+        while self.k < len(ti) and ti[self.k][1] <= h.last_offset:
+            ts, off = ti[self.k]
+            if h.max_timestamp != ts and not (h.magic < 2 and h.max_timestamp == ts):
+                self.findings.append(_err("time_index_mismatch", self.seg.timeindex_path,
+                                          f"time index entry (timestamp {ts}, offset {off}): the batch holding offset "
+                                          f"{off} has max timestamp {h.max_timestamp}", offset=off))
+            self.k += 1
+        if h.max_timestamp > self.max_ts:
+            self.max_ts = h.max_timestamp
+        self.prev_last = h.last_offset
+
+    def finish(self) -> list[Finding]:
+        for off, pos in self.oi[self.j:]:
+            self.findings.append(_err("index_mismatch", self.seg.index_path,
+                                      f"index entry (offset {off}, position {pos}) points past the last batch "
+                                      f"(log size {self.log_size})", position=pos, offset=off))
+        for ts, off in self.ti[self.k:]:
+            self.findings.append(_err("time_index_mismatch", self.seg.timeindex_path,
+                                      f"time index entry (timestamp {ts}, offset {off}) names an offset after the "
+                                      f"last batch", offset=off))
+        return self.findings
+
+
+def _check_index_files(seg: Segment, is_active: bool) -> list[Finding]:
+    out: list[Finding] = []
+    for path, entry, checker, kind in (
+        (seg.index_path, fidx.OFFSET_ENTRY, fidx.check_offset_index, "index_corrupt"),
+        (seg.timeindex_path, fidx.TIME_ENTRY, fidx.check_time_index, "index_corrupt"),
+    ):
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            if path.suffix == ".index" and seg.size > 0:
+                out.append(_warn("missing_index", path, "offset index is missing: the broker will rebuild it "
+                                 "by recovering the segment at startup"))
+            continue
+        for msg in checker(data, seg.base_offset, path=str(path)):
+            out.append(_err(kind, path, msg))
+        zeros = (fidx.offset_index_zero_tail(data) if entry == fidx.OFFSET_ENTRY
+                 else fidx.time_index_zero_tail(data))
+        if zeros and not is_active:
+            out.append(_warn("index_untrimmed", path, f"{zeros} zero-filled entries at the end (preallocated, "
+                             f"not trimmed: the broker did not close this segment)"))
+    try:
+        data = seg.txnindex_path.read_bytes()
+    except FileNotFoundError:
+        pass
+    else:
+        for msg in fidx.check_txn_index(data, seg.base_offset, path=str(seg.txnindex_path)):
+            out.append(_err("index_corrupt", seg.txnindex_path, msg))
+        rest = fidx.trailing_bytes(data, fidx.TXN_ENTRY)
+        if rest:
+            out.append(_warn("index_corrupt", seg.txnindex_path, f"{rest} trailing bytes (a partial entry, ignored "
+                             f"by Kafka)", position=len(data) - rest))
+    return out
+
+
+def verify_log_file(path: Path, *, base_offset: int | None, deep: bool, stats: VerifyStats,
+                    progress: Callable[[int], None] | None = None, prev_last: int | None = None,
+                    index_check: _IndexCheck | None = None) -> Iterator[Finding]:
+    """Findings for one ``.log`` file. Returns (via ``stats.segment_ends``) nothing; yields findings."""
+    last = prev_last
+    first_problem = None
+    for item in walk(path, with_data=deep, progress=progress):
+        if isinstance(item, Damage):
+            stats.lost_bytes += item.length
+            where = "" if item.resumed_at is None else f"; valid batches resume at byte {item.resumed_at}"
+            yield _err(item.kind, path, f"{item.message}{where}", position=item.position, length=item.length)
+            if first_problem is None:
+                first_problem = item.position
+            continue
+        h = item
+        stats.batches += 1
+        stats.bytes += h.size
+        if h.count is not None:
+            stats.records += h.count
+        if not h.crc_valid:
+            yield _err("crc_mismatch", path, f"Record is corrupt (stored crc = {h.crc}) in batch {h.base_offset}.."
+                       f"{h.last_offset}", position=h.position, offset=h.base_offset, length=h.size)
+            if first_problem is None:
+                first_problem = h.position
+            continue
+        lo = h.base_offset if h.magic == 2 else h.last_offset
+        if last is not None and lo <= last:
+            yield _err("offset_order", path, f"batch offsets {h.base_offset}..{h.last_offset} do not follow the "
+                       f"previous batch's last offset {last}", position=h.position, offset=h.base_offset)
+        if base_offset is not None:
+            if h.last_offset < base_offset or (h.magic == 2 and h.base_offset < base_offset):
+                yield _err("offset_order", path, f"batch offset {h.base_offset} is below the segment's base offset "
+                           f"{base_offset}", position=h.position, offset=h.base_offset)
+            elif h.last_offset - base_offset > INT32_MAX:
+                yield _warn("offset_overflow", path, f"offset {h.last_offset} is more than 2^31-1 past the segment's "
+                            f"base offset {base_offset}: the broker will split this segment",
+                            position=h.position, offset=h.last_offset)
+        if h.magic == 2 and h.last_offset < h.base_offset:
+            yield _err("invalid_batch", path, f"negative last offset delta ({h.last_offset - h.base_offset})",
+                       position=h.position, offset=h.base_offset)
+        if h.magic == 2 and h.count is not None and h.count < 0:
+            yield _err("invalid_batch", path, f"Found invalid record count {h.count}", position=h.position,
+                       offset=h.base_offset)
+        if deep or (h.is_control and h.producer_id >= 0):
+            try:
+                cols = decode_records(h, h.data if deep else _read_range(path, h.position, h.size))
+            except CorruptDataError as e:
+                yield _err("record_corrupt", path, f"batch {h.base_offset}..{h.last_offset}: {e.message}",
+                           position=e.position if e.position is not None else h.position, offset=h.base_offset)
+            else:
+                if h.magic < 2:
+                    stats.records += len(cols)
+                if deep:
+                    prev = None
+                    for o in cols.offsets:
+                        if o < h.base_offset or o > h.last_offset or (prev is not None and o <= prev):
+                            yield _err("offset_order", path, f"record offset {o} outside or out of order in batch "
+                                       f"{h.base_offset}..{h.last_offset}", position=h.position, offset=o)
+                            break
+                        prev = o
+        if index_check is not None:
+            index_check.batch(h)
+        if last is None or h.last_offset > last:
+            last = h.last_offset
+    stats.segment_ends[str(path)] = last
+
+
+def _read_range(path: Path, position: int, size: int) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(position)
+        return f.read(size)
+
+
+def verify_partition(p: Partition, *, deep: bool = False, stats: VerifyStats,
+                     progress: Callable[[int], None] | None = None) -> Iterator[Finding]:
+    stats.partitions += 1
+    segs = p.segments
+    last = None
+    for i, seg in enumerate(segs):
+        stats.segments += 1
+        size = seg.size
+        is_active = i == len(segs) - 1
+        if last is not None and seg.base_offset <= last:
+            yield _err("offset_order", seg.log_path, f"segment base offset {seg.base_offset} is not above the "
+                       f"previous segment's last offset {last}", offset=seg.base_offset)
+        try:
+            yield from _check_index_files(seg, is_active)
+            ic = _IndexCheck(seg, size)
+        except CorruptDataError as e:
+            yield _err("index_corrupt", seg.index_path, e.message, position=e.position)
+            ic = None
+        yield from verify_log_file(seg.log_path, base_offset=seg.base_offset, deep=deep, stats=stats,
+                                   progress=progress, prev_last=last, index_check=ic)
+        if ic is not None:
+            yield from ic.finish()
+        seg_last = stats.segment_ends.get(str(seg.log_path))
+        if seg_last is not None:
+            last = seg_last
+    leo = (last + 1) if last is not None else (segs[-1].base_offset if segs else 0)
+    stats.segment_ends[str(p.path)] = leo
+    for f in p.stale_files:
+        yield _warn("stale_file", f, f"leftover {f.suffix} file from an interrupted broker operation "
+                    f"(the broker finishes or deletes it at startup)")
+    for f in p.orphan_indexes:
+        yield _warn("orphan_index", f, "index file without a .log file (the broker deletes it at startup)")
+    for f in p.temp_files:
+        yield _warn("stale_file", f, "leftover temporary file")
+    for f in p.other_files:
+        yield _warn("unknown_file", f, "not a file Kafka writes in a partition directory")
+    yield from _check_partition_files(p, leo)
+    for snap in p.kraft_snapshots:
+        yield from verify_log_file(snap, base_offset=None, deep=deep, stats=stats, progress=progress)
+
+
+def _check_partition_files(p: Partition, leo: int) -> Iterator[Finding]:
+    from ..format.checkpoints import parse_leader_epoch_checkpoint, parse_partition_metadata
+    from ..format.snapshot import parse_snapshot
+
+    for off, path in p.snapshots:
+        try:
+            snap = parse_snapshot(path.read_bytes())
+        except CorruptDataError as e:
+            yield _err("snapshot_corrupt", path, e.message, position=e.position)
+            continue
+        if not snap.crc_valid:
+            yield _err("snapshot_corrupt", path, f"Snapshot is corrupt (CRC is no longer valid). Stored crc: "
+                       f"{snap.crc}. Computed crc: {snap.computed_crc}", position=2)
+        if off > leo:
+            yield _warn("snapshot_beyond_end", path, f"producer snapshot at offset {off} is beyond the log end "
+                        f"offset {leo} (the broker deletes it)", offset=off)
+    lec = p.path / "leader-epoch-checkpoint"
+    if lec.exists():
+        try:
+            entries = parse_leader_epoch_checkpoint(lec.read_text(encoding="utf-8"))
+        except (CorruptDataError, UnicodeDecodeError) as e:
+            yield _err("checkpoint_corrupt", lec, getattr(e, "message", str(e)))
+        else:
+            prev = None
+            for epoch, start in entries:
+                if prev is not None and (epoch <= prev[0] or start < prev[1]):
+                    yield _err("checkpoint_corrupt", lec, f"leader epochs out of order: ({prev[0]}, {prev[1]}) then "
+                               f"({epoch}, {start})")
+                if start > leo:
+                    yield _warn("checkpoint_beyond_end", lec, f"leader epoch {epoch} starts at {start}, beyond the log "
+                                f"end offset {leo}", offset=start)
+                prev = (epoch, start)
+    pm = p.path / "partition.metadata"
+    if pm.exists():
+        try:
+            parse_partition_metadata(pm.read_text(encoding="utf-8"))
+        except (CorruptDataError, UnicodeDecodeError) as e:
+            yield _err("checkpoint_corrupt", pm, getattr(e, "message", str(e)))
+
+
+def _check_logdir(ld: LogDir, stats: VerifyStats) -> Iterator[Finding]:
+    from .fsutil import lock_holder_present
+
+    try:
+        if ld.lock_path.exists() and lock_holder_present(ld.path):
+            yield _warn("broker_lock_held", ld.lock_path, "a running broker holds this log dir (reading only)")
+    except OSError:
+        pass
+    for d in ld.unknown_dirs:
+        yield _err("unknown_dir", d, "not a topic-partition directory: a broker refuses to start with it in its "
+                   "log dir (move it out)")
+    for name in ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
+                 "replication-offset-checkpoint", "cleaner-offset-checkpoint"):
+        try:
+            cp = ld.checkpoint(name)
+        except CorruptDataError as e:
+            yield _err("checkpoint_corrupt", ld.path / name, e.message)
+            continue
+        for p in ld.partitions:
+            v = cp.get((p.topic, p.partition))
+            leo = stats.segment_ends.get(str(p.path))
+            if v is None or leo is None or p.kind != "normal":
+                continue
+            if v > leo:
+                sev = _err if name == "log-start-offset-checkpoint" else _warn
+                hint = {
+                    "log-start-offset-checkpoint": "the broker will delete every segment of this partition",
+                    "recovery-point-offset-checkpoint": "the recovery point is past the log end",
+                    "replication-offset-checkpoint": "the high watermark is past the log end",
+                    "cleaner-offset-checkpoint": "the cleaner resets it",
+                }[name]
+                yield sev("checkpoint_beyond_end", ld.path / name, f"{p.name}: {v} is beyond the log end offset "
+                          f"{leo}: {hint}", offset=v)
+
+
+def verify_selection(sel: Selection, *, deep: bool = False, stats: VerifyStats | None = None,
+                     progress: Callable[[int], None] | None = None) -> Iterator[Finding]:
+    """All findings for a selection (log dirs, partitions, single files)."""
+    stats = stats if stats is not None else VerifyStats()
+
+    def count(fs):
+        for f in fs:
+            if f.severity == "error":
+                stats.errors += 1
+            else:
+                stats.warnings += 1
+            yield f
+
+    for p in sel.partitions:
+        yield from count(verify_partition(p, deep=deep, stats=stats, progress=progress))
+    for ld in sel.logdirs:
+        yield from count(_check_logdir(ld, stats))
+    for f in sel.files:
+        stats.files += 1
+        yield from count(verify_file(f, deep=deep, stats=stats, progress=progress))
+
+
+def verify_file(path: Path, *, deep: bool, stats: VerifyStats,
+                progress: Callable[[int], None] | None = None) -> Iterator[Finding]:
+    """A single file named on the command line, checked by its type."""
+    from .files import classify
+
+    kind, base = classify(path)
+    if kind == "log":
+        seg = Segment(path.parent, base, path) if base is not None else None
+        ic = None
+        if seg is not None:
+            try:
+                ic = _IndexCheck(seg, os.path.getsize(path))
+            except CorruptDataError:
+                ic = None
+        yield from verify_log_file(path, base_offset=base, deep=deep, stats=stats, progress=progress,
+                                   index_check=ic)
+        if ic is not None:
+            yield from ic.finish()
+    elif kind in ("index", "timeindex", "txnindex"):
+        seg = Segment(path.parent, base)
+        yield from _check_index_files(seg, is_active=False)
+        if seg.log_path.exists():
+            ic = _IndexCheck(seg, seg.size)
+            for h in seg.batches():
+                ic.batch(h)
+            yield from ic.finish()
+    elif kind == "snapshot":
+        from ..format.snapshot import parse_snapshot
+
+        try:
+            snap = parse_snapshot(path.read_bytes())
+        except CorruptDataError as e:
+            yield _err("snapshot_corrupt", path, e.message, position=e.position)
+        else:
+            if not snap.crc_valid:
+                yield _err("snapshot_corrupt", path, f"Snapshot is corrupt (CRC is no longer valid). Stored crc: "
+                           f"{snap.crc}. Computed crc: {snap.computed_crc}", position=2)
+    elif kind == "kraft_snapshot":
+        yield from verify_log_file(path, base_offset=None, deep=deep, stats=stats, progress=progress)
+    elif kind in ("offset_checkpoint", "leader_epoch_checkpoint", "partition_metadata", "meta_properties"):
+        from .files import read_text_file
+
+        try:
+            read_text_file(path, kind)
+        except CorruptDataError as e:
+            yield _err("checkpoint_corrupt", path, e.message, position=e.position)
+    else:
+        yield _warn("unknown_file", path, "not a file kltool knows how to check")

@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "fixtures"
+ORACLE = FIXTURES / "java-oracle"
+REAL = FIXTURES / "real"
+
+
+class Result:
+    def __init__(self, code, out, err):
+        self.code = code
+        self.out = out
+        self.err = err
+
+    def json(self) -> list[dict]:
+        return [json.loads(line) for line in self.out.splitlines() if line.strip()]
+
+    def __repr__(self):
+        return f"Result(code={self.code}, out={self.out[:500]!r}, err={self.err[:500]!r})"
+
+
+def run_kltool(*args, stdin: str | bytes | None = None) -> Result:
+    """Run the kltool entry point in-process (same code path as the installed command)."""
+    from kltool.cli import main
+
+    old = sys.stdout, sys.stderr, sys.stdin
+    out, err = io.StringIO(), io.StringIO()
+    sys.stdout, sys.stderr = out, err
+    if stdin is not None:
+        sys.stdin = io.TextIOWrapper(io.BytesIO(stdin if isinstance(stdin, bytes) else stdin.encode()))
+    try:
+        try:
+            main([str(a) for a in args])
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        sys.stdout, sys.stderr, sys.stdin = old
+    return Result(code, out.getvalue(), err.getvalue())
+
+
+@pytest.fixture
+def kl():
+    return run_kltool
+
+
+@pytest.fixture
+def copy_fixture(tmp_path):
+    """Copy a fixture directory into tmp_path (writable) and return the copy's path."""
+
+    def _copy(rel: str, name: str | None = None) -> Path:
+        src = FIXTURES / rel
+        dst = tmp_path / (name or src.name)
+        if src.is_dir():
+            shutil.copytree(src, dst)
+        else:
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst)
+        for p in [dst, *dst.rglob("*")] if dst.is_dir() else [dst]:
+            p.chmod(p.stat().st_mode | 0o200)
+        return dst
+
+    return _copy

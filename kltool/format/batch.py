@@ -49,6 +49,22 @@ def parse_v2_header(buf, position: int = 0, *, check_crc: bool = True) -> BatchH
     )
 
 
+def _read_unsigned(buf, pos: int, max_bytes: int) -> tuple[int, int]:
+    """Raw (not yet zig-zag decoded) varint of at most ``max_bytes`` bytes."""
+    raw = 0
+    shift = 0
+    start = pos
+    while True:
+        b = buf[pos]
+        pos += 1
+        raw |= (b & 0x7F) << shift
+        if b < 0x80:
+            return raw, pos
+        shift += 7
+        if pos - start >= max_bytes:
+            raise CorruptDataError(f"Varint is too long, the most significant bit in the {max_bytes}th byte is set")
+
+
 def _bad(msg: str, pos: int) -> CorruptDataError:
     return CorruptDataError(msg, position=pos)
 
@@ -76,11 +92,12 @@ def decode_v2_records(h: BatchHeader, batch) -> RecordColumns:
     cols = RecordColumns(data)
     if count == 0:
         return cols
-    offsets = cols.offsets
-    timestamps = cols.timestamps
-    kss, kes, vss, ves = cols.key_starts, cols.key_ends, cols.value_starts, cols.value_ends
-    hdrs = cols.headers
-    sizes = cols.sizes
+    oapp = cols.offsets.append
+    tapp = cols.timestamps.append
+    ksapp, keapp = cols.key_starts.append, cols.key_ends.append
+    vsapp, veapp = cols.value_starts.append, cols.value_ends.append
+    happ = cols.headers.append
+    sapp = cols.sizes.append
     base_offset = h.base_offset
     base_ts = h.first_timestamp
     lat = h.timestamp_type == "log_append"
@@ -88,17 +105,24 @@ def decode_v2_records(h: BatchHeader, batch) -> RecordColumns:
     n = len(data)
     pos = 0
     rec_start = 0
+    uv = _read_unsigned
     try:
         for _ in range(count):
             rec_start = pos
             if pos >= n:
                 raise _bad("Incorrect declared batch size, premature EOF reached", 0)
+            # Varints inline: 1- and 2-byte forms cover nearly every field of real records.
             b = data[pos]
             if b < 0x80:
-                length = (b >> 1) ^ -(b & 1)
                 pos += 1
             else:
-                length, pos = read_varint(data, pos)
+                b2 = data[pos + 1]
+                if b2 < 0x80:
+                    b = (b & 0x7F) | (b2 << 7)
+                    pos += 2
+                else:
+                    b, pos = uv(data, pos, 5)
+            length = (b >> 1) ^ -(b & 1)
             end = pos + length
             if length < 0 or end > n:
                 raise _bad("Incorrect declared batch size, premature EOF reached"
@@ -106,58 +130,75 @@ def decode_v2_records(h: BatchHeader, batch) -> RecordColumns:
             pos += 1  # record attributes, unused
             b = data[pos]
             if b < 0x80:
-                tsd = (b >> 1) ^ -(b & 1)
                 pos += 1
             else:
-                tsd, pos = read_varlong(data, pos)
+                b2 = data[pos + 1]
+                if b2 < 0x80:
+                    b = (b & 0x7F) | (b2 << 7)
+                    pos += 2
+                else:
+                    b, pos = uv(data, pos, 10)
+            tsd = (b >> 1) ^ -(b & 1)
             b = data[pos]
             if b < 0x80:
-                od = (b >> 1) ^ -(b & 1)
                 pos += 1
             else:
-                od, pos = read_varint(data, pos)
+                b2 = data[pos + 1]
+                if b2 < 0x80:
+                    b = (b & 0x7F) | (b2 << 7)
+                    pos += 2
+                else:
+                    b, pos = uv(data, pos, 5)
+            od = (b >> 1) ^ -(b & 1)
             b = data[pos]
             if b < 0x80:
-                kl = (b >> 1) ^ -(b & 1)
                 pos += 1
             else:
-                kl, pos = read_varint(data, pos)
+                b2 = data[pos + 1]
+                if b2 < 0x80:
+                    b = (b & 0x7F) | (b2 << 7)
+                    pos += 2
+                else:
+                    b, pos = uv(data, pos, 5)
+            kl = (b >> 1) ^ -(b & 1)
             if kl < 0:
-                kss.append(-1)
-                kes.append(-1)
+                ksapp(-1)
+                keapp(-1)
             else:
-                kss.append(pos)
+                ksapp(pos)
                 pos += kl
-                kes.append(pos)
+                keapp(pos)
             b = data[pos]
             if b < 0x80:
-                vl = (b >> 1) ^ -(b & 1)
                 pos += 1
             else:
-                vl, pos = read_varint(data, pos)
+                b2 = data[pos + 1]
+                if b2 < 0x80:
+                    b = (b & 0x7F) | (b2 << 7)
+                    pos += 2
+                else:
+                    b, pos = uv(data, pos, 5)
+            vl = (b >> 1) ^ -(b & 1)
             if vl < 0:
-                vss.append(-1)
-                ves.append(-1)
+                vsapp(-1)
+                veapp(-1)
             else:
-                vss.append(pos)
+                vsapp(pos)
                 pos += vl
-                ves.append(pos)
+                veapp(pos)
             b = data[pos]
-            if b < 0x80:
-                hc = (b >> 1) ^ -(b & 1)
+            if b == 0:
+                happ(None)
                 pos += 1
             else:
                 hc, pos = read_varint(data, pos)
-            if hc == 0:
-                hdrs.append(None)
-            else:
                 if hc < 0 or hc > end - pos:
-                    raise _bad(f"Found invalid number of record headers {hc}", rec_start)
+                    raise _bad(f"Found invalid number of record headers {hc}", 0)
                 hl = []
                 for _h in range(hc):
                     hkl, pos = read_varint(data, pos)
                     if hkl < 0:
-                        raise _bad(f"Invalid negative header key size {hkl}", rec_start)
+                        raise _bad(f"Invalid negative header key size {hkl}", 0)
                     hks = pos
                     pos += hkl
                     hvl, pos = read_varint(data, pos)
@@ -166,18 +207,19 @@ def decode_v2_records(h: BatchHeader, batch) -> RecordColumns:
                     else:
                         hl.append((hks, hks + hkl, pos, pos + hvl))
                         pos += hvl
-                hdrs.append(hl)
+                happ(hl)
             if pos != end:
                 raise _bad(f"Invalid record size: expected to read {length} bytes in record payload, "
-                           f"but instead read {pos - (end - length)}", rec_start)
-            offsets.append(base_offset + od)
-            timestamps.append(max_ts if lat else base_ts + tsd)
-            sizes.append(end - rec_start)
+                           f"but instead read {pos - (end - length)}", 0)
+            oapp(base_offset + od)
+            tapp(max_ts if lat else base_ts + tsd)
+            sapp(end - rec_start)
     except (IndexError, CorruptDataError) as exc:
         e = exc if isinstance(exc, CorruptDataError) else _bad(
             "Incorrect declared batch size, premature EOF reached", 0)
         e.position = h.position if where is None else where + rec_start
         raise e from None
+    offsets = cols.offsets
     if pos != n:
         raise _bad("Incorrect declared batch size, records still remaining in file",
                    h.position if where is None else where + pos)

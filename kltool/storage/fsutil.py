@@ -19,7 +19,8 @@ import os
 import threading
 from pathlib import Path
 
-from ..errors import BrokerLockHeld, UnsafeOperation, UsageError
+from ..errors import BrokerLockHeld, CorruptDataError, UnsafeOperation, UsageError
+from ..format.topics import parse_partition_dir_name
 
 __all__ = [
     "LOCK_FILE_NAME", "TMP_SUFFIX", "atomic_write", "fsync_dir", "copy_range",
@@ -145,9 +146,6 @@ def copy_range(src_path, start: int, end: int, dst_path, *, mode: int = 0o644) -
 def looks_like_log_dir(logdir) -> bool:
     """A Kafka log dir root: it has ``.lock``, ``meta.properties``, a root checkpoint file, or a
     sub-directory named like a partition (``topic-N``, ``topic-N.<id>-delete`` ...)."""
-    from ..errors import CorruptDataError
-    from ..format.topics import parse_partition_dir_name
-
     d = Path(logdir)
     if not d.is_dir():
         return False

@@ -1,0 +1,32 @@
+# The README's commands. Each creates .venv when missing (or when pyproject.toml changed).
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+SAMPLE := fixtures/sample-logdir
+
+.PHONY: demo test bench lint clean
+
+$(BIN)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test,spark,bench]'
+	touch $@
+
+demo: $(BIN)/.installed
+	$(BIN)/kltool info $(SAMPLE)
+	$(BIN)/kltool verify $(SAMPLE)
+	$(BIN)/kltool dump --records --limit 5 $(SAMPLE)/lsx1-0
+	$(BIN)/kltool --json dump --records --limit 2 $(SAMPLE)/lsx1-0
+
+test: $(BIN)/.installed
+	$(BIN)/python -m pytest -q
+
+lint: $(BIN)/.installed
+	$(BIN)/ruff check .
+
+bench: $(BIN)/.installed
+	$(BIN)/python bench/gen_segment.py
+	$(BIN)/python bench/bench_verify.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis bench/out

@@ -1,0 +1,103 @@
+"""Bad input: one line naming the file (and byte position), a non-zero exit code, no traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import FIXTURES, ROOT
+
+
+def _one_line(r):
+    lines = [ln for ln in r.err.splitlines() if ln.strip()]
+    assert len(lines) == 1, r.err
+    assert "Traceback" not in r.err
+    return lines[0]
+
+
+def test_missing_path(kl, tmp_path):
+    r = kl("verify", tmp_path / "nope")
+    assert r.code == 2
+    assert str(tmp_path / "nope") in _one_line(r)
+
+
+def test_directory_that_is_not_a_log_dir(kl, tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "hello.txt").write_text("hi")
+    r = kl("dump", tmp_path / "a")
+    assert r.code == 2
+    assert "not a Kafka log dir" in _one_line(r)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
+def test_permission_denied(kl, tmp_path):
+    f = tmp_path / "00000000000000000000.log"
+    f.write_bytes(b"x" * 100)
+    f.chmod(0)
+    r = kl("dump", f)
+    assert r.code == 2
+    assert "permission denied" in _one_line(r)
+
+
+def test_not_a_kafka_file_reports_position(kl, tmp_path):
+    f = tmp_path / "00000000000000000000.log"
+    f.write_bytes(b"this is a text file, not a Kafka segment at all\n" * 3)
+    r = kl("verify", f)
+    assert r.code == 1
+    assert "00000000000000000000.log:0" in r.out
+    assert "Traceback" not in r.err
+
+
+def test_corrupt_checkpoint_names_file(kl, tmp_path):
+    f = tmp_path / "recovery-point-offset-checkpoint"
+    f.write_text("0\n2\nfoo 0 1\n")
+    r = kl("dump", f)
+    assert r.code == 2
+    line = _one_line(r)
+    assert "recovery-point-offset-checkpoint" in line and "Expected" in line
+
+
+def test_corrupt_snapshot_names_file(kl, tmp_path):
+    f = tmp_path / "00000000000000000005.snapshot"
+    f.write_bytes(b"\x00\x07garbage")
+    r = kl("dump", f)
+    assert r.code == 2
+    assert "00000000000000000005.snapshot" in _one_line(r)
+
+
+def test_bad_time_argument(kl):
+    r = kl("dump", "--from-time", "yesterday-ish", FIXTURES / "sample-logdir")
+    assert r.code == 2
+    assert "ISO-8601" in _one_line(r)
+
+
+def test_unknown_option_is_usage_error(kl):
+    r = kl("dump", "--no-such-option", FIXTURES / "sample-logdir")
+    assert r.code == 2
+
+
+def test_installed_command_and_module_entry_point():
+    env = dict(os.environ, NO_COLOR="1")
+    out = subprocess.run([sys.executable, "-m", "kltool", "--help"], capture_output=True, text=True, env=env,
+                         cwd=ROOT)
+    assert out.returncode == 0
+    assert "verify" in out.stdout and "dump" in out.stdout
+    # --help must not import pyspark/pyarrow
+    code = "import sys; from kltool.cli import main\ntry:\n main(['--help'])\nexcept SystemExit: pass\n" \
+           "assert 'pyspark' not in sys.modules and 'pyarrow' not in sys.modules"
+    chk = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert chk.returncode == 0, chk.stderr
+
+
+def test_broken_pipe_is_quiet(tmp_path):
+    p = subprocess.Popen([sys.executable, "-m", "kltool", "dump", "--records", str(FIXTURES / "real" /
+                          "william0423-indexed-zk" / "__consumer_offsets-28")], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, cwd=ROOT)
+    p.stdout.readline()
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    p.wait(timeout=60)
+    assert "Traceback" not in err

@@ -69,3 +69,35 @@ def copy_fixture(tmp_path):
         return dst
 
     return _copy
+
+
+def _find_oracle() -> Path | None:
+    """Kafka's own reader (shared/oracle, built by its setup.sh into ~/.cache). Optional."""
+    import os
+
+    cand = os.environ.get("KLTOOL_KAFKA_ORACLE")
+    paths = [Path(cand)] if cand else []
+    cache = Path(os.environ.get("KAFKA_ORACLE_CACHE", Path.home() / ".cache" / "kltool-kafka-oracle"))
+    paths.append(cache / "kafka-oracle")
+    for p in paths:
+        if p.is_file() and os.access(p, os.X_OK) and shutil.which("java"):
+            return p
+    return None
+
+
+@pytest.fixture(scope="session")
+def kafka_oracle():
+    """Run Kafka's own reader on files: returns a function(files, records=False) -> (exit code, JSON rows)."""
+    import subprocess
+
+    exe = _find_oracle()
+    if exe is None:
+        pytest.skip("Kafka's Java oracle is not built on this machine (bash ../shared/oracle/setup.sh builds it)")
+
+    def read(files, records: bool = False):
+        args = [str(exe), "read"] + (["--records"] if records else []) + [str(f) for f in files]
+        p = subprocess.run(args, capture_output=True, text=True, timeout=300)
+        rows = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+        return p.returncode, rows
+
+    return read

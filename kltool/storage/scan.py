@@ -47,17 +47,37 @@ class Damage:
         return self.position + self.length
 
 
+_POOL: list[bytearray] = []  # reused read buffers: allocating (and faulting in) 4 MiB per file is costly
+
+
+def _take_buffer(size: int) -> bytearray:
+    for i, b in enumerate(_POOL):
+        if len(b) >= size:
+            return _POOL.pop(i)
+    return bytearray(size)
+
+
+def _give_buffer(b: bytearray) -> None:
+    if len(_POOL) < 4 and len(b) <= (64 << 20):
+        _POOL.append(b)
+
+
 class _Reader:
     """Positioned reads into one reused buffer."""
 
     def __init__(self, fd: int, size: int, chunk: int):
         self.fd = fd
         self.size = size
-        self.buf = bytearray(chunk)
+        self.buf = _take_buffer(max(4096, min(chunk, size)))
         self.view = memoryview(self.buf)
         self.start = 0  # file position of buf[0]
         self.stop = 0  # file position just past the valid bytes
         self.bytes_read = 0
+
+    def close(self) -> None:
+        self.view.release()
+        _give_buffer(self.buf)
+        self.buf = None
 
     def ensure(self, pos: int, need: int) -> int:
         """Make [pos, pos+need) (clipped to the file) available; return its index in buf."""
@@ -65,6 +85,7 @@ class _Reader:
             return pos - self.start
         want = max(need, len(self.buf))
         if want > len(self.buf):
+            self.view.release()
             self.buf = bytearray(want)
             self.view = memoryview(self.buf)
         want = min(len(self.buf), self.size - pos)
@@ -178,6 +199,7 @@ def walk(path, *, start: int = 0, end: int | None = None, with_data: bool = Fals
     stops at the first damage (Kafka's behaviour).
     """
     fd = os.open(path, os.O_RDONLY)
+    r = None
     try:
         size = os.fstat(fd).st_size
         if end is None or end > size:
@@ -246,6 +268,8 @@ def walk(path, *, start: int = 0, end: int | None = None, with_data: bool = Fals
         if progress is not None and end - reported > 0:
             progress(end - reported)
     finally:
+        if r is not None:
+            r.close()
         os.close(fd)
 
 

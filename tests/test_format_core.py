@@ -13,8 +13,7 @@ from hypothesis import strategies as st
 from kltool.errors import CorruptDataError
 from kltool.format import build_batch, decode_records, parse_header
 from kltool.format.batch import build_end_txn_marker, decode_control
-from kltool.format.compression import (GZIP, LZ4, NONE, SNAPPY, XERIAL_MAGIC, ZSTD, compress, decompress,
-                                       xxh32)
+from kltool.format.compression import GZIP, LZ4, NONE, SNAPPY, XERIAL_MAGIC, ZSTD, compress, decompress, xxh32
 from kltool.format.varint import encode_varint, encode_varlong, read_varint, read_varlong
 
 from .conftest import ORACLE

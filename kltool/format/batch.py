@@ -9,7 +9,7 @@ from crc32c import crc32c
 from ..errors import CorruptDataError
 from .compression import NONE, compress, decompress
 from .records import CONTROL_TYPES, LOG_OVERHEAD, BatchHeader, RecordColumns
-from .varint import encode_varint, encode_varlong, read_varint, read_varlong
+from .varint import encode_varint, encode_varlong, read_varint
 
 V2_HEADER = struct.Struct(">qiibIhiqqqhii")
 V2_OVERHEAD = V2_HEADER.size  # 61

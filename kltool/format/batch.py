@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import struct
+from operator import itemgetter
 
 from crc32c import crc32c
 
@@ -22,9 +24,17 @@ TRANSACTIONAL_BIT = 0x10
 CONTROL_BIT = 0x20
 DELETE_HORIZON_BIT = 0x40
 
+try:  # the optional C accelerator (setup.py); the pure-Python loop below is the reference
+    if os.environ.get("KLTOOL_PURE_PYTHON"):
+        raise ImportError
+    from ._speedups import decode_v2 as _c_decode_v2
+except ImportError:  # pragma: no cover - depends on the build
+    _c_decode_v2 = None
+
 _I16 = struct.Struct(">h")
 _CTRL_KEY = struct.Struct(">hh")
 _END_TXN = struct.Struct(">hi")
+_TS_OF = itemgetter(1)
 
 
 def batch_crc(buf, position: int, size: int) -> int:
@@ -92,6 +102,20 @@ def decode_v2_records(h: BatchHeader, batch) -> RecordColumns:
     cols = RecordColumns(data)
     if count == 0:
         return cols
+    if _c_decode_v2 is not None:
+        try:
+            (cols.offsets, cols.timestamps, cols.key_starts, cols.key_ends, cols.value_starts, cols.value_ends,
+             cols.headers, cols.sizes, pos) = _c_decode_v2(data, count, h.base_offset, h.first_timestamp,
+                                                          h.timestamp_type == "log_append", h.max_timestamp)
+        except (ValueError, OverflowError):
+            # Malformed (or out-of-int64) data: let the reference decoder produce its exact error.
+            cols = RecordColumns(data)
+        else:
+            return _finish_columns(h, cols, pos, len(data), where)
+    return _decode_v2_python(h, cols, data, count, where)
+
+
+def _decode_v2_python(h: BatchHeader, cols: RecordColumns, data: bytes, count: int, where) -> RecordColumns:
     oapp = cols.offsets.append
     tapp = cols.timestamps.append
     ksapp, keapp = cols.key_starts.append, cols.key_ends.append
@@ -219,7 +243,12 @@ def decode_v2_records(h: BatchHeader, batch) -> RecordColumns:
             "Incorrect declared batch size, premature EOF reached", 0)
         e.position = h.position if where is None else where + rec_start
         raise e from None
+    return _finish_columns(h, cols, pos, n, where)
+
+
+def _finish_columns(h: BatchHeader, cols: RecordColumns, pos: int, n: int, where) -> RecordColumns:
     offsets = cols.offsets
+    base_offset = h.base_offset
     if pos != n:
         raise _bad("Incorrect declared batch size, records still remaining in file",
                    h.position if where is None else where + pos)
@@ -254,21 +283,37 @@ def decode_control(key: bytes | None, value: bytes | None) -> dict:
 # ---------------------------------------------------------------------------------------------
 # Builder
 
+# Zig-zag varint encodings of -1 .. _VT_MAX-2, built on first use: one list lookup replaces a call for
+# the offset deltas, small timestamp deltas, lengths and record sizes of nearly every record.
+_VT_MAX = 1 << 14
+_VT: list[bytes] = []
+
+
+def _varint_table() -> list[bytes]:
+    if not _VT:
+        _VT.extend(encode_varint(n) for n in range(-1, _VT_MAX - 1))
+    return _VT
+
+
 def encode_v2_record(offset_delta: int, timestamp_delta: int, key: bytes | None, value: bytes | None,
                      headers=()) -> bytes:
-    parts = [b"\x00", encode_varlong(timestamp_delta), encode_varint(offset_delta)]
+    t = _VT or _varint_table()
+    tsd = t[timestamp_delta + 1] if -1 <= timestamp_delta < _VT_MAX - 1 else encode_varlong(timestamp_delta)
+    od = t[offset_delta + 1] if -1 <= offset_delta < _VT_MAX - 1 else encode_varint(offset_delta)
     if key is None:
-        parts.append(b"\x01")
+        kl = b"\x01"
+        key = b""
     else:
-        parts.append(encode_varint(len(key)))
-        parts.append(key)
+        n = len(key)
+        kl = t[n + 1] if n < _VT_MAX - 1 else encode_varint(n)
     if value is None:
-        parts.append(b"\x01")
+        vl = b"\x01"
+        value = b""
     else:
-        parts.append(encode_varint(len(value)))
-        parts.append(value)
+        n = len(value)
+        vl = t[n + 1] if n < _VT_MAX - 1 else encode_varint(n)
     if headers:
-        parts.append(encode_varint(len(headers)))
+        parts = [encode_varint(len(headers))]
         for hk, hv in headers:
             if isinstance(hk, str):
                 hk = hk.encode()
@@ -279,10 +324,43 @@ def encode_v2_record(offset_delta: int, timestamp_delta: int, key: bytes | None,
             else:
                 parts.append(encode_varint(len(hv)))
                 parts.append(hv)
+        body = b"\x00%b%b%b%b%b%b%b" % (tsd, od, kl, key, vl, value, b"".join(parts))
     else:
-        parts.append(b"\x00")
-    body = b"".join(parts)
-    return encode_varint(len(body)) + body
+        body = b"\x00%b%b%b%b%b%b\x00" % (tsd, od, kl, key, vl, value)
+    n = len(body)
+    return (t[n + 1] if n < _VT_MAX - 1 else encode_varint(n)) + body
+
+
+def _encode_v2_records(records, base_ts: int) -> bytes:
+    """The records of a batch, concatenated: :func:`encode_v2_record` inlined for records without
+    headers (the hot loop of ``append``; about 3x faster than a call per record)."""
+    t = _VT or _varint_table()
+    top = _VT_MAX - 1
+    parts = []
+    ap = parts.append
+    for od, ts, k, v, hs in records:
+        if hs:
+            ap(encode_v2_record(od, ts - base_ts, k, v, hs))
+            continue
+        d = ts - base_ts
+        if k is None:
+            kl = b"\x01"
+            k = b""
+        else:
+            n = len(k)
+            kl = t[n + 1] if n < top else encode_varint(n)
+        if v is None:
+            vl = b"\x01"
+            v = b""
+        else:
+            n = len(v)
+            vl = t[n + 1] if n < top else encode_varint(n)
+        rec = b"\x00%b%b%b%b%b%b\x00" % (t[d + 1] if -1 <= d < top else encode_varlong(d),
+                                          t[od + 1] if -1 <= od < top else encode_varint(od), kl, k, vl, v)
+        n = len(rec)
+        ap(t[n + 1] if n < top else encode_varint(n))
+        ap(rec)
+    return b"".join(parts)
 
 
 def encode_control_key(ctype: int) -> bytes:
@@ -306,14 +384,14 @@ def build_v2_batch(records, *, base_offset: int, compression: int = NONE, level:
     records = list(records)
     if records:
         first_ts = records[0][1]
-        max_ts = max(r[1] for r in records)
+        max_ts = max(map(_TS_OF, records))
         lod = records[-1][0] if last_offset_delta is None else last_offset_delta
     else:
         first_ts = -1
         max_ts = -1
         lod = 0 if last_offset_delta is None else last_offset_delta
     base_ts = first_ts if delete_horizon_ms is None else delete_horizon_ms
-    body = b"".join(encode_v2_record(od, ts - base_ts, k, v, hs) for od, ts, k, v, hs in records)
+    body = _encode_v2_records(records, base_ts)
     if compression != NONE and records:
         body = compress(compression, body, level, 2)
     attrs = compression & COMPRESSION_MASK

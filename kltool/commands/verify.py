@@ -57,4 +57,7 @@ def command(out, paths, topic, partition_spec, deep, strict, repair, dry_run, ba
         out.line(f"verify: {state}: {stats.partitions} partitions, {stats.segments} segments, {stats.files} files, "
                  f"{stats.batches} batches, {stats.records} records, {human_bytes(stats.bytes)} in {secs:.2f}s; "
                  f"{stats.errors} errors, {stats.warnings} warnings")
+        if stats.errors:
+            out.info("next: `kltool verify --repair --dry-run PATH` shows what a repair would change "
+                     "(nothing is changed without --repair, and everything cut is backed up)")
     return 1 if stats.errors or (strict and stats.warnings) else 0

@@ -183,8 +183,10 @@ def verify_log_file(path: Path, *, base_offset: int | None, deep: bool, stats: V
         if h.count is not None:
             stats.records += h.count
         if not h.crc_valid:
-            yield _err("crc_mismatch", path, f"Record is corrupt (stored crc = {h.crc}) in batch {h.base_offset}.."
-                       f"{h.last_offset}", position=h.position, offset=h.base_offset, length=h.size)
+            computed = _computed_crc(path, h)
+            yield _err("crc_mismatch", path, f"Record is corrupt (stored crc = {h.crc}, computed crc = {computed}) "
+                       f"in batch {h.base_offset}..{h.last_offset}", position=h.position, offset=h.base_offset,
+                       length=h.size)
             if first_problem is None:
                 first_problem = h.position
             continue
@@ -228,6 +230,15 @@ def verify_log_file(path: Path, *, base_offset: int | None, deep: bool, stats: V
         if last is None or h.last_offset > last:
             last = h.last_offset
     stats.segment_ends[str(path)] = last
+
+
+def _computed_crc(path: Path, h: BatchHeader) -> int:
+    import zlib
+
+    from ..format.batch import batch_crc
+
+    raw = h.data if h.data is not None else _read_range(path, h.position, h.size)
+    return batch_crc(raw, 0, h.size) if h.magic >= 2 else zlib.crc32(memoryview(raw)[16:h.size])
 
 
 def _read_range(path: Path, position: int, size: int) -> bytes:

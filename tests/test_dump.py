@@ -144,3 +144,21 @@ def test_multi_segment_partition_seek(kl):
     assert got == list(range(795, 806))
     files = {x["file"].rsplit("/", 1)[-1] for x in r.json() if x["type"] == "batch"}
     assert "00000000000000000000.log" not in files  # the first segment is not read
+
+
+def test_internal_topic_decoder(kl):
+    d = REAL / "william0423-indexed-zk" / "__consumer_offsets-28"
+    rows = [x for x in kl("--json", "dump", "--records", "--limit", 5, d).json() if x["type"] == "record"]
+    assert rows[0]["decoded"]["type"] == "group_metadata"
+    assert rows[0]["decoded"]["key"]["data"]["group"] == "debug-consumer-group"
+    commit = rows[1]["decoded"]
+    assert commit["type"] == "offset_commit" and commit["key"]["data"]["topic"] == "debug_topic"
+    none = [x for x in kl("--json", "dump", "--records", "--limit", 2, "--decoder", "none", d).json()
+            if x["type"] == "record"]
+    assert all("decoded" not in x for x in none)
+    # a plain topic is not decoded in auto mode; a forced decoder on it reports errors, not crashes
+    plain = REAL / "biggerbrain-gzip-headers" / "lsx1-0"
+    assert all("decoded" not in x for x in kl("--json", "dump", "--records", plain).json())
+    forced = kl("--json", "dump", "--records", "--decoder", "consumer-offsets", plain)
+    assert forced.code == 0
+    assert all("decode_error" in x for x in forced.json() if x["type"] == "record")

@@ -73,7 +73,8 @@ class RecordFilter:
 
 class Dumper:
     def __init__(self, out, records: bool, encoding: str, limit: int | None, flt: RecordFilter,
-                 topic=None, partition=None):
+                 topic=None, partition=None, decoder: str = "auto"):
+        self.decoder_name = decoder
         self.out = out
         self.records = records
         self.encoding = encoding
@@ -83,6 +84,29 @@ class Dumper:
         self.topic = topic
         self.partition = partition
         self.errors = 0
+
+    def decoder(self):
+        """The internal-topic decoder for the current topic (``--decoder``), or None."""
+        from ..format import internal
+
+        if self.decoder_name == "none":
+            return None
+        if self.decoder_name == "auto":
+            return internal.decoder_for_topic(self.topic) if self.topic else None
+        return internal.DECODERS[self.decoder_name]
+
+    def decode_internal(self, dec, key, val, ctrl, cols, i):
+        from ..format import internal
+
+        try:
+            if ctrl is not None:
+                if dec is internal.decode_cluster_metadata:
+                    ctype = int.from_bytes(cols.key(i)[2:4], "big")
+                    return internal.decode_raft_control(ctype, val), None
+                return None, None
+            return dec(key, val), None
+        except CorruptDataError as e:
+            return None, e.message
 
     @property
     def done(self) -> bool:
@@ -136,6 +160,7 @@ class Dumper:
         enc = self.encoding
         out = self.out
         flt = self.flt
+        dec = self.decoder()
         for i in range(len(cols)):
             off = cols.offsets[i]
             ts = cols.timestamps[i]
@@ -149,6 +174,9 @@ class Dumper:
             hdrs = cols.header_list(i)
             seq = cols.sequences[i] if cols.sequences is not None else -1
             ctrl = cols.controls[i] if cols.controls is not None else None
+            decoded = derr = None
+            if dec is not None:
+                decoded, derr = self.decode_internal(dec, key, val, ctrl, cols, i)
             if out.json_mode:
                 rec = {"type": "record", "offset": off, "timestamp": ts, "timestamp_type": h.timestamp_type,
                        "key": encode_bytes(key, enc), "value": encode_bytes(val, enc),
@@ -159,6 +187,10 @@ class Dumper:
                     rec["partition"] = self.partition
                 if ctrl is not None:
                     rec["control"] = ctrl
+                if decoded is not None:
+                    rec["decoded"] = decoded
+                elif derr is not None:
+                    rec["decode_error"] = derr
                 out.emit(rec)
             else:
                 parts = [f"| offset: {off} {TS_NAMES[h.timestamp_type]}: {ts} "
@@ -171,6 +203,11 @@ class Dumper:
                         parts.append(f" endTxnMarker: {ctrl['type']}{extra}")
                     else:
                         parts.append(f" controlType: {ctrl['type']}")
+                elif decoded is not None or derr is not None:
+                    import json as _json
+
+                    parts.append(f" decoded: {_json.dumps(decoded, separators=(',', ':'))}" if derr is None
+                                 else f" decode_error: {derr}")
                 else:
                     if hdrs:
                         parts.append(" headers: [" + ", ".join(f"{text_bytes(k)}={text_bytes(v, enc)}"
@@ -335,9 +372,12 @@ def _dump_other(d: Dumper, path, kind: str, base) -> None:
 @click.option("--limit", type=int, help="Stop after this many batches (or records with --records).")
 @click.option("--encoding", type=click.Choice(["text", "base64", "hex"]), default="text", show_default=True,
               help="How keys, values and header values are shown.")
+@click.option("--decoder", type=click.Choice(["auto", "none", "consumer-offsets", "transaction-state",
+                                              "cluster-metadata"]), default="auto", show_default=True,
+              help="Decode Kafka's internal topics (auto: by topic name) into a 'decoded' field.")
 @click.pass_obj
 def command(out, paths, topic, partition_spec, records, from_offset, to_offset, from_time, to_time, key, limit,
-            encoding):
+            encoding, decoder):
     """Print the batches (or --records) of log dirs, partitions, or files: .log, .index,
     .timeindex, .txnindex, .snapshot, checkpoint files, partition.metadata, meta.properties.
 
@@ -349,7 +389,7 @@ def command(out, paths, topic, partition_spec, records, from_offset, to_offset, 
     flt = RecordFilter(from_offset, to_offset, parse_time(from_time), parse_time(to_time),
                        None if key is None else key.encode("utf-8"))
     sel = select(paths, topic, partition_spec)
-    d = Dumper(out, records, encoding, limit, flt)
+    d = Dumper(out, records, encoding, limit, flt, decoder=decoder)
     for p in sel.partitions:
         if d.done:
             break
@@ -359,6 +399,12 @@ def command(out, paths, topic, partition_spec, records, from_offset, to_offset, 
             break
         kind, base = classify(path)
         d.topic = d.partition = None
+        from ..format.topics import parse_partition_dir_name
+
+        try:  # a file inside a partition directory: its topic picks the decoder
+            d.topic, d.partition = parse_partition_dir_name(path.resolve().parent.name)[:2]
+        except CorruptDataError:
+            pass
         if kind in ("log", "kraft_snapshot"):
             _dump_log(d, path, base)
         elif kind == "unknown":

@@ -1,0 +1,306 @@
+"""kltool append: records from JSON lines, text lines or the command line, written as real batches
+(see kltool-append(1)). The work is done by :class:`kltool.storage.writer.Appender`."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import click
+
+from ..errors import KltoolError, UsageError
+from ..output import decode_bytes
+from .common import human_bytes, parse_time
+
+SKIP = object()
+_BYTES_FORMS = ({"base64"}, {"hex"}, {"text"})
+
+
+def _bytes_field(v, what: str) -> bytes | None:
+    """A key, value or header value of the JSON input: text (UTF-8), null, ``{"base64": ...}``,
+    ``{"hex": ...}`` (the dump schema), or any other JSON value, written as its compact JSON text."""
+    if v is None:
+        return None
+    if isinstance(v, str):
+        try:
+            return v.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"{what} is not valid Unicode text (a lone surrogate?)") from None
+    if isinstance(v, dict) and set(v) in _BYTES_FORMS:
+        try:
+            return decode_bytes(v)
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"{what}: {e}") from None
+    return json.dumps(v, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def _headers_field(v) -> tuple:
+    if v is None:
+        return ()
+    if isinstance(v, dict):
+        items = list(v.items())
+    elif isinstance(v, list):
+        items = []
+        for h in v:
+            if isinstance(h, dict) and "key" in h:
+                items.append((h["key"], h.get("value")))
+            elif isinstance(h, list | tuple) and len(h) == 2:
+                items.append((h[0], h[1]))
+            else:
+                raise ValueError('headers must be a list of {"key": ..., "value": ...}, or an object')
+    else:
+        raise ValueError('headers must be a list of {"key": ..., "value": ...}, or an object')
+    out = []
+    for k, val in items:
+        kb = _bytes_field(k, "header key")
+        if kb is None:
+            raise ValueError("a header key must not be null")
+        out.append((kb, _bytes_field(val, "header value")))
+    return tuple(out)
+
+
+def _timestamp_field(v) -> int | None:
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        raise ValueError("timestamp must be epoch milliseconds or ISO-8601 text")
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    if isinstance(v, str):
+        try:
+            return parse_time(v)
+        except KltoolError as e:
+            raise ValueError(e.message) from None
+    raise ValueError("timestamp must be epoch milliseconds or ISO-8601 text")
+
+
+_DECODER = json.JSONDecoder()
+
+
+def parse_json_record(raw: bytes):
+    """One input line → ``(key, value, headers, timestamp, partition)``, or SKIP for lines that are not
+    records (``dump --json`` batch, finding and summary lines, control records), or None (blank)."""
+    try:
+        text = raw.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise ValueError("invalid JSON: not UTF-8") from None
+    if not text:
+        return None
+    try:
+        obj, end = _DECODER.raw_decode(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"invalid JSON: {e.msg} (column {e.colno})") from None
+    if end != len(text):
+        raise ValueError(f"invalid JSON: Extra data (column {end + 1})")
+    if type(obj) is not dict:
+        raise ValueError("expected a JSON object with key, value, headers, timestamp, partition")
+    get = obj.get
+    t = get("type")
+    if (t is not None and t != "record") or get("control") is not None:
+        return SKIP
+    partition = get("partition")
+    if partition is not None and type(partition) is not int:
+        raise ValueError("partition must be an integer")
+    key = get("key")
+    value = get("value")
+    headers = get("headers")
+    ts = get("timestamp")
+    try:
+        return (key.encode("utf-8") if type(key) is str else _bytes_field(key, "key"),
+                value.encode("utf-8") if type(value) is str else _bytes_field(value, "value"),
+                _headers_field(headers) if headers else (),
+                ts if type(ts) is int else _timestamp_field(ts), partition)
+    except UnicodeEncodeError:
+        raise ValueError("a key or value is not valid Unicode text (a lone surrogate escape?)") from None
+
+
+def parse_text_record(raw: bytes, sep: bytes | None, lineno: int):
+    """A text line (line end removed) → value, or key SEP value (like kafka-console-producer)."""
+    if raw.endswith(b"\n"):
+        raw = raw[:-2] if raw.endswith(b"\r\n") else raw[:-1]
+    if sep is None:
+        return None, raw, (), None, None
+    i = raw.find(sep)
+    if i < 0:
+        raise ValueError(f"No key separator found on line number {lineno}: '{raw.decode('utf-8', 'replace')}'")
+    return raw[:i], raw[i + len(sep):], (), None, None
+
+
+def _header_option(h: str) -> tuple[bytes, bytes | None]:
+    k, sep, v = h.partition("=")
+    if not k:
+        raise UsageError(f"--header takes KEY=VALUE, not {h!r}")
+    return k.encode("utf-8"), v.encode("utf-8") if sep else None
+
+
+@click.command("append")
+@click.argument("logdir", type=click.Path(path_type=str))
+@click.argument("topic")
+@click.option("--partition", "-p", type=int, help="Write every record to this partition.")
+@click.option("--input", "-i", "input_path", default="-", show_default=True, metavar="FILE",
+              help="JSON lines or text lines ('-' = stdin).")
+@click.option("--format", "fmt", type=click.Choice(["json", "text"]), default=None,
+              help="Input format [default: json; text with --key-separator].")
+@click.option("--key-separator", metavar="SEP", help="Text lines are KEY SEP VALUE (without it: the line is the value).")
+@click.option("--key", "key_opt", metavar="TEXT", help="One record with this key (no input is read).")
+@click.option("--value", "value_opt", metavar="TEXT", help="One record with this value (missing: a null value).")
+@click.option("--header", "header_opts", multiple=True, metavar="KEY=VALUE", help="A header of that one record.")
+@click.option("--timestamp", "timestamp_opt", metavar="TIME", help="Timestamp of that one record (ISO-8601 or ms).")
+@click.option("--magic", type=click.IntRange(0, 2), default=2, show_default=True,
+              help="Message format: 2 (record batches), 0/1 (old formats, for tests).")
+@click.option("--compression", type=click.Choice(["none", "gzip", "snappy", "lz4", "zstd"]),
+              help="Codec [default: the topic's compression.type, else none].")
+@click.option("--compression-level", type=int, help="gzip 1-9, lz4 1-17, zstd -131072..22 [default: Kafka's].")
+@click.option("--batch-bytes", type=int, default=16384, show_default=True,
+              help="Close a batch before it passes this many (uncompressed) bytes, like the producer's batch.size.")
+@click.option("--batch-records", type=int, help="At most this many records per batch.")
+@click.option("--timestamp-type", type=click.Choice(["create", "log-append"]),
+              help="CreateTime (the records' own) or LogAppendTime [default: the topic's message.timestamp.type].")
+@click.option("--append-time", metavar="TIME", help="The broker clock for LogAppendTime and markers [default: now].")
+@click.option("--producer-id", type=int, default=-1, help="Idempotent producer id (v2).")
+@click.option("--producer-epoch", type=int, help="Producer epoch [default: the producer's current one, else 0].")
+@click.option("--base-sequence", type=int, help="First sequence [default: continue the producer's sequence].")
+@click.option("--transactional", is_flag=True, help="Write transactional batches (needs --producer-id).")
+@click.option("--end-transaction", type=click.Choice(["commit", "abort"]),
+              help="Then write a COMMIT or ABORT marker to each partition written (or with an open transaction).")
+@click.option("--coordinator-epoch", type=int, default=0, show_default=True, help="Coordinator epoch of markers.")
+@click.option("--leader-epoch", type=int, help="Partition leader epoch [default: the partition's latest, else 0].")
+@click.option("--partitioner", type=click.Choice(["sticky", "round-robin"]), default="sticky", show_default=True,
+              help="Where records without a key and partition go.")
+@click.option("--dry-run", is_flag=True, help="Read and check everything, print what would be written, write nothing.")
+@click.option("--memory-limit", type=int, default=64, show_default=True, metavar="MiB",
+              help="Built batches kept in memory before they go to temporary files.")
+@click.pass_obj
+def command(out, logdir, topic, partition, input_path, fmt, key_separator, key_opt, value_opt, header_opts,
+            timestamp_opt, magic, compression, compression_level, batch_bytes, batch_records, timestamp_type,
+            append_time, producer_id, producer_epoch, base_sequence, transactional, end_transaction,
+            coordinator_epoch, leader_epoch, partitioner, dry_run, memory_limit):
+    """Append records to TOPIC in LOGDIR as real batches: offsets go on from the log end offset,
+    segments roll and indexes are written by the broker's rules.
+
+    Input (stdin or --input): JSON lines {"key", "value", "headers", "timestamp", "partition"} with
+    bytes as text or {"base64": ...} (so `kltool dump --records --json` output can be appended back),
+    or text lines (--format text, --key-separator), or one record from --key/--value.
+    The whole input is read and checked before anything is written.
+    """
+    from ..storage.writer import Appender, AppendOptions
+
+    single = key_opt is not None or value_opt is not None or bool(header_opts) or timestamp_opt is not None
+    if single and input_path != "-":
+        raise UsageError("--key/--value/--header/--timestamp make one record; do not give --input too")
+    if key_separator is not None:
+        if fmt == "json":
+            raise UsageError("--key-separator is for --format text")
+        fmt = "text"
+        if not key_separator:
+            raise UsageError("--key-separator must not be empty")
+    fmt = fmt or "json"
+    if memory_limit < 1:
+        raise UsageError("--memory-limit must be at least 1 MiB")
+    opts = AppendOptions(
+        magic=magic, compression=compression, level=compression_level, batch_bytes=batch_bytes,
+        batch_records=batch_records,
+        timestamp_type=None if timestamp_type is None else timestamp_type.replace("-", "_"),
+        append_time=parse_time(append_time), producer_id=producer_id, producer_epoch=producer_epoch,
+        base_sequence=base_sequence, transactional=transactional, end_transaction=end_transaction,
+        coordinator_epoch=coordinator_epoch, leader_epoch=leader_epoch, partitioner=partitioner,
+        memory_limit=memory_limit << 20, dry_run=dry_run)
+    source = "<stdin>" if input_path == "-" else input_path
+    t0 = time.perf_counter()
+    skipped = 0
+    appender = Appender(logdir, topic, opts, source=None if single else source)
+    try:
+        if compression and appender.config.compression_type not in ("producer", compression,
+                                                                    "uncompressed" if compression == "none" else ""):
+            out.warn(f"topic {topic} has compression.type={appender.config.compression_type}: a broker would "
+                     f"recompress what it receives; writing {compression} as asked")
+        if single:
+            appender.add(None if key_opt is None else key_opt.encode("utf-8"),
+                         None if value_opt is None else value_opt.encode("utf-8"),
+                         tuple(_header_option(h) for h in header_opts), parse_time(timestamp_opt), partition)
+        else:
+            skipped = _read_input(out, appender, input_path, source, fmt, key_separator, partition)
+        if skipped:
+            out.info(f"skipped {skipped} lines that are not data records (batch/summary lines, control records)")
+        with out.progress(None, "writing") as prog:
+            result = appender.commit(progress=prog.advance)
+    finally:
+        appender.close()
+    secs = time.perf_counter() - t0
+    _report(out, result, skipped, secs)
+    return 1 if dry_run and result.records + result.markers else 0
+
+
+def _read_input(out, appender, input_path: str, source: str, fmt: str, key_separator: str | None,
+                partition: int | None) -> int:
+    import os
+
+    if input_path == "-":
+        stream = sys.stdin.buffer
+        total = None
+        close = False
+    else:
+        try:
+            stream = open(input_path, "rb")  # noqa: SIM115
+        except OSError as e:
+            raise UsageError(e.strerror or str(e), path=input_path) from None
+        close = True
+        try:
+            total = os.fstat(stream.fileno()).st_size
+        except OSError:
+            total = None
+    sep = key_separator.encode("utf-8") if key_separator is not None else None
+    skipped = 0
+    add = appender.add
+    try:
+        with out.progress(total if total and total > (8 << 20) else None, "reading") as prog:
+            pending = 0
+            for lineno, raw in enumerate(stream, 1):
+                try:
+                    rec = parse_json_record(raw) if fmt == "json" else parse_text_record(raw, sep, lineno)
+                except ValueError as e:
+                    raise UsageError(f"line {lineno}: {e}", path=source) from None
+                if rec is None:
+                    continue
+                if rec is SKIP:
+                    skipped += 1
+                    continue
+                key, value, headers, ts, part = rec
+                add(key, value, headers, ts, partition if partition is not None else part, line=lineno)
+                pending += len(raw)
+                if pending >= (1 << 20):
+                    prog.advance(pending)
+                    pending = 0
+    finally:
+        if close:
+            stream.close()
+    return skipped
+
+
+def _report(out, r, skipped: int, secs: float) -> None:
+    applied = not r.dry_run
+    if out.json_mode:
+        for p in r.partitions:
+            s = p.stats
+            out.emit({"type": "action", "op": "append", "file": str(p.path), "topic": r.topic,
+                      "partition": p.partition, "first_offset": s.first_offset, "last_offset": s.last_offset,
+                      "records": p.records, "markers": p.markers, "batches": s.batches, "bytes": s.bytes,
+                      "segments_rolled": s.rolled, "aborted_txns": s.aborted_txns, "applied": applied})
+        out.emit({"type": "summary", "topic": r.topic, "records": r.records, "markers": r.markers,
+                  "batches": r.batches, "bytes": r.bytes, "partitions": len(r.partitions),
+                  "segments_rolled": r.segments_rolled, "skipped_lines": skipped, "seconds": round(secs, 3),
+                  "dry_run": r.dry_run})
+        return
+    for p in r.partitions:
+        s = p.stats
+        rolled = f", rolled {len(s.rolled)} segments (new: {', '.join(map(str, s.rolled))})" if s.rolled else ""
+        markers = f" + {p.markers} marker" + ("s" if p.markers != 1 else "") if p.markers else ""
+        out.line(f"{r.topic}-{p.partition}: {p.records} records{markers} in {s.batches} batches "
+                 f"({human_bytes(s.bytes)}), offsets {s.first_offset}..{s.last_offset}{rolled}")
+    verb = "would append" if r.dry_run else "appended"
+    rate = f", {r.records / secs:,.0f} records/s" if secs > 0 and r.records >= 10_000 else ""
+    out.line(f"{verb} {r.records} records in {r.batches} batches ({human_bytes(r.bytes)}) to {len(r.partitions)} "
+             f"partitions of {r.topic}; {r.segments_rolled} segments rolled; {secs:.2f}s{rate}")

@@ -1,0 +1,69 @@
+"""kltool create: a topic's partition directories, offline (see kltool-create(1))."""
+
+from __future__ import annotations
+
+import click
+
+
+def _ranges(nums: list[int]) -> str:
+    if not nums:
+        return "none"
+    return f"{nums[0]}" if len(nums) == 1 else f"{nums[0]}-{nums[-1]}"
+
+
+@click.command("create")
+@click.argument("logdir", type=click.Path(path_type=str))
+@click.argument("topic")
+@click.option("--partitions", "-p", type=int, required=True,
+              help="Number of partitions (larger than today's count adds partitions to an existing topic).")
+@click.option("--config", "configs", multiple=True, metavar="KEY=VALUE",
+              help="A topic setting kltool uses (repeatable): segment.bytes, segment.ms, index.interval.bytes, "
+                   "segment.index.bytes, max.message.bytes, message.timestamp.type, retention.ms, retention.bytes, "
+                   "cleanup.policy, compression.type, compression.{gzip,lz4,zstd}.level, max.compaction.lag.ms. "
+                   "Stored in LOGDIR/kltool-topics.json.")
+@click.option("--if-not-exists", is_flag=True,
+              help="An existing topic is not an error (its --config values are still stored).")
+@click.option("--topic-id", metavar="UUID", help="Use this topic id (22-char base64url) instead of a random one.")
+@click.option("--dry-run", is_flag=True, help="Print what would be created, change nothing.")
+@click.pass_obj
+def command(out, logdir, topic, partitions, configs, if_not_exists, topic_id, dry_run):
+    """Create TOPIC in LOGDIR: partition directories TOPIC-0 .. TOPIC-(N-1), each with an empty first
+    segment and a partition.metadata holding the topic id, as a broker leaves a new partition.
+
+    LOGDIR is made if it does not exist. The broker's .lock is taken (exit 3 while a broker runs).
+    Kafka's topic-name rules apply; a name colliding with an existing topic once '.' and '_' are
+    unified is refused.
+    """
+    from ..storage.topic_config import CONFIG_FILE_NAME, parse_config_items
+    from ..storage.writer import create_topic
+
+    config = parse_config_items(configs)
+    r = create_topic(logdir, topic, partitions, config=config, if_not_exists=if_not_exists, topic_id=topic_id,
+                     dry_run=dry_run)
+    for w in r.warnings:
+        out.warn(w)
+    new_parts = list(range(r.partitions_before, r.partitions_before + len(r.created)))
+    applied = not dry_run
+    if out.json_mode:
+        for p, d in zip(new_parts, r.created, strict=True):
+            out.emit({"type": "action", "op": "create_partition", "file": str(d), "topic": r.topic, "partition": p,
+                      "topic_id": r.topic_id, "applied": applied})
+        if r.config_changed:
+            out.emit({"type": "action", "op": "write_config", "file": str(r.logdir / CONFIG_FILE_NAME),
+                      "topic": r.topic, "config": r.config, "applied": applied})
+        out.emit({"type": "summary", "topic": r.topic, "topic_id": r.topic_id, "existed": r.existed,
+                  "partitions_before": r.partitions_before, "partitions": r.partitions,
+                  "created": len(r.created), "config": r.config, "dry_run": dry_run})
+    else:
+        verb = "would create" if dry_run else "created"
+        if r.created:
+            what = "topic" if not r.existed else f"{len(r.created)} partitions of topic"
+            out.line(f"{verb} {what} {r.topic} (topic id {r.topic_id}): partitions {_ranges(new_parts)} "
+                     f"in {r.logdir}")
+        else:
+            out.line(f"topic {r.topic} already exists with {r.partitions_before} partitions (topic id {r.topic_id})")
+        if r.config_changed:
+            settings = ", ".join(f"{k}={v}" for k, v in sorted(r.config.items()))
+            out.line(f"{'would store' if dry_run else 'stored'} settings in {r.logdir / CONFIG_FILE_NAME}: {settings}")
+    work = bool(r.created) or r.config_changed
+    return 1 if dry_run and work else 0

@@ -10,9 +10,21 @@ The library API (every command is a thin wrapper over these):
 __version__ = "0.1.0"
 
 
+_STORAGE = ("open_path", "open_paths", "open_log_dir", "open_partition", "LogDir", "Partition", "Segment", "walk")
+_WRITER = ("create_topic", "Appender", "AppendOptions", "PartitionWriter")
+
+
 def __getattr__(name):  # lazy re-exports keep `import kltool` cheap
-    if name in ("open_path", "open_log_dir", "open_partition", "LogDir", "Partition", "Segment"):
+    if name in _STORAGE:
         from . import storage
 
         return getattr(storage, name)
+    if name in _WRITER:
+        from .storage import writer
+
+        return getattr(writer, name)
+    if name in ("decode_records", "parse_header", "build_batch"):
+        from . import format as _format
+
+        return getattr(_format, name)
     raise AttributeError(name)

@@ -21,7 +21,7 @@ ROOT_CHECKPOINTS = (
     "cleaner-offset-checkpoint",
 )
 ROOT_FILES = set(ROOT_CHECKPOINTS) | {
-    "meta.properties", ".lock", ".kafka_cleanshutdown", "bootstrap.checkpoint",
+    "meta.properties", ".lock", ".kafka_cleanshutdown", "bootstrap.checkpoint", "kltool-topics.json",
 }
 IGNORED_DIRS = {"remote-log-index-cache"}
 

@@ -1,0 +1,129 @@
+"""kltool offsets: offset by time, earliest, latest, max timestamp and true record counts, per partition."""
+
+from __future__ import annotations
+
+import click
+
+from ..errors import UsageError
+from ..storage import offsets as offs
+from .common import format_time, paths_argument, select, selection_options
+
+# ListOffsets' special timestamps (kafka-get-offsets --time -1/-2/-3)
+SPECIAL_TIMES = {-1: "latest", -2: "earliest", -3: "max_timestamp"}
+
+
+def _target_time(value: str | None) -> tuple[int | None, set[str]]:
+    from .common import parse_time
+
+    if value is None:
+        return None, set()
+    t = parse_time(value)
+    if t < 0:
+        if t not in SPECIAL_TIMES:
+            raise UsageError(f"--time {value}: a negative time must be -1 (latest), -2 (earliest) or -3 "
+                             f"(max timestamp), as in kafka-get-offsets")
+        return None, {SPECIAL_TIMES[t]}
+    return t, set()
+
+
+def partition_offsets(p, *, target: int | None, modes: set[str], warnings: list[str]) -> dict:
+    d: dict = {"type": "offsets", "topic": p.topic, "partition": p.partition}
+    if p.kind != "normal":
+        d["state"] = p.kind
+    if "earliest" in modes:
+        d["earliest_offset"] = offs.earliest(p).offset
+    if "latest" in modes:
+        d["latest_offset"] = offs.latest(p).offset
+    if target is not None:
+        r = offs.offset_for_time(p, target, warnings=warnings)
+        d.update({"time": target, "offset": None if r is None else r.offset,
+                  "timestamp": None if r is None else r.timestamp, "leader_epoch": None if r is None else r.leader_epoch})
+    if "max_timestamp" in modes:
+        r = offs.max_timestamp(p, warnings=warnings)
+        d.update({"max_timestamp": None if r is None else r.timestamp,
+                  "max_timestamp_offset": None if r is None else r.offset})
+    if "count" in modes:
+        rc = offs.count_records(p)
+        warnings.extend(rc.warnings)
+        d.update({"records": rc.records, "control_records": rc.stats.control_records, "batches": rc.stats.batches,
+                  "log_start_offset": rc.log_start_offset, "log_end_offset": rc.log_end_offset,
+                  "offset_span": rc.offset_span})
+    return d
+
+
+def _row(d: dict, target, modes) -> list:
+    part = d["partition"] if "state" not in d else f"{d['partition']} ({d['state']})"
+    row = [d["topic"], part]
+    if "earliest" in modes:
+        row.append(d["earliest_offset"])
+    if "latest" in modes:
+        row.append(d["latest_offset"])
+    if target is not None:
+        row += ["-" if d["offset"] is None else d["offset"], format_time(d["timestamp"])]
+    if "max_timestamp" in modes:
+        row += ["-" if d["max_timestamp_offset"] is None else d["max_timestamp_offset"],
+                format_time(d["max_timestamp"])]
+    if "count" in modes:
+        row += [d["records"], d["offset_span"]]
+    return row
+
+
+@click.command("offsets")
+@paths_argument
+@selection_options
+@click.option("--time", "time_", metavar="T", help="First offset whose record timestamp is >= T (ISO-8601 or epoch "
+              "ms; -1 latest, -2 earliest, -3 max timestamp, as in kafka-get-offsets).")
+@click.option("--earliest", is_flag=True, help="The log start offset.")
+@click.option("--latest", is_flag=True, help="The log end offset (the offset the next record gets).")
+@click.option("--max-timestamp", is_flag=True, help="The largest record timestamp and the offset of its record.")
+@click.option("--count", is_flag=True, help="The true number of records (reads every batch header), next to "
+              "log end - log start, which compaction and gaps make wrong.")
+@click.pass_obj
+def command(out, paths, topic, partition_spec, time_, earliest, latest, max_timestamp, count):
+    """Offsets per partition, found like the broker finds them: segments by largest timestamp, then
+    the .timeindex, then the .index, then a short scan. Without options: --earliest --latest.
+    """
+    target, modes = _target_time(time_)
+    for flag, name in ((earliest, "earliest"), (latest, "latest"), (max_timestamp, "max_timestamp"),
+                       (count, "count")):
+        if flag:
+            modes.add(name)
+    if not modes and target is None:
+        modes = {"earliest", "latest"}
+    sel = select(paths, topic, partition_spec)
+    if not sel.partitions:
+        raise UsageError("offsets needs a log dir or partition directories, not single files")
+    results = []
+    warnings: list[str] = []
+    for p in sel.partitions:
+        d = partition_offsets(p, target=target, modes=modes, warnings=warnings)
+        results.append(d)
+        if out.json_mode:
+            out.emit(d)
+    for w in warnings:
+        out.warn(w)
+    total = sum(d.get("records", 0) for d in results)
+    if out.json_mode:
+        s = {"type": "summary", "partitions": len(results)}
+        if "count" in modes:
+            s["records"] = total
+        if target is not None:
+            s["found"] = sum(1 for d in results if d["offset"] is not None)
+        out.emit(s)
+        return 0
+    cols = ["topic", "part"]
+    if "earliest" in modes:
+        cols.append("earliest")
+    if "latest" in modes:
+        cols.append("latest")
+    if target is not None:
+        cols += [f"offset at {format_time(target)}", "timestamp"]
+    if "max_timestamp" in modes:
+        cols += ["max ts offset", "max timestamp"]
+    if "count" in modes:
+        cols += ["records", "end - start"]
+    out.table(cols, [_row(d, target, modes) for d in results],
+              justify={c: "right" for c in cols if c not in ("topic", "timestamp", "max timestamp")})
+    if "count" in modes:
+        out.line(f"{len(results)} partitions, {total} records")
+    return 0

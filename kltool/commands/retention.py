@@ -1,0 +1,159 @@
+"""kltool retention: time, size and log-start-offset retention offline, by the broker's rules."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import time
+
+import click
+
+from ..errors import UsageError
+from ..storage import retention as ret
+from .common import format_time, human_bytes, parse_time, paths_argument, select, selection_options
+
+_SIZE = re.compile(r"^\s*(-?\d+)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
+
+
+def parse_size(value: str | None) -> int | None:
+    """Bytes, or with a binary suffix: 500M, 10G, 1TiB (-1: unlimited)."""
+    if value is None:
+        return None
+    m = _SIZE.match(value)
+    if not m:
+        raise UsageError(f"--retention-bytes takes a number of bytes (optionally 500M, 10G, 1T), not {value!r}")
+    n = int(m.group(1))
+    return n * 1024 ** " kmgt".index(m.group(2).lower() or " ")
+
+
+def _policy(retention_ms, retention_hours, retention_bytes, before_offset, before_time, now) -> ret.Policy:
+    if retention_ms is not None and retention_hours is not None:
+        raise UsageError("give --retention-ms or --retention-hours, not both")
+    if before_offset is not None and before_time is not None:
+        raise UsageError("give --before-offset or --before-time, not both")
+    if retention_hours is not None:
+        retention_ms = -1 if retention_hours < 0 else int(retention_hours * 3600 * 1000)
+    if retention_ms is not None and retention_ms < -1:
+        raise UsageError("--retention-ms must be -1 (unlimited) or more")
+    if before_offset is not None and before_offset < -1:
+        raise UsageError("--before-offset must be an offset, or -1 for the high watermark")
+    size = parse_size(retention_bytes)
+    now_ms = parse_time(now) if now is not None else int(time.time() * 1000)
+    bt = parse_time(before_time)
+    if bt is not None and bt < 0:
+        raise UsageError("--before-time must be a time (ISO-8601 or epoch ms)")
+    only_start = (before_offset is not None or bt is not None) and retention_ms is None and size is None
+    return ret.Policy(now=now_ms, retention_ms=retention_ms, retention_bytes=size, before_offset=before_offset,
+                      before_time=bt, time_and_size=not only_start)
+
+
+def _time_range(info: dict) -> str:
+    return f"{format_time(info['first_timestamp'])} .. {format_time(info['largest_timestamp'])}"
+
+
+def _print_plan(out, plan: ret.RetentionPlan) -> None:
+    for n in plan.all_notes:
+        msg = f"{n.file}: {n.message}"
+        out.warn(msg) if n.severity == "warning" else out.info(msg)
+    rows = []
+    for a in plan.actions:
+        i = a.info
+        if a.op == "delete" and i.get("kind") == "segment":
+            offsets = "-" if i["first_offset"] is None else f"{i['first_offset']}..{i['last_offset']}"
+            src = "" if i["timestamp_source"] in ("timeindex", "timeindex+batches", "batches") else \
+                f" ({i['timestamp_source']})"
+            rows.append([a.topic, a.partition, a.file.rsplit("/", 1)[-1], offsets, _time_range(i) + src,
+                         i["records"], human_bytes(i["bytes"]), i["reason"]])
+    if rows:
+        out.table(["topic", "part", "segment", "offsets", "time range", "records", "size", "reason"], rows,
+                  justify={"part": "right", "records": "right", "size": "right"})
+    for pp in plan.partitions:
+        if not pp.actions:
+            continue
+        extra = []
+        for a in pp.actions:
+            k = a.info.get("kind")
+            if a.op == "roll":
+                extra.append(f"empty segment rolled at {a.info['base_offset']}")
+            elif k == "leader_epoch":
+                extra.append("leader-epoch-checkpoint truncated")
+        for k, what in (("snapshot", "producer snapshot(s) below the log start"), ("leftover", "leftover file(s)")):
+            n = sum(1 for a in pp.actions if a.info.get("kind") == k)
+            if n:
+                extra.append(f"{n} {what} removed")
+        start = (f"log start {pp.log_start_offset} -> {pp.new_log_start_offset}"
+                 if pp.new_log_start_offset != pp.log_start_offset else f"log start {pp.log_start_offset}")
+        out.line(f"{pp.name}: {start} (log end {pp.log_end_offset}), {len(pp.deleted)} segments "
+                 f"({human_bytes(pp.segment_bytes)}), {human_bytes(pp.reclaimed_bytes)} reclaimed"
+                 + ("; " + "; ".join(extra) if extra else ""))
+
+
+@click.command("retention")
+@paths_argument
+@selection_options
+@click.option("--retention-ms", type=int, metavar="MS", help="Time retention: a segment goes when now - its largest "
+              "timestamp > MS (-1: unlimited). Default: the topic's setting, else 604800000 (7 days).")
+@click.option("--retention-hours", type=float, metavar="H", help="--retention-ms in hours.")
+@click.option("--retention-bytes", metavar="BYTES", help="Size retention per partition (500M, 10G, ...; -1: "
+              "unlimited): oldest segments go while the rest stays >= BYTES. Default: the topic's, else -1.")
+@click.option("--before-offset", type=int, metavar="OFFSET", help="New log start offset, like kafka-delete-records "
+              "(-1: the high watermark). Alone, no time or size retention is applied.")
+@click.option("--before-time", metavar="T", help="New log start offset at the first record with timestamp >= T.")
+@click.option("--now", metavar="T", help="Evaluate time retention at T (ISO-8601 or epoch ms) instead of now.")
+@click.option("--dry-run", is_flag=True, help="Print the plan, change nothing (exit 1 when there is work).")
+@click.option("--backup-dir", type=click.Path(path_type=str), help="Move removed files here (with a manifest) "
+              "instead of deleting them.")
+@click.pass_obj
+def command(out, paths, topic, partition_spec, retention_ms, retention_hours, retention_bytes, before_offset,
+            before_time, now, dry_run, backup_dir):
+    """Delete old segments like the broker's retention check: log start offset, size, then time;
+    oldest first, stopping at the first segment that must stay. Topics whose cleanup.policy is only
+    compact are left alone. Refuses (exit 3) while a broker holds the log dir's .lock.
+    """
+    policy = _policy(retention_ms, retention_hours, retention_bytes, before_offset, before_time, now)
+    sel = select(paths, topic, partition_spec)
+    if not sel.partitions:
+        raise UsageError("retention needs a log dir or partition directories, not single files")
+    logdirs = {p.logdir.path: p.logdir for p in sel.partitions if p.logdir is not None}
+    with contextlib.ExitStack() as stack:
+        if dry_run:
+            from ..storage.fsutil import lock_holder_present
+
+            for ld in logdirs.values():
+                if lock_holder_present(ld.path):
+                    out.warn(f"{ld.lock_path}: a running broker holds this log dir (planning only)")
+        else:
+            from ..storage.fsutil import BrokerLock
+
+            for ld in logdirs.values():
+                stack.enter_context(BrokerLock(ld.path))
+        plan = ret.plan_retention(sel, policy)
+        if out.json_mode:
+            for n in plan.notes:
+                out.emit(n.to_json())
+            for pp in plan.partitions:
+                for n in pp.notes:
+                    out.emit(n.to_json())
+                if pp.actions:
+                    out.emit(pp.to_json())
+            if dry_run:
+                for a in plan.actions:
+                    out.emit(a.to_json())
+        else:
+            _print_plan(out, plan)
+        if not dry_run and plan.has_work:
+            ret.apply_retention(plan, backup_dir=backup_dir,
+                                on_action=(lambda a: out.emit(a.to_json())) if out.json_mode else None)
+    summary = ret.summarize(plan)
+    summary.update({"dry_run": dry_run, "now": policy.now})
+    if out.json_mode:
+        out.emit(summary)
+    else:
+        verb = "would be" if dry_run else "were"
+        out.line(f"retention{' (dry run)' if dry_run else ''}: {summary['segments_deleted']} segments "
+                 f"({human_bytes(summary['segment_bytes'])}, {summary['records_deleted']} records) in "
+                 f"{summary['partitions_changed']} of {summary['partitions']} partitions {verb} removed, "
+                 f"{human_bytes(summary['reclaimed_bytes'])} reclaimed"
+                 + (f"; backups in {backup_dir}" if backup_dir and not dry_run and plan.has_work else "")
+                 + (f"; {summary['warnings']} warnings" if summary["warnings"] else ""))
+    return 1 if dry_run and plan.has_work else 0

@@ -1,0 +1,339 @@
+"""Offsets of a partition without a broker: by timestamp, earliest, latest, max timestamp, true counts.
+
+The lookups follow the broker's own path (reference §5.6; ``UnifiedLog.fetchOffsetByTimestamp``,
+``LogSegment.findOffsetByTimestamp``, ``FileRecords.searchForTimestamp``):
+
+1. segments oldest first, skipping each whose **largest timestamp** is below the target;
+2. in the first candidate, the ``.timeindex`` (largest entry <= target), then the ``.index`` (largest
+   entry <= that offset), then a short scan of batches from that position;
+3. in the first batch whose max timestamp is >= target, the first record with timestamp >= target and
+   offset >= the log start offset.
+
+A segment's largest timestamp is read from the last 12 bytes of its ``.timeindex``; the last segment's
+(whose final index entry is only written on roll or close) is topped up with a scan of the batches after
+that entry, and a segment whose time index is missing, empty or untrimmed is scanned. Like the broker,
+which holds these in memory after loading a log, kltool keeps them per :class:`Segment` object: the
+first lookup on a partition reads a 12-byte tail per segment up to the target, later ones only a few KiB
+of the target segment's ``.timeindex``, ``.index`` and ``.log`` (``Partition.refresh()`` forgets them).
+
+Where the broker answers nothing although a later segment holds a match (a candidate segment chosen by
+a largest timestamp that no record at or above the log start offset reaches), kltool goes on to the
+next candidate: the answer is always the first such record in offset order, as a scan of every record
+would find.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import weakref
+from dataclasses import dataclass, field
+
+from ..errors import CorruptDataError
+from ..format import decode_records
+from ..format import index as fidx
+from ..format.records import BatchHeader
+from .partition import Partition
+from .scan import Damage
+from .segment import Segment, fast_max_timestamp
+
+__all__ = [
+    "TimestampOffset", "RecordCount", "TimeIndexTail", "time_index_tail", "record_max_timestamp",
+    "log_end_offset", "earliest", "latest", "offset_for_time", "max_timestamp", "SegmentStats", "segment_stats",
+    "count_records",
+]
+
+_TIME = struct.Struct(">qi")
+_ZERO_ENTRY = bytes(fidx.TIME_ENTRY)
+_SCAN_CHUNK = 64 << 10  # a lookup's scan starts at most index.interval.bytes before its target
+# (largest timestamp, source) per Segment object and "is last": read once, like the broker keeps it in
+# memory after loading. A Partition's refresh() makes new Segment objects, which drops these.
+_LARGEST: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+@dataclass(frozen=True, slots=True)
+class TimestampOffset:
+    """An answer: ``offset`` of the record found, its ``timestamp`` (-1 when not a time lookup) and the
+    leader epoch of its batch (None when unknown), as ``ListOffsets`` returns them."""
+
+    offset: int
+    timestamp: int = -1
+    leader_epoch: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TimeIndexTail:
+    """The end of a ``.timeindex``: ``raw`` is its last whole entry as the broker reads it (zero-filled
+    tail included; None when the file is missing or empty), ``last`` the last real entry (zero tail
+    dropped), ``untrimmed`` whether a zero-filled tail follows it. Entries are (timestamp, offset)."""
+
+    raw: tuple[int, int] | None
+    last: tuple[int, int] | None
+    untrimmed: bool
+
+
+def time_index_tail(seg: Segment) -> TimeIndexTail:
+    """Read only the last entry of ``seg``'s time index (the whole file only when it ends in zeros)."""
+    try:
+        fd = os.open(seg.timeindex_path, os.O_RDONLY)
+    except FileNotFoundError:
+        return TimeIndexTail(None, None, False)
+    try:
+        n = os.fstat(fd).st_size // fidx.TIME_ENTRY
+        if n == 0:
+            return TimeIndexTail(None, None, False)
+        tail = os.pread(fd, fidx.TIME_ENTRY, (n - 1) * fidx.TIME_ENTRY)
+    finally:
+        os.close(fd)
+    ts, rel = _TIME.unpack(tail)
+    raw = (ts, seg.base_offset + rel)
+    if tail != _ZERO_ENTRY or n == 1:
+        return TimeIndexTail(raw, raw, False)
+    entries = seg.time_index()  # the whole file, zero tail dropped
+    last = entries[-1] if entries else None
+    if last == (0, seg.base_offset) and len(entries) == 1:
+        last = None  # nothing but zeros: never written
+    return TimeIndexTail(raw, last, True)
+
+
+def record_max_timestamp(seg: Segment, *, last_segment: bool, tail: TimeIndexTail | None = None) -> tuple[int, str]:
+    """(largest record timestamp of ``seg``, where it came from), -1 when no record has a timestamp.
+
+    A closed segment's trimmed time index ends with the segment's maximum (written on roll); that is
+    trusted when it is above 0. The last segment's index may lack the final entry (it is written on
+    roll or close), and an untrimmed, empty or missing index says nothing: then the batches after the
+    last index entry (all of them, without one) are scanned too.
+    """
+    tail = time_index_tail(seg) if tail is None else tail
+    indexed = tail.last is not None and tail.last[0] > 0
+    if indexed and not tail.untrimmed and not last_segment:
+        return tail.last[0], "timeindex"
+    if seg.size == 0:
+        return -1, "none"
+    if indexed:  # the index up to its last entry, the batches after it
+        return fast_max_timestamp(seg), "timeindex+batches"
+    ts = max((h.max_timestamp for h in seg.batches() if h.crc_valid), default=-1)
+    return (ts, "batches") if ts >= 0 else (-1, "none")
+
+
+def log_end_offset(p: Partition) -> int:
+    """The broker's log end offset: the next offset of the **last** segment (``readNextOffset``), which
+    is its base offset when it is empty."""
+    segs = p.segments
+    return segs[-1].next_offset() if segs else 0
+
+
+def earliest(p: Partition) -> TimestampOffset:
+    """ListOffsets EARLIEST: the log start offset."""
+    return TimestampOffset(p.log_start_offset())
+
+
+def latest(p: Partition) -> TimestampOffset:
+    """ListOffsets LATEST here means the log end offset (the offset the next record gets)."""
+    return TimestampOffset(log_end_offset(p))
+
+
+def _epoch(h: BatchHeader) -> int | None:
+    return h.partition_leader_epoch if h.magic >= 2 and h.partition_leader_epoch >= 0 else None
+
+
+def _decode(seg: Segment, h: BatchHeader, warnings: list[str]):
+    """The batch's records (its bytes read with one pread), or None with a warning."""
+    try:
+        with open(seg.log_path, "rb") as f:
+            data = os.pread(f.fileno(), h.size, h.position)
+        return decode_records(h, data)
+    except CorruptDataError as e:
+        warnings.append(f"{seg.log_path}: batch {h.base_offset}..{h.last_offset} at byte {h.position} "
+                        f"cannot be decoded ({e.message}); skipped")
+        return None
+
+
+@dataclass
+class _Lookup:
+    """Per-call state: cached largest timestamps and records that could not be decoded."""
+
+    p: Partition
+    start_offset: int
+    warnings: list[str] = field(default_factory=list)
+
+    def candidates(self):
+        """(segment, is_last) of segments that hold offsets >= the log start offset."""
+        segs = self.p.segments
+        n = len(segs)
+        for i, seg in enumerate(segs):
+            if i + 1 < n and segs[i + 1].base_offset <= self.start_offset:
+                continue
+            yield seg, i == n - 1
+
+    def largest(self, seg: Segment, last: bool) -> int:
+        cached = _LARGEST.get(seg)
+        if cached is None or cached[0] != last:
+            cached = (last, *record_max_timestamp(seg, last_segment=last))
+            _LARGEST[seg] = cached
+        return cached[1]
+
+    def records(self, seg: Segment, h: BatchHeader):
+        return _decode(seg, h, self.warnings)
+
+    def search(self, seg: Segment, start: int, match) -> TimestampOffset | None:
+        """Batches from ``start`` whose max timestamp passes ``match``, then their first record that does."""
+        for item in seg.walk(start=start, chunk_size=_SCAN_CHUNK):
+            if isinstance(item, Damage) or not item.crc_valid:
+                continue
+            h = item
+            if h.last_offset < self.start_offset or not match(h.max_timestamp):
+                continue
+            cols = self.records(seg, h)
+            if cols is None:
+                continue
+            for off, ts in zip(cols.offsets, cols.timestamps, strict=True):
+                if off >= self.start_offset and match(ts):
+                    return TimestampOffset(off, ts, _epoch(h))
+        return None
+
+
+def offset_for_time(p: Partition, timestamp: int, *, start_offset: int | None = None,
+                    warnings: list[str] | None = None) -> TimestampOffset | None:
+    """The first record (in offset order, at or above the log start offset) whose timestamp is >=
+    ``timestamp``, found the broker's way (module docstring); None when there is none."""
+    lk = _Lookup(p, p.log_start_offset() if start_offset is None else start_offset)
+    try:
+        for seg, last in lk.candidates():
+            if lk.largest(seg, last) < timestamp:
+                continue
+            pos = seg.position_for_time(timestamp, max(lk.start_offset, seg.base_offset))
+            found = lk.search(seg, pos, lambda ts: ts >= timestamp)
+            if found is not None:
+                return found
+        return None
+    finally:
+        if warnings is not None:
+            warnings.extend(lk.warnings)
+
+
+def max_timestamp(p: Partition, *, start_offset: int | None = None,
+                  warnings: list[str] | None = None) -> TimestampOffset | None:
+    """ListOffsets MAX_TIMESTAMP: the largest record timestamp and the first record holding it (the
+    first segment with the largest maximum, its first batch with that max timestamp, that batch's first
+    record with it). None when no record has a timestamp."""
+    lk = _Lookup(p, p.log_start_offset() if start_offset is None else start_offset)
+    try:
+        cands = list(lk.candidates())
+        best = -1
+        for seg, last in cands:
+            best = max(best, lk.largest(seg, last))
+        if best < 0:
+            return None
+        for seg, last in cands:
+            if lk.largest(seg, last) != best:
+                continue
+            # Entries are running maxima: the batch where ``best`` first appears is at or after the
+            # position of the largest entry <= best.
+            pos = seg.position_for_time(best, max(lk.start_offset, seg.base_offset))
+            found = lk.search(seg, pos, lambda ts: ts == best)
+            if found is not None:
+                return found
+        return None
+    finally:
+        if warnings is not None:
+            warnings.extend(lk.warnings)
+
+
+@dataclass
+class SegmentStats:
+    """What a walk of one segment's batches found, at or above ``start_offset``."""
+
+    batches: int = 0
+    records: int = 0  # data records (control records excluded)
+    control_records: int = 0
+    first_offset: int | None = None
+    last_offset: int | None = None
+    first_timestamp: int = -1  # of the first batch
+    max_timestamp: int = -1
+    damaged_bytes: int = 0
+    invalid_batches: int = 0
+
+    def add(self, other: SegmentStats) -> None:
+        for name in ("batches", "records", "control_records", "damaged_bytes", "invalid_batches"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        if self.first_offset is None:
+            self.first_offset, self.first_timestamp = other.first_offset, other.first_timestamp
+        if other.last_offset is not None:
+            self.last_offset = other.last_offset
+        self.max_timestamp = max(self.max_timestamp, other.max_timestamp)
+
+
+def segment_stats(seg: Segment, start_offset: int = 0, *, warnings: list[str] | None = None,
+                  progress=None) -> SegmentStats:
+    """Walk the batch headers of ``seg`` (from the index position of ``start_offset``). Records are
+    decoded only for a batch that straddles ``start_offset`` and for a legacy compressed wrapper, whose
+    header holds no count. Damaged regions and batches with a bad CRC are counted apart."""
+    st = SegmentStats()
+    warnings = [] if warnings is None else warnings
+    start = seg.position_for_offset(start_offset) if seg.base_offset < start_offset else 0
+    for item in seg.walk(start=start, progress=progress):
+        if isinstance(item, Damage):
+            st.damaged_bytes += item.length
+            continue
+        h = item
+        if not h.crc_valid:
+            st.invalid_batches += 1
+            continue
+        if h.last_offset < start_offset:
+            continue
+        if h.count is not None and h.base_offset >= start_offset:
+            n, first = h.count, h.base_offset
+        elif h.magic < 2 and h.compression == 0:
+            n, first = 1, h.last_offset
+        else:
+            cols = _decode(seg, h, warnings)
+            if cols is None:
+                continue
+            offs = [o for o in cols.offsets if o >= start_offset]
+            n, first = len(offs), (offs[0] if offs else h.last_offset)
+        st.batches += 1
+        if h.is_control:
+            st.control_records += n
+        else:
+            st.records += n
+        if st.first_offset is None:
+            st.first_offset = first
+            st.first_timestamp = h.first_timestamp if h.magic == 2 else h.max_timestamp
+        st.last_offset = h.last_offset
+        st.max_timestamp = max(st.max_timestamp, h.max_timestamp)
+    return st
+
+
+@dataclass
+class RecordCount:
+    """True counts at or above the log start offset (``records`` excludes control records)."""
+
+    log_start_offset: int
+    log_end_offset: int
+    stats: SegmentStats = field(default_factory=SegmentStats)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def records(self) -> int:
+        return self.stats.records
+
+    @property
+    def offset_span(self) -> int:
+        """log end − log start: what tools without a reader report as the count."""
+        return max(0, self.log_end_offset - self.log_start_offset)
+
+
+def count_records(p: Partition, progress=None) -> RecordCount:
+    """The true number of records at or above the log start offset: every batch header is read."""
+    lso = p.log_start_offset()
+    rc = RecordCount(lso, log_end_offset(p))
+    segs = p.segments
+    for i, seg in enumerate(segs):
+        if i + 1 < len(segs) and segs[i + 1].base_offset <= lso:
+            continue
+        rc.stats.add(segment_stats(seg, lso, warnings=rc.warnings, progress=progress))
+    if rc.stats.damaged_bytes or rc.stats.invalid_batches:
+        rc.warnings.append(f"{p.path}: {rc.stats.damaged_bytes} damaged bytes and {rc.stats.invalid_batches} "
+                           f"batches with a bad CRC were not counted (kltool verify shows where)")
+    return rc

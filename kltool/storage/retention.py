@@ -1,0 +1,674 @@
+"""Retention offline, by the broker's rules (reference §9; ``UnifiedLog.deleteOldSegments``,
+``LocalLog.deletableSegments``, ``UnifiedLog.deleteSegments``): plan first, then apply.
+
+Per partition, like one retention check of the broker:
+
+1. an optional new log start offset (``before_offset`` / ``before_time``, what DeleteRecords does;
+   never above the high watermark); then three passes, each over the segments oldest first that
+   **stops at the first segment that must stay**, and each only for segments whose upper bound (the next
+   segment's base offset, or the log end for the last) is at or below the high watermark:
+   log-start-offset breach (the next segment starts at or below the log start offset), size
+   (``retention.bytes``: delete while the rest stays >= the limit) and time (``retention.ms``:
+   ``now - largest timestamp > retention``). A topic whose ``cleanup.policy`` lacks ``delete`` gets
+   none of this.
+2. The last segment is never deleted while empty; when every segment goes, an empty segment is rolled
+   at the log end first. The log start offset becomes the first remaining segment's base offset (or the
+   new offset when it is inside that segment: the file is not cut).
+
+A segment's largest timestamp is its records' (the ``.timeindex``'s last entry, else the batches), and
+only when no record has a timestamp the ``.log``'s mtime, Kafka's last resort. Where the broker would
+read something else (a zero-filled ``.timeindex`` end reads as timestamp 0) and decide otherwise, the
+plan says so.
+
+Applying, per log dir under the broker's ``.lock``: roll the empty segment; write
+``log-start-offset-checkpoint`` (atomically); truncate ``leader-epoch-checkpoint`` from the start like
+``LeaderEpochFileCache.truncateFromStart``; remove producer snapshots below the log start offset; then
+each segment's files are renamed to ``*.deleted`` and removed (or, with a backup dir, moved into a run
+directory there by :func:`kltool.storage.repair.apply_plan`, whose manifest ``kltool restore`` undoes). In that order a run killed anywhere leaves a log dir the broker loads
+as it is and a re-run finishes the same way: the checkpoint is written before any segment goes, and
+leftovers (``*.deleted`` files, index files of a half-removed segment) are part of every plan.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import UsageError
+from ..format.checkpoints import (
+    encode_leader_epoch_checkpoint,
+    encode_offset_checkpoint,
+    parse_leader_epoch_checkpoint,
+)
+from . import offsets as offs
+from .fsutil import atomic_write, fsync_dir
+from .logdir import LogDir, Selection
+from .partition import SEGMENT_FILE, Partition
+from .segment import Segment, filename_prefix
+
+__all__ = [
+    "DEFAULT_RETENTION_MS", "Policy", "Action", "Note", "SegmentCandidate", "PartitionPlan", "RetentionPlan",
+    "plan_retention", "apply_retention", "truncate_epochs_from_start",
+]
+
+DEFAULT_RETENTION_MS = 604800000  # retention.ms (log.retention.hours=168)
+LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
+HW_CHECKPOINT = "replication-offset-checkpoint"
+EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+# Internal topics the broker always creates compacted, and the KRaft log that LogManager never cleans.
+COMPACTED_INTERNAL = {"__consumer_offsets", "__transaction_state", "__share_group_state"}
+NOT_RETAINED = {"__cluster_metadata"}
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What to apply. ``None`` settings come from the topic's stored config (``kltool create --config``),
+    else Kafka's defaults. ``time_and_size`` False applies only the new log start offset."""
+
+    now: int
+    retention_ms: int | None = None
+    retention_bytes: int | None = None
+    before_offset: int | None = None  # -1: the high watermark
+    before_time: int | None = None
+    time_and_size: bool = True
+
+
+@dataclass
+class Note:
+    """A warning (``finding``) or an informational note about one partition or file."""
+
+    severity: str  # warning | info
+    kind: str
+    file: str
+    message: str
+    offset: int | None = None
+
+    def to_json(self) -> dict:
+        if self.severity == "info":
+            return {"type": "note", "kind": self.kind, "file": self.file, "message": self.message}
+        return {"type": "finding", "severity": self.severity, "kind": self.kind, "file": self.file,
+                "position": None, "offset": self.offset, "message": self.message}
+
+
+@dataclass
+class Action:
+    """One step of a plan; ``to_json`` gives DESIGN §3's ``action`` object."""
+
+    op: str  # roll | write_checkpoint | delete
+    file: str
+    topic: str | None = None
+    partition: int | None = None
+    info: dict = field(default_factory=dict)
+    applied: bool = False
+    paths: list[Path] = field(default_factory=list, repr=False)  # the files it removes or creates
+    content: str | None = field(default=None, repr=False)  # new text of a checkpoint
+    logdir: Path | None = field(default=None, repr=False)
+
+    def to_json(self) -> dict:
+        d: dict = {"type": "action", "op": self.op, "file": self.file}
+        if self.topic is not None:
+            d["topic"], d["partition"] = self.topic, self.partition
+        d.update(self.info)
+        d["applied"] = self.applied
+        return d
+
+
+@dataclass
+class SegmentCandidate:
+    """A segment as the passes see it."""
+
+    segment: Segment | None  # None: the empty segment a roll adds
+    base_offset: int
+    size: int
+    largest: tuple[int, str] | None = None  # (largest timestamp, source)
+    broker_largest: int | None = None
+    reason: str | None = None
+
+
+@dataclass
+class PartitionPlan:
+    partition: Partition
+    retention_ms: int | None = None
+    retention_bytes: int | None = None
+    cleanup_policy: str | None = None
+    log_start_offset: int | None = None
+    new_log_start_offset: int | None = None
+    log_end_offset: int | None = None
+    high_watermark: int | None = None
+    deleted: list[SegmentCandidate] = field(default_factory=list)
+    actions: list[Action] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
+    skipped: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.partition.name
+
+    @property
+    def segment_bytes(self) -> int:
+        return sum(c.size for c in self.deleted)
+
+    @property
+    def reclaimed_bytes(self) -> int:
+        return sum(a.info.get("reclaimed_bytes", 0) for a in self.actions)
+
+    def to_json(self) -> dict:
+        p = self.partition
+        return {"type": "partition_retention", "topic": p.topic, "partition": p.partition, "path": str(p.path),
+                "cleanup_policy": self.cleanup_policy, "retention_ms": self.retention_ms,
+                "retention_bytes": self.retention_bytes, "log_start_offset": self.log_start_offset,
+                "new_log_start_offset": self.new_log_start_offset, "log_end_offset": self.log_end_offset,
+                "high_watermark": self.high_watermark, "segments_deleted": len(self.deleted),
+                "segment_bytes": self.segment_bytes, "reclaimed_bytes": self.reclaimed_bytes,
+                "skipped": self.skipped}
+
+
+@dataclass
+class RetentionPlan:
+    policy: Policy
+    partitions: list[PartitionPlan] = field(default_factory=list)
+    logdirs: list[LogDir] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
+
+    @property
+    def actions(self) -> list[Action]:
+        return [a for pp in self.partitions for a in pp.actions]
+
+    @property
+    def has_work(self) -> bool:
+        return any(pp.actions for pp in self.partitions)
+
+    @property
+    def all_notes(self) -> list[Note]:
+        return self.notes + [n for pp in self.partitions for n in pp.notes]
+
+    @property
+    def reclaimed_bytes(self) -> int:
+        return sum(pp.reclaimed_bytes for pp in self.partitions)
+
+
+# ------------------------------------------------------------------------------------------------- helpers
+
+
+def truncate_epochs_from_start(entries: list[tuple[int, int]], start_offset: int) -> list[tuple[int, int]]:
+    """``LeaderEpochFileCache.truncateFromStart``: drop entries starting at or below ``start_offset``
+    and put the last dropped one back starting at ``start_offset``."""
+    kept = [(e, o) for e, o in entries if o > start_offset]
+    dropped = [(e, o) for e, o in entries if o <= start_offset]
+    return ([(dropped[-1][0], start_offset)] if dropped else []) + kept
+
+
+def _file_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def _mtime_ms(path: Path) -> int:
+    return int(os.stat(path).st_mtime * 1000)
+
+
+def _fmt(ms: int) -> str:
+    from datetime import UTC, datetime
+
+    try:
+        return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    except (OverflowError, OSError, ValueError):
+        return str(ms)
+
+
+def _topic_settings(ld: LogDir, topic: str, policy: Policy) -> tuple[str, int, int]:
+    """(cleanup.policy, retention.ms, retention.bytes) for ``topic``: the command line, then what
+    ``kltool create --config`` stored, then Kafka's defaults (internal topics are compacted)."""
+    from .topic_config import load_topic_config
+
+    cfg = load_topic_config(ld.path, topic)
+    cleanup = cfg.get("cleanup.policy")
+    if "cleanup.policy" not in cfg.overrides and topic in COMPACTED_INTERNAL:
+        cleanup = "compact"
+    ms = policy.retention_ms if policy.retention_ms is not None else cfg.retention_ms
+    size = policy.retention_bytes if policy.retention_bytes is not None else cfg.retention_bytes
+    return cleanup, ms, size
+
+
+# -------------------------------------------------------------------------------------------------- plan
+
+
+class _Planner:
+    def __init__(self, p: Partition, policy: Policy):
+        self.p = p
+        self.policy = policy
+        self.pp = PartitionPlan(p)
+        self.stopped_by_hw = False  # the last pass stopped at the high watermark
+        self.any_hw_stop = False
+
+    def action(self, op: str, file, info: dict, **kw) -> Action:
+        a = Action(op, str(file), self.p.topic, self.p.partition, info, logdir=self.p.logdir.path, **kw)
+        self.pp.actions.append(a)
+        return a
+
+    def note(self, kind: str, message: str, file=None, offset=None, severity: str = "warning") -> None:
+        self.pp.notes.append(Note(severity, kind, str(file or self.p.path), message, offset))
+
+    def largest(self, c: SegmentCandidate, last: bool) -> int:
+        """The segment's largest timestamp for time retention (records, else mtime); also keeps the one
+        the broker would read (the raw last .timeindex entry, else mtime) in ``broker_largest``."""
+        if c.largest is None:
+            seg = c.segment
+            tail = offs.time_index_tail(seg)
+            ts, src = offs.record_max_timestamp(seg, last_segment=last, tail=tail)
+            if ts < 0:
+                ts, src = _mtime_ms(seg.log_path), "mtime"
+            c.largest = (ts, src)
+            if last:
+                c.broker_largest = ts
+            elif tail.raw is not None and tail.raw[0] >= 0:
+                c.broker_largest = tail.raw[0]
+            else:
+                c.broker_largest = _mtime_ms(seg.log_path)
+        return c.largest[0]
+
+    def plan(self) -> PartitionPlan:
+        p, pp, policy = self.p, self.pp, self.policy
+        if p.kind != "normal":
+            return self.skip("not_a_log", f"{p.kind} directory: the broker runs no retention on it")
+        if p.topic in NOT_RETAINED:
+            return self.skip("not_a_log", "the KRaft metadata log: the broker runs no retention on it")
+        ld = p.logdir
+        if ld is None:
+            return self.skip("no_log_dir", "not inside a log dir: retention needs its checkpoint files")
+        cleanup, pp.retention_ms, pp.retention_bytes = _topic_settings(ld, p.topic, policy)
+        pp.cleanup_policy = cleanup
+        if "delete" not in cleanup.split(","):
+            return self.skip("compacted", f"cleanup.policy={cleanup}: left alone (only the log cleaner removes "
+                                          f"records of a compacted topic)")
+        segs = p.segments
+        if not segs:
+            return pp
+        swaps = [f for f in p.stale_files if f.name.endswith(".swap")]
+        if swaps:
+            self.note("stale_file", f"{len(swaps)} .swap file(s) of an unfinished compaction or split: the broker "
+                      f"completes it at startup, replacing segments; run kltool verify --repair first; partition "
+                      f"skipped", swaps[0])
+            pp.skipped = True
+            return pp
+        key = (p.topic, p.partition)
+        leo = offs.log_end_offset(p)
+        cp = ld.checkpoint(LOG_START_CHECKPOINT).get(key)
+        lso = segs[0].base_offset if cp is None else max(cp, segs[0].base_offset)
+        pp.log_start_offset, pp.log_end_offset = lso, leo
+        if lso > leo:
+            self.note("start_beyond_end", f"log start offset {lso} ({LOG_START_CHECKPOINT}) is beyond the log end "
+                      f"offset {leo}: at startup the broker deletes every segment of this partition (segments "
+                      f"removed by hand?); fix the checkpoint before starting the broker; partition skipped",
+                      ld.path / LOG_START_CHECKPOINT, lso)
+            pp.skipped = True
+            return pp
+        hw = ld.checkpoint(HW_CHECKPOINT).get(key)
+        hw = leo if hw is None else min(max(hw, lso), leo)
+        pp.high_watermark = hw
+        live = [SegmentCandidate(s, s.base_offset, s.size) for s in segs]
+
+        target = self.new_start_offset(lso, leo, hw)
+        if target is not None and target > lso:
+            lso = target
+        live, lso = self.run_pass(live, lso, leo, hw, "log_start_offset",
+                                  lambda c, nxt: nxt is not None and nxt.base_offset <= lso)
+        if policy.time_and_size:
+            live, lso = self.size_pass(live, lso, leo, hw)
+            live, lso = self.time_pass(live, lso, leo, hw)
+        if self.any_hw_stop:
+            self.note("above_high_watermark", f"segments reaching above the high watermark {hw} "
+                      f"({HW_CHECKPOINT}) stay, as on the broker", severity="info")
+        pp.new_log_start_offset = lso
+        self.actions(live, lso, cp)
+        return pp
+
+    def skip(self, kind: str, message: str) -> PartitionPlan:
+        self.note(kind, message, severity="info")
+        self.pp.skipped = True
+        return self.pp
+
+    def new_start_offset(self, lso: int, leo: int, hw: int) -> int | None:
+        policy = self.policy
+        if policy.before_offset is not None:
+            target = hw if policy.before_offset == -1 else policy.before_offset
+            if target > hw:
+                raise UsageError(f"{self.p.name}: cannot move the log start offset to {target}: it is larger than "
+                                 f"the high watermark {hw} (DeleteRecords refuses this too)")
+        elif policy.before_time is not None:
+            warns: list[str] = []
+            found = offs.offset_for_time(self.p, policy.before_time, start_offset=lso, warnings=warns)
+            for w in warns:
+                self.note("record_corrupt", w)
+            target = leo if found is None else found.offset
+            if target > hw:
+                self.note("above_high_watermark", f"records before {_fmt(policy.before_time)} reach offset {target}, "
+                          f"above the high watermark {hw}; the log start offset stops at {hw}", severity="info")
+                target = hw
+        else:
+            return None
+        if target < lso:
+            self.note("below_log_start", f"offset {target} is below the log start offset {lso}: nothing to do",
+                      severity="info")
+        return target
+
+    def run_pass(self, live: list[SegmentCandidate], lso: int, leo: int, hw: int, reason: str,
+                 predicate: Callable[[SegmentCandidate, SegmentCandidate | None], bool]):
+        """``deleteOldSegments``: the deletable prefix, then ``deleteSegments`` (roll when all go)."""
+        k = 0
+        self.stopped_by_hw = False
+        while k < len(live):
+            c = live[k]
+            nxt = live[k + 1] if k + 1 < len(live) else None
+            upper = nxt.base_offset if nxt is not None else leo
+            if hw < upper:
+                self.stopped_by_hw = self.any_hw_stop = True
+                break
+            if (nxt is None and c.size == 0) or not predicate(c, nxt):
+                break
+            k += 1
+        if k == 0:
+            return live, lso
+        if k == len(live):
+            live = live + [SegmentCandidate(None, leo, 0)]
+        for c in live[:k]:
+            c.reason = reason
+            self.pp.deleted.append(c)
+        live = live[k:]
+        return live, max(lso, live[0].base_offset)
+
+    def size_pass(self, live, lso, leo, hw):
+        limit = self.pp.retention_bytes
+        size = sum(c.size for c in live)
+        if limit < 0 or size < limit:
+            return live, lso
+        diff = size - limit
+
+        def pred(c, _nxt):
+            nonlocal diff
+            if diff - c.size >= 0:
+                diff -= c.size
+                return True
+            return False
+
+        return self.run_pass(live, lso, leo, hw, "retention_bytes", pred)
+
+    def time_pass(self, live, lso, leo, hw):
+        ms = self.pp.retention_ms
+        now = self.policy.now
+        if ms < 0:
+            return live, lso
+        n = len(live)
+
+        def pred(c, nxt):
+            return now - self.largest(c, nxt is None) > ms
+
+        before = list(live)
+        live, lso = self.run_pass(live, lso, leo, hw, "retention_ms", pred)
+        # What bites people: timestamps the broker reads differently, 0, missing, or in the future.
+        for i, c in enumerate(before):
+            if c.segment is None or (c.size == 0 and i == n - 1):
+                continue
+            self.largest(c, i == n - 1)
+            ts, src = c.largest
+            f = c.segment.log_path
+            if src == "mtime":
+                self.note("no_timestamp", f"no record has a timestamp: retention uses the file's mtime "
+                          f"{_fmt(ts)}, which copying or touching the file changes", f)
+            elif ts == 0:
+                self.note("zero_timestamp", "largest record timestamp is 0 (1970): time retention deletes this "
+                          "segment at once", f)
+            elif ts > now:
+                self.note("future_timestamp", f"largest timestamp {_fmt(ts)} is in the future: time retention keeps "
+                          f"this segment, and every later one, until then", f)
+            b = c.broker_largest
+            if b is not None and b != ts and (now - b > ms) != (now - ts > ms):
+                why = ("the zero-filled end of its .timeindex" if b == 0 else
+                       "the file's mtime (no usable .timeindex)" if src != "timeindex" else "its .timeindex")
+                verdict = "delete it at once" if now - b > ms else "keep it"
+                self.note("broker_timestamp_differs", f"the broker reads the largest timestamp {b} ({_fmt(b)}) from "
+                          f"{why} and would {verdict}; kltool uses {ts} ({_fmt(ts)}, from {src}); rebuilding the "
+                          f"indexes (kltool rebuild-index) makes the broker agree", f)
+        if live and live[0].segment is not None and not self.stopped_by_hw:
+            stop = live[0]
+            later = [c for j, c in enumerate(live[1:], 1)
+                     if c.segment is not None and not (j == len(live) - 1 and c.size == 0)
+                     and now - self.largest(c, j == len(live) - 1) > ms]
+            if later and now - self.largest(stop, len(live) == 1) <= ms:
+                self.note("retention_blocked", f"largest timestamp {_fmt(stop.largest[0])} of this segment is within "
+                          f"retention, so {len(later)} later segment(s) ({sum(c.size for c in later)} bytes) past "
+                          f"retention stay too: the broker stops at the first segment that must stay "
+                          f"(non-monotonic timestamps)", stop.segment.log_path)
+        return live, lso
+
+    # -- actions -------------------------------------------------------------------------------------
+    def actions(self, live: list[SegmentCandidate], lso: int, cp: int | None) -> None:
+        p, pp = self.p, self.pp
+        for c in live:
+            if c.segment is None:  # the roll: indexes first, the .log (which makes it a segment) last
+                prefix = p.path / filename_prefix(c.base_offset)
+                paths = [Path(f"{prefix}.index"), Path(f"{prefix}.timeindex"), Path(f"{prefix}.log")]
+                self.action("roll", paths[-1], {"base_offset": c.base_offset, "reason": "all segments deleted"},
+                            paths=paths)
+        touched = bool(pp.deleted) or lso > pp.log_start_offset
+        if lso > pp.log_start_offset:
+            self.action("write_checkpoint", p.logdir.path / LOG_START_CHECKPOINT,
+                        {"kind": "log_start_offset", "offset": lso,
+                         "old_offset": pp.log_start_offset if cp is None else cp})
+        if touched:
+            self.epoch_action(lso)
+            for off, path in p.snapshots:
+                if off < lso:
+                    self.action("delete", path, {"kind": "snapshot", "offset": off, "reason": "below_log_start_offset",
+                                                 "reclaimed_bytes": _file_size(path)}, paths=[path])
+        warns: list[str] = []
+        for c in pp.deleted:
+            if c.segment is None:
+                continue
+            seg = c.segment
+            st = offs.segment_stats(seg, warnings=warns)
+            paths = [q for q in (seg.log_path, seg.index_path, seg.timeindex_path, seg.txnindex_path) if q.exists()]
+            info = {"kind": "segment", "reason": c.reason, "base_offset": seg.base_offset,
+                    "first_offset": st.first_offset, "last_offset": st.last_offset,
+                    "first_timestamp": st.first_timestamp,
+                    "largest_timestamp": c.largest[0] if c.largest else st.max_timestamp,
+                    "timestamp_source": c.largest[1] if c.largest else "batches",
+                    "records": st.records + st.control_records, "bytes": c.size,
+                    "reclaimed_bytes": sum(_file_size(q) for q in paths)}
+            self.action("delete", seg.log_path, info, paths=paths)
+        for w in warns:
+            self.note("record_corrupt", w)
+        # Leftovers of earlier runs or of the broker: *.deleted files, index files of a removed segment.
+        first_base = live[0].base_offset if live else None
+        for f in p.stale_files:
+            if f.name.endswith(".deleted"):
+                self.action("delete", f, {"kind": "leftover", "reason": "deleted_file",
+                                          "reclaimed_bytes": _file_size(f)}, paths=[f])
+        for f in p.orphan_indexes:
+            m = SEGMENT_FILE.match(f.name)
+            if m and first_base is not None and int(m.group(1)) < first_base:
+                self.action("delete", f, {"kind": "leftover", "reason": "orphan_index",
+                                          "reclaimed_bytes": _file_size(f)}, paths=[f])
+
+    def epoch_action(self, lso: int) -> None:
+        p = self.p
+        path = p.path / EPOCH_CHECKPOINT
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return
+        try:
+            entries = parse_leader_epoch_checkpoint(text)
+        except Exception as e:  # CorruptDataError: leave it to verify
+            self.note("checkpoint_corrupt", f"cannot read: {getattr(e, 'message', e)}; left as it is", path)
+            return
+        new = truncate_epochs_from_start(entries, lso)
+        if new != entries:
+            self.action("write_checkpoint", path, {"kind": "leader_epoch", "entries": [list(e) for e in new],
+                                                   "old_entries": [list(e) for e in entries]},
+                        content=encode_leader_epoch_checkpoint(new))
+
+
+def plan_retention(sel: Selection, policy: Policy) -> RetentionPlan:
+    """The plan for every partition of ``sel`` (nothing is changed)."""
+    plan = RetentionPlan(policy)
+    seen = set()
+    skipped: dict[tuple[str, str], list[PartitionPlan]] = {}
+    for p in sel.partitions:
+        pp = _Planner(p, policy).plan()
+        plan.partitions.append(pp)
+        if p.logdir is not None and p.logdir.path not in seen:
+            seen.add(p.logdir.path)
+            plan.logdirs.append(p.logdir)
+        if pp.notes and pp.notes[0].kind == "compacted":  # one note per topic, not per partition
+            skipped.setdefault((str(p.logdir.path), p.topic), []).append(pp)
+    for (ld, topic), pps in skipped.items():
+        msg = pps[0].notes.pop(0).message
+        for pp in pps[1:]:
+            pp.notes.pop(0)
+        plan.notes.append(Note("info", "compacted", ld, f"topic {topic} ({len(pps)} partitions): {msg}"))
+    return plan
+
+
+# ------------------------------------------------------------------------------------------------- apply
+
+
+def _steps(plan: RetentionPlan) -> list[tuple[str, Path, Action, str | None]]:
+    """The plan as file steps in the order they must happen: ``(create | write | remove, path, action,
+    new content)``. Rolls first, then each log dir's log-start-offset-checkpoint (one write with every
+    partition's new value), then per partition the leader-epoch checkpoint, snapshots and segments, and
+    last the leftovers."""
+    acts = plan.actions
+    steps: list[tuple[str, Path, Action, str | None]] = []
+    for a in acts:
+        if a.op == "roll":
+            steps += [("create", q, a, "") for q in a.paths]
+    for ld in plan.logdirs:
+        group = [a for a in acts if a.info.get("kind") == "log_start_offset" and a.logdir == ld.path]
+        if group:
+            current = dict(ld.checkpoint(LOG_START_CHECKPOINT))
+            for a in group:
+                current[(a.topic, a.partition)] = a.info["offset"]
+            text = encode_offset_checkpoint(current)
+            steps += [("write", ld.path / LOG_START_CHECKPOINT, a, text) for a in group]
+    for a in acts:
+        if a.op == "write_checkpoint" and a.content is not None:
+            steps.append(("write", Path(a.file), a, a.content))
+        elif a.op == "delete" and a.info["kind"] in ("snapshot", "segment"):
+            steps += [("remove", q, a, None) for q in a.paths]
+    for a in acts:
+        if a.op == "delete" and a.info["kind"] == "leftover":
+            steps += [("remove", q, a, None) for q in a.paths]
+    return steps
+
+
+def apply_retention(plan: RetentionPlan, *, backup_dir=None,
+                    on_action: Callable[[Action], None] | None = None) -> list[Path]:
+    """Carry out ``plan``; the caller holds each log dir's ``.lock``. Without ``backup_dir`` files go the
+    broker's way (renamed ``*.deleted``, removed at the end); with it they are moved into a run directory
+    of ``backup_dir`` by :func:`kltool.storage.repair.apply_plan`, whose manifest ``kltool restore``
+    undoes. ``on_action`` is called as each action completes. Returns the manifests written."""
+    steps = _steps(plan)
+    left = {id(a): 0 for a in plan.actions}
+    for _kind, _path, a, _c in steps:
+        left[id(a)] += 1
+
+    def step_done(a: Action) -> None:
+        left[id(a)] -= 1
+        if left[id(a)] == 0:
+            a.applied = True
+            if on_action is not None:
+                on_action(a)
+
+    try:
+        if backup_dir is not None:
+            return _apply_with_backup(plan, steps, backup_dir, step_done)
+        _apply_broker_way(steps, step_done)
+        return []
+    finally:
+        for pp in plan.partitions:
+            pp.partition.refresh()
+        for ld in plan.logdirs:
+            ld._checkpoints.pop(LOG_START_CHECKPOINT, None)
+
+
+def _apply_broker_way(steps, step_done) -> None:
+    deleted: list[tuple[Path, Action]] = []
+    written: set[Path] = set()
+    for kind, path, a, content in steps:
+        if kind in ("create", "write"):
+            if path not in written:  # the log-start-offset checkpoint is one write for many actions
+                atomic_write(path, content)
+                written.add(path)
+            step_done(a)
+        elif a.info["kind"] == "leftover":
+            deleted.append((path, a))
+        else:
+            target = path.with_name(path.name + ".deleted")
+            try:
+                os.rename(path, target)
+            except FileNotFoundError:
+                pass
+            else:
+                fsync_dir(path.parent)
+            deleted.append((target, None))
+            step_done(a)
+    for path, a in deleted:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        fsync_dir(path.parent)
+        if a is not None:
+            step_done(a)
+
+
+def _apply_with_backup(plan: RetentionPlan, steps, backup_dir, step_done) -> list[Path]:
+    from . import repair as rp
+
+    groups: dict[Path, rp.Group] = {}
+    mine: dict[int, list[Action]] = {}
+    by_path: dict[Path, rp.Action] = {}
+    for ld in plan.logdirs:
+        groups[ld.path] = rp.Group(root=ld.path, logdir=ld,
+                                   partitions=[pp.partition for pp in plan.partitions if pp.partition.logdir is ld])
+    for kind, path, a, content in steps:
+        if kind in ("create", "write"):
+            if path in by_path:  # one checkpoint write serves several partitions
+                mine[id(by_path[path])].append(a)
+                continue
+            reason = "new empty segment (roll)" if kind == "create" else f"retention: {a.info.get('kind')}"
+            ra = by_path[path] = rp.Action("write_checkpoint", path, reason, data=content.encode())
+        else:
+            ra = rp.Action("quarantine", path, f"retention: {a.info.get('reason')}")
+        mine[id(ra)] = [a]
+        groups[a.logdir].actions.append(ra)
+    rplan = rp.Plan([g for g in groups.values() if g.actions], "retention")
+
+    def done(ra) -> None:
+        for a in mine[id(ra)]:
+            step_done(a)
+
+    return rp.apply_plan(rplan, backup_dir, on_action=done)
+
+
+def summarize(plan: RetentionPlan) -> dict:
+    segs = [a for a in plan.actions if a.op == "delete" and a.info.get("kind") == "segment"]
+    return {"type": "summary", "partitions": len(plan.partitions),
+            "partitions_changed": sum(1 for pp in plan.partitions if pp.actions),
+            "segments_deleted": len(segs), "segment_bytes": sum(a.info["bytes"] for a in segs),
+            "records_deleted": sum(a.info["records"] for a in segs),
+            "reclaimed_bytes": plan.reclaimed_bytes, "actions": len(plan.actions),
+            "warnings": sum(1 for n in plan.all_notes if n.severity == "warning")}
+
+
+def iter_json(plan: RetentionPlan) -> Iterable[dict]:
+    for pp in plan.partitions:
+        for n in pp.notes:
+            yield n.to_json()
+        for a in pp.actions:
+            yield a.to_json()

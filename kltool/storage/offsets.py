@@ -119,8 +119,7 @@ def record_max_timestamp(seg: Segment, *, last_segment: bool, tail: TimeIndexTai
 def log_end_offset(p: Partition) -> int:
     """The broker's log end offset: the next offset of the **last** segment (``readNextOffset``), which
     is its base offset when it is empty."""
-    segs = p.segments
-    return segs[-1].next_offset() if segs else 0
+    return p.log_end_offset()
 
 
 def earliest(p: Partition) -> TimestampOffset:

@@ -50,9 +50,12 @@ class Partition:
             return
         logs: dict[int, Path] = {}
         indexes: list[tuple[int, Path]] = []
-        for entry in sorted(self.path.iterdir(), key=lambda p: p.name):
-            name = entry.name
-            if entry.is_dir():
+        import os
+
+        for de in sorted(os.scandir(self.path), key=lambda e: e.name):
+            name = de.name
+            entry = self.path / name
+            if de.is_dir():
                 self.other_files.append(entry)
                 continue
             m = SEGMENT_FILE.match(name)
@@ -120,12 +123,16 @@ class Partition:
         return max(first, v) if v is not None else first
 
     def log_end_offset(self) -> int:
-        """Offset after the last batch of the last segment that holds one."""
-        for seg in reversed(self.segments):
-            last = seg.last_batch()
-            if last is not None:
-                return last.last_offset + 1
-        return self.segments[-1].base_offset if self.segments else 0
+        """The broker's log end offset: the next offset of the last segment (its base offset when
+        it is empty, e.g. right after a roll)."""
+        segs = self.segments
+        return segs[-1].next_offset() if segs else 0
+
+    def offset_for_time(self, timestamp: int):
+        """The first record with timestamp >= ``timestamp`` (the broker's lookup), or None."""
+        from .offsets import offset_for_time
+
+        return offset_for_time(self, timestamp)
 
     def metadata_topic_id(self) -> str | None:
         p = self.path / "partition.metadata"

@@ -21,16 +21,25 @@ class Segment:
     def __init__(self, directory: Path, base_offset: int, log_path: Path | None = None):
         self.directory = Path(directory)
         self.base_offset = base_offset
-        prefix = filename_prefix(base_offset)
-        self.log_path = log_path if log_path is not None else self.directory / f"{prefix}.log"
-        self.index_path = self.directory / f"{prefix}.index"
-        self.timeindex_path = self.directory / f"{prefix}.timeindex"
-        self.txnindex_path = self.directory / f"{prefix}.txnindex"
+        self.log_path = log_path if log_path is not None else self.directory / f"{filename_prefix(base_offset)}.log"
         self._offset_index = None
         self._time_index = None
 
     def __repr__(self) -> str:
         return f"Segment({self.log_path})"
+
+    # Index paths are made on demand: opening a partition of thousands of segments stays cheap.
+    @property
+    def index_path(self) -> Path:
+        return self.directory / f"{filename_prefix(self.base_offset)}.index"
+
+    @property
+    def timeindex_path(self) -> Path:
+        return self.directory / f"{filename_prefix(self.base_offset)}.timeindex"
+
+    @property
+    def txnindex_path(self) -> Path:
+        return self.directory / f"{filename_prefix(self.base_offset)}.txnindex"
 
     @property
     def name(self) -> str:

@@ -1,0 +1,61 @@
+"""kltool rebuild-index: rebuild .index/.timeindex/.txnindex by the broker's recovery rule."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from .common import human_bytes, paths_argument, select, selection_options
+from .repair import emit_plan_line, emit_problems
+
+
+@click.command("rebuild-index")
+@paths_argument
+@selection_options
+@click.option("--dry-run", is_flag=True, help="Print what would be written; change nothing (exit 1 when there is work).")
+@click.option("--backup-dir", type=click.Path(path_type=str),
+              help="Where the old index files are kept (default: <log dir>.kltool-backup beside the log dir).")
+@click.option("--index-interval-bytes", type=click.IntRange(min=0), default=4096, show_default=True,
+              help="The topic's index.interval.bytes.")
+@click.pass_obj
+def command(out, paths, topic, partition_spec, dry_run, backup_dir, index_interval_bytes):
+    """Rebuild every selected segment's .index and .timeindex (and .txnindex) from its batches, as the
+    broker's recovery (LogSegment.recover) does. Files whose bytes would not change are left alone; old
+    files are backed up with a manifest (kltool restore undoes it). Segments with a damaged log are
+    skipped: repair them with kltool verify --repair.
+    """
+    from ..storage.repair import repair
+
+    sel = select(paths, topic, partition_spec)
+    t0 = time.perf_counter()
+    total = sum(s.size for p in sel.partitions for s in p.segments)
+    with out.progress(total, "rebuild-index") as prog:
+        result = repair(sel, dry_run=dry_run, backup_dir=backup_dir, interval=index_interval_bytes,
+                        indexes_only=True, force_index=True, progress=prog.advance,
+                        on_action=None if dry_run else (lambda a: emit_plan_line(out, a, False)))
+    plan = result.plan
+    if dry_run:
+        for a in plan.actions:
+            emit_plan_line(out, a, True)
+    emit_problems(out, plan.problems)
+    acts = plan.actions
+    errors = sum(1 for p in plan.problems if p.severity == "error")
+    secs = time.perf_counter() - t0
+    written = sum(len(a.data or b"") for a in acts)
+    if out.json_mode:
+        out.emit({"type": "summary", "mode": plan.mode, "dry_run": dry_run, "actions": len(acts),
+                  "applied": sum(1 for a in acts if a.applied), "bytes": written, "errors": errors,
+                  "manifests": [str(m) for m in result.manifests], "seconds": round(secs, 3)})
+    else:
+        if not acts:
+            out.line("rebuild-index: every index already matches its log")
+        elif dry_run:
+            out.line(f"rebuild-index: {len(acts)} file(s) would be written ({human_bytes(written)}), dry run")
+        else:
+            out.line(f"rebuild-index: {len(acts)} file(s) written ({human_bytes(written)}) in {secs:.2f}s")
+            for m in result.manifests:
+                out.line(f"rebuild-index: backup manifest {m} (undo: kltool restore {m})")
+    if dry_run:
+        return 1 if acts or errors else 0
+    return 1 if errors else 0

@@ -1,0 +1,1749 @@
+"""Repair: plan → apply, with a backup of every byte that leaves a file and a manifest to undo it.
+
+:func:`plan_repair` reads a selection (under the broker's ``.lock``) and returns a :class:`Plan`: a list of
+:class:`Action` objects per log dir (:class:`Group`), in the order they must be applied. :func:`apply_plan`
+copies everything an action removes into a run directory of the backup dir, writes the manifest
+(``manifest.json``) *before* changing anything, then applies the actions one by one. :func:`restore`
+undoes a run from its manifest. :func:`repair` does the locking and all three steps.
+
+What the planner does (reference §8, §11):
+
+* Stale files by the broker's own rules (§8.3 steps 1–2): ``.deleted`` and ``.cleaned`` files and ``.swap``
+  files of an incomplete split are quarantined (moved into the backup); the files a complete ``.swap`` set
+  replaces are quarantined and the ``.swap`` files renamed into place. Orphan index files are quarantined;
+  kltool's own temporary files (``*.kltool-tmp``) from an interrupted run are deleted.
+* Every segment is walked with :func:`kltool.storage.scan.walk` (which resynchronises after damage by a byte
+  scan for a whole, CRC-valid batch). A damaged range — torn tail, zero run, impossible length, bad magic,
+  garbage, a batch with a CRC mismatch, offsets that do not increase, an unparsable transaction marker — is
+  cut. By default only the damaged bytes are cut (``truncate`` at the tail, ``excise`` in the middle) and
+  every valid batch after them is kept: the lost offsets become a gap, as compaction leaves.
+  ``like_broker=True`` cuts like ``LogSegment.recover`` + ``LogLoader.recoverLog``: truncate at the first
+  damage and quarantine every later segment.
+* A batch whose only fault is its magic byte (the v2 CRC does not cover the magic; the v0/v1 CRC does, and
+  is tried for 0 and 1) gets its magic byte restored (``fix_magic``, a one-byte in-place write) instead of
+  being cut: the CRC proves the rest of the batch intact.
+* Indexes of a changed segment, and missing, corrupt, untrimmed or inconsistent ``.index``/``.timeindex``
+  files, are rebuilt with :class:`~kltool.storage.index_builder.IndexBuilder` (the broker's recovery rule);
+  ``.txnindex`` entries whose marker was cut are dropped, a corrupt ``.txnindex`` is rebuilt with
+  :class:`~kltool.storage.index_builder.TxnIndexBuilder`. Index files are written *before* their log is cut,
+  so a run killed in between converges on the next run.
+* With the new log end offset (LEO): producer snapshots beyond it (and corrupt ones) are quarantined,
+  ``leader-epoch-checkpoint`` entries starting after it are dropped (a corrupt one is rebuilt from the
+  batches), and the log dir's recovery-point, replication-offset and log-start-offset checkpoints are lowered
+  to it (a cleaner-offset entry past it is removed, which is what the cleaner does anyway).
+
+Every file replacement is atomic (temp file, fsync, rename, fsync of the directory); a truncation is one
+``ftruncate`` + fsync, a magic fix one ``pwrite`` of a byte + fsync. Each run plans afresh from what is on
+disk, so a run killed at any point and run again converges to the same result; the new run's manifest lists
+the interrupted ones (``follows``) and :func:`restore` undoes the whole chain.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import errno
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import BrokerLockHeld, CorruptDataError, KltoolError, UnsafeOperation, UsageError
+from ..format import decode_records, parse_header
+from ..format import index as fidx
+from ..format.records import LOG_OVERHEAD, BatchHeader
+from .fsutil import (
+    TMP_SUFFIX,
+    BrokerLock,
+    atomic_write,
+    copy_range,
+    fsync_dir,
+    lock_holder_present,
+    looks_like_log_dir,
+    tmp_path_for,
+)
+from .index_builder import DEFAULT_INDEX_INTERVAL_BYTES, IndexBuilder, TxnIndexBuilder
+from .logdir import LogDir, Selection
+from .partition import SEGMENT_FILE, Partition
+from .scan import Damage, walk
+
+__all__ = [
+    "Action", "Cut", "Problem", "Group", "Plan", "plan_repair", "apply_plan", "repair", "restore",
+    "RepairResult", "MANIFEST_NAME", "BACKUP_SUFFIX", "default_backup_root",
+]
+
+MANIFEST_NAME = "manifest.json"
+MANIFEST_TYPE = "kltool-backup-manifest"
+BACKUP_SUFFIX = ".kltool-backup"
+INT32_MAX = 2**31 - 1
+_LEGACY_MIN_SIZE = {0: 14, 1: 22}
+_HASH_LIMIT = 256 << 20  # whole files moved into the backup are hashed up to this size
+_SAMPLE = 4096
+_MAX_FIX_BATCH = 64 << 20  # a magic fix is tried for batches up to this size (bigger ones are not plausible)
+_CHUNK = 4 << 20
+_INDEX_KINDS = ("index", "timeindex", "txnindex")
+
+# Test hook: called with a label at every durable step of apply_plan/restore (fault injection).
+FAULT_HOOK: Callable[[str], None] | None = None
+
+
+def _fault(label: str) -> None:
+    if FAULT_HOOK is not None:
+        FAULT_HOOK(label)
+
+
+# ------------------------------------------------------------------------------------------------ the plan
+
+
+@dataclass
+class Cut:
+    """Bytes ``[start, end)`` of a ``.log`` that leave it, and why."""
+
+    start: int
+    end: int
+    kind: str
+    reason: str
+    first_offset: int | None = None
+    last_offset: int | None = None
+    records: int | None = None
+
+    @property
+    def length(self) -> int:
+        return self.end - self.start
+
+    def to_json(self) -> dict:
+        return {"start": self.start, "end": self.end, "bytes": self.length, "kind": self.kind,
+                "reason": self.reason, "first_offset": self.first_offset, "last_offset": self.last_offset,
+                "records": self.records}
+
+
+@dataclass
+class Action:
+    """One step of a plan. ``file`` is the path the step changes (its final name); ``source`` is where
+    the content is now, when that differs (a ``.swap`` file renamed earlier in the same plan)."""
+
+    op: str  # truncate | excise | fix_magic | rebuild_index | write_checkpoint | quarantine | rename | delete
+    file: Path
+    reason: str
+    start: int | None = None
+    end: int | None = None
+    old_size: int | None = None
+    new_size: int | None = None
+    first_offset: int | None = None
+    last_offset: int | None = None
+    records_lost: int | None = None
+    target: Path | None = None
+    ranges: list[Cut] = field(default_factory=list)
+    position: int | None = None
+    old_byte: int | None = None
+    new_byte: int | None = None
+    data: bytes | None = None
+    entries: int | None = None
+    source: Path | None = None
+    fixes: list[tuple[int, int, int]] = field(default_factory=list)  # (position, old, new) applied before
+    applied: bool = False
+
+    @property
+    def bytes(self) -> int | None:
+        if self.op in ("truncate", "excise"):
+            return sum(c.length for c in self.ranges)
+        if self.op == "fix_magic":
+            return 1
+        if self.op in ("rebuild_index", "write_checkpoint") and self.data is not None:
+            return len(self.data)
+        return self.old_size
+
+    def to_json(self) -> dict:
+        d: dict = {"type": "action", "op": self.op, "file": str(self.file), "reason": self.reason}
+        for k in ("start", "end", "old_size", "new_size", "first_offset", "last_offset", "records_lost",
+                  "position", "old_byte", "new_byte", "entries"):
+            v = getattr(self, k)
+            if v is not None:
+                d[k] = v
+        b = self.bytes
+        if b is not None:
+            d["bytes"] = b
+        if self.target is not None:
+            d["target"] = str(self.target)
+        if self.ranges:
+            d["ranges"] = [c.to_json() for c in self.ranges]
+        d["applied"] = self.applied
+        return d
+
+    def describe(self) -> str:
+        """One human line."""
+        f = str(self.file)
+        if self.op in ("truncate", "excise"):
+            rng = ", ".join(f"[{c.start}, {c.end})" for c in self.ranges)
+            lost = _offsets_text(self.first_offset, self.last_offset, self.records_lost)
+            return f"{self.op} {f} bytes {rng} ({self.bytes} bytes{lost}): {self.reason}"
+        if self.op == "fix_magic":
+            return f"fix_magic {f} byte {self.position}: {self.old_byte} -> {self.new_byte}: {self.reason}"
+        if self.op == "quarantine":
+            return f"quarantine {f} (moved into the backup): {self.reason}"
+        if self.op == "rename":
+            return f"rename {f} -> {self.target}: {self.reason}"
+        if self.op == "rebuild_index":
+            return f"rebuild_index {f} ({self.entries} entries, {self.bytes} bytes): {self.reason}"
+        if self.op == "write_checkpoint":
+            return f"write_checkpoint {f}: {self.reason}"
+        return f"{self.op} {f}: {self.reason}"
+
+
+def _offsets_text(first, last, records) -> str:
+    if first is None and last is None and records is None:
+        return ""
+    parts = []
+    if first is not None or last is not None:
+        a = "?" if first is None else first
+        b = "?" if last is None else last
+        parts.append(f"offsets {a}..{b}")
+    if records is not None:
+        parts.append(f"{records} records")
+    return ", " + ", ".join(parts) + " lost"
+
+
+@dataclass
+class Problem:
+    """Something the repair found and does not fix."""
+
+    severity: str
+    kind: str
+    file: str
+    message: str
+
+    def to_json(self) -> dict:
+        return {"type": "finding", "severity": self.severity, "kind": self.kind, "file": self.file,
+                "message": self.message, "position": None, "offset": None, "length": None}
+
+
+@dataclass
+class Group:
+    """The actions for one log dir (or the directory that holds the selected partitions): one lock, one
+    backup run directory, one manifest."""
+
+    root: Path
+    logdir: LogDir | None = None
+    partitions: list[Partition] = field(default_factory=list)
+    files: list[tuple[Path, int]] = field(default_factory=list)  # (partition dir, base offset) of single files
+    whole_logdir: bool = False
+    actions: list[Action] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    log_end_offsets: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class Plan:
+    groups: list[Group]
+    mode: str  # salvage | like-broker | rebuild-index
+
+    @property
+    def actions(self) -> list[Action]:
+        return [a for g in self.groups for a in g.actions]
+
+    @property
+    def problems(self) -> list[Problem]:
+        return [p for g in self.groups for p in g.problems]
+
+
+# ------------------------------------------------------------------------------------ the partition view
+
+
+@dataclass
+class _Seg:
+    base: int
+    log: Path  # where the .log is now
+    final: Path  # its name after the plan's renames
+    index: Path | None = None  # current paths of the index files (None: missing)
+    timeindex: Path | None = None
+    txnindex: Path | None = None
+
+    def final_of(self, kind: str) -> Path:
+        return self.final.with_name(f"{self.base:020d}.{kind}")
+
+
+class _View:
+    """A partition directory's segment files as they will be after the stale-file actions:
+    final name → current path."""
+
+    def __init__(self, d: Path):
+        self.dir = d
+        self.entries: list[tuple[int, str, str | None, Path]] = []
+        self.temps: list[Path] = []
+        for e in sorted(d.iterdir(), key=lambda p: p.name):
+            if e.is_dir():
+                continue
+            m = SEGMENT_FILE.match(e.name)
+            if m:
+                self.entries.append((int(m.group(1)), m.group(2), m.group(3), e))
+            elif e.name.endswith(TMP_SUFFIX):
+                self.temps.append(e)
+        self.current: dict[str, Path] = {e.name: e for _o, _k, t, e in self.entries if t is None}
+
+    def files(self, kind: str | None = None) -> list[tuple[int, str, str, Path]]:
+        """(offset, kind, final name, current path) of the files that will exist."""
+        out = []
+        for name, path in sorted(self.current.items()):
+            m = SEGMENT_FILE.match(name)
+            if m and (kind is None or m.group(2) == kind):
+                out.append((int(m.group(1)), m.group(2), name, path))
+        return out
+
+    def segments(self) -> list[_Seg]:
+        segs = []
+        for off, _k, _name, path in self.files("log"):
+            prefix = f"{off:020d}"
+            segs.append(_Seg(off, path, self.dir / f"{prefix}.log",
+                             self.current.get(f"{prefix}.index"), self.current.get(f"{prefix}.timeindex"),
+                             self.current.get(f"{prefix}.txnindex")))
+        return segs
+
+
+def _next_offset_of(path: Path, base: int) -> int:
+    """``readNextOffset`` of a segment file: last batch's last offset + 1, or the base offset when empty."""
+    last = None
+    for item in walk(path):
+        if isinstance(item, BatchHeader) and item.crc_valid:
+            last = item.last_offset if last is None else max(last, item.last_offset)
+    return base if last is None else last + 1
+
+
+def _plan_stale(view: _View, acts: list[Action]) -> None:
+    """LogLoader.removeTempFilesAndCollectSwapFiles + the swap completion (reference §8.3 steps 1–2)."""
+    d = view.dir
+    deleted = [(o, k, e) for o, k, t, e in view.entries if t == "deleted"]
+    cleaned = [(o, k, e) for o, k, t, e in view.entries if t == "cleaned"]
+    swaps = [(o, k, e) for o, k, t, e in view.entries if t == "swap"]
+    for _o, _k, e in deleted:
+        acts.append(Action("quarantine", e, "scheduled for deletion (.deleted): the broker deletes it at startup",
+                           old_size=_size(e)))
+    min_cleaned = min((o for o, _k, _e in cleaned), default=None)
+    valid_swaps = []
+    for o, k, e in swaps:
+        if min_cleaned is not None and o >= min_cleaned:
+            acts.append(Action("quarantine", e, f"swap file of an incomplete split (at or above the smallest "
+                               f".cleaned offset {min_cleaned}): the broker deletes it", old_size=_size(e)))
+        else:
+            valid_swaps.append((o, k, e))
+    for _o, _k, e in cleaned:
+        acts.append(Action("quarantine", e, "leftover .cleaned file of an interrupted clean or split: the broker "
+                           "deletes it", old_size=_size(e)))
+    log_swaps = [(o, e) for o, k, e in valid_swaps if k == "log"]
+    if log_swaps:
+        lo = min(o for o, _e in log_swaps)
+        hi = max(_next_offset_of(e, o) for o, e in log_swaps)
+        for name, path in list(view.current.items()):
+            m = SEGMENT_FILE.match(name)
+            off = int(m.group(1))
+            if lo <= off < hi:
+                acts.append(Action("quarantine", path, f"replaced by the .swap files covering offsets [{lo}, {hi}) "
+                                   f"(an interrupted compaction or split; the broker finishes it)",
+                                   old_size=_size(path)))
+                del view.current[name]
+    # Rename .log.swap before the index swaps of the same base (a run killed in between converges).
+    order = {"log": 0, "index": 1, "timeindex": 2, "txnindex": 3, "snapshot": 4}
+    for _o, _k, e in sorted(valid_swaps, key=lambda t: (t[0], order[t[1]])):
+        final_name = e.name[: -len(".swap")]
+        if final_name in view.current:
+            old = view.current.pop(final_name)
+            acts.append(Action("quarantine", old, f"replaced by {e.name}", old_size=_size(old)))
+        acts.append(Action("rename", e, "complete the interrupted swap (the broker renames .swap files into place)",
+                           target=d / final_name))
+        view.current[final_name] = e
+
+
+def _size(p: Path) -> int | None:
+    try:
+        return p.stat().st_size
+    except FileNotFoundError:
+        return None
+
+
+# ------------------------------------------------------------------------------------------ segment scan
+
+
+class _Ctx:
+    """State carried across the segments of a partition, in offset order."""
+
+    def __init__(self, open_txns: dict[int, int] | None = None):
+        self.last: int | None = None  # last offset kept so far
+        self.pending: list[Cut] = []  # damage cuts waiting for the next kept batch to bound their offsets
+        self.epochs: list[tuple[int, int]] = []  # leader epochs of the kept batches (epoch, start offset)
+        self.txn = TxnIndexBuilder(open_txns)
+        self.txn_ok = True
+        self.txn_error = ""
+
+
+class _ExistingIndexes:
+    """The segment's current ``.index``/``.timeindex`` checked against its batches (reference §5.5, §5.7;
+    the same checks as ``verify``), streamed: :meth:`batch` for every kept batch at its current position."""
+
+    def __init__(self, seg: _Seg, is_active: bool):
+        self.base = seg.base
+        self.index_problems: list[str] = []
+        self.time_problems: list[str] = []
+        self.index_missing = seg.index is None
+        self.time_missing = seg.timeindex is None
+        self.index_bytes = self.time_bytes = None
+        self.oi: list[tuple[int, int]] = []
+        self.ti: list[tuple[int, int]] = []
+        if seg.index is not None:
+            data = seg.index.read_bytes()
+            self.index_bytes = data
+            self.index_problems += fidx.check_offset_index(data, seg.base, path=str(seg.index))
+            self.oi = fidx.offset_index_entries(data, seg.base)
+            zeros = fidx.offset_index_zero_tail(data)
+            if zeros and not is_active:
+                self.index_problems.append(f"{zeros} zero-filled entries at the end (not trimmed)")
+            prev = None
+            for off, pos in self.oi:
+                if prev is not None and (off <= prev[0] or pos <= prev[1]):
+                    self.index_problems.append(f"entries out of order: ({prev[0]}, {prev[1]}) then ({off}, {pos})")
+                    break
+                prev = (off, pos)
+        if seg.timeindex is not None:
+            data = seg.timeindex.read_bytes()
+            self.time_bytes = data
+            self.time_problems += fidx.check_time_index(data, seg.base, path=str(seg.timeindex))
+            self.ti = fidx.time_index_entries(data, seg.base)
+            zeros = fidx.time_index_zero_tail(data)
+            if zeros and not is_active:
+                self.time_problems.append(f"{zeros} zero-filled entries at the end (not trimmed)")
+            prev = None
+            for ts, off in self.ti:
+                if prev is not None and (ts <= prev[0] or off < prev[1]):
+                    self.time_problems.append(f"entries out of order: (timestamp {prev[0]}, offset {prev[1]}) "
+                                              f"then (timestamp {ts}, offset {off})")
+                    break
+                prev = (ts, off)
+        self.j = self.k = 0
+        self.prev_last: int | None = None
+        self._next()
+
+    def _next(self) -> None:
+        """The position of the next offset-index entry and the offset of the next time-index entry."""
+        self.next_pos = self.oi[self.j][1] if self.j < len(self.oi) else 1 << 62
+        self.next_off = self.ti[self.k][1] if self.k < len(self.ti) else 1 << 62
+
+    def batch(self, h: BatchHeader) -> None:
+        if h.position < self.next_pos and h.last_offset < self.next_off:  # the usual case: no entry here
+            self.prev_last = h.last_offset
+            return
+        oi, ti = self.oi, self.ti
+        while self.j < len(oi) and oi[self.j][1] <= h.position:
+            off, pos = oi[self.j]
+            if pos < h.position:
+                self.index_problems.append(f"entry (offset {off}, position {pos}) is not the start of a batch")
+            elif h.last_offset > off or (self.prev_last is not None and self.prev_last >= off):
+                self.index_problems.append(f"entry (offset {off}, position {pos}) points at a batch with offsets "
+                                           f"{h.base_offset}..{h.last_offset}")
+            self.j += 1
+        while self.k < len(ti) and ti[self.k][1] <= h.last_offset:
+            ts, off = ti[self.k]
+            if h.max_timestamp != ts:
+                self.time_problems.append(f"entry (timestamp {ts}, offset {off}): the batch holding offset {off} "
+                                          f"has max timestamp {h.max_timestamp}")
+            self.k += 1
+        self.prev_last = h.last_offset
+        self._next()
+
+    def finish(self) -> None:
+        if self.j < len(self.oi):
+            off, pos = self.oi[self.j]
+            self.index_problems.append(f"entry (offset {off}, position {pos}) points past the last batch")
+        if self.k < len(self.ti):
+            ts, off = self.ti[self.k]
+            self.time_problems.append(f"entry (timestamp {ts}, offset {off}) names an offset after the last batch")
+
+
+class _SegScan:
+    """Walk one segment: decide what to cut and what to fix, and build its new indexes on the way."""
+
+    def __init__(self, seg: _Seg, ctx: _Ctx, *, like_broker: bool, interval: int, is_active: bool,
+                 progress=None):
+        self.seg = seg
+        self.ctx = ctx
+        self.like_broker = like_broker
+        self.size = seg.log.stat().st_size
+        self.cuts: list[Cut] = []
+        self.fixes: list[tuple[int, int, int]] = []
+        self.shift = 0
+        self.builder: IndexBuilder | None = IndexBuilder(seg.base, interval)
+        self.builder_error = ""
+        self.existing = _ExistingIndexes(seg, is_active)
+        self.kept = 0
+        self.kept_last: int | None = None
+        self.kept_markers: set[int] = set()
+        self.stopped = False  # like-broker: truncated here
+        self.overflow: str | None = None
+        self.txn_entries: list = []
+        self.progress = progress
+        self.fd = -1
+
+    # -- the walk --------------------------------------------------------------------------------------
+    def run(self) -> None:
+        self.fd = os.open(self.seg.log, os.O_RDONLY)
+        try:
+            for item in walk(self.seg.log, progress=self.progress):
+                if self.stopped:
+                    self._count_tail(item)
+                    continue
+                if isinstance(item, Damage):
+                    pos, end = item.position, item.end
+                    h = self._try_fix_magic(pos, end)
+                    if h is not None:
+                        self._batch(h)
+                        pos = h.end
+                        if pos >= end or self.stopped:
+                            continue
+                        self._cut(pos, end, "garbage", "unreadable bytes after a batch whose magic byte was repaired")
+                        continue
+                    first, last, records = self._hint(item)
+                    self._cut(pos, end, item.kind, item.message, first, last, records, damage=True)
+                    continue
+                h = item
+                if not h.crc_valid:
+                    fixed = self._try_fix_magic(h.position, h.end)
+                    if fixed is not None:
+                        self._batch(fixed)
+                        continue
+                    self._cut(h.position, h.end, "crc_mismatch", f"Record is corrupt (stored crc = {h.crc})",
+                              h.base_offset, h.last_offset, h.count)
+                    continue
+                self._batch(h)
+        finally:
+            os.close(self.fd)
+        self.existing.finish()
+        self.txn_entries = self.ctx.txn.take() if self.ctx.txn_ok else []
+        self.txn_ok = self.ctx.txn_ok
+
+    def _count_tail(self, item) -> None:
+        c = self.cuts[-1]
+        if isinstance(item, BatchHeader) and item.crc_valid:
+            if item.count is not None and item.count > 0:
+                c.records = (c.records or 0) + item.count
+            if c.last_offset is None or item.last_offset > c.last_offset:
+                c.last_offset = item.last_offset
+
+    def _hint(self, d: Damage) -> tuple[int | None, int | None, int | None]:
+        """Offsets a damaged region probably held: from a readable header at its start (a torn batch), else
+        from the neighbours (the next kept batch bounds it later)."""
+        first = self.ctx.last + 1 if self.ctx.last is not None else self.seg.base
+        if d.kind == "torn_tail" and d.length >= 61:
+            head = os.pread(self.fd, 61, d.position)
+            if len(head) == 61 and head[16] == 2:
+                try:
+                    h = parse_header(head, 0, check_crc=False)
+                except Exception:
+                    h = None
+                if h is not None and h.base_offset >= first and h.last_offset >= h.base_offset \
+                        and h.count is not None and 0 <= h.count <= h.last_offset - h.base_offset + 1:
+                    return first, h.last_offset, h.count
+        return first, None, None
+
+    def _try_fix_magic(self, pos: int, limit: int) -> BatchHeader | None:
+        """A batch at ``pos`` that is valid once its magic byte is 2 (or 1, 0): the CRC proves it."""
+        head = os.pread(self.fd, 17, pos)
+        if len(head) < 17:
+            return None
+        size_field = int.from_bytes(head[8:12], "big", signed=True)
+        total = size_field + LOG_OVERHEAD
+        if size_field < 14 or pos + total > limit or total > _MAX_FIX_BATCH:
+            return None
+        cur = head[16]
+        data = bytearray(os.pread(self.fd, total, pos))
+        if len(data) != total:
+            return None
+        for m in (2, 1, 0):
+            if m == cur or (m == 2 and total < 61) or (m < 2 and size_field < _LEGACY_MIN_SIZE[m]):
+                continue
+            data[16] = m
+            try:
+                h = parse_header(data, 0)
+            except Exception:
+                continue
+            if h.crc_valid and h.size == total:
+                h.position = pos
+                self.fixes.append((pos + 16, cur, m))  # the magic byte's position
+                return h
+        return None
+
+    def _reject(self, h: BatchHeader) -> tuple[tuple[str, str] | None, str | None]:
+        """(why the batch cannot stay, or None; the marker type of a transaction control batch)."""
+        base = self.seg.base
+        last = self.ctx.last
+        lo = h.base_offset if h.magic == 2 else h.last_offset
+        if h.magic == 2 and h.last_offset < h.base_offset:
+            return ("invalid_batch", f"negative last offset delta ({h.last_offset - h.base_offset})"), None
+        if h.magic == 2 and h.count is not None and h.count < 0:
+            return ("invalid_batch", f"Found invalid record count {h.count}"), None
+        if h.last_offset < base or (h.magic == 2 and h.base_offset < base):
+            return ("offset_order", f"batch offset {h.base_offset} is below the segment's base offset {base}"), None
+        if last is not None and lo <= last:
+            return ("offset_order", f"batch offsets {h.base_offset}..{h.last_offset} do not follow the previous "
+                                    f"batch's last offset {last}"), None
+        if h.magic == 2 and h.is_control and h.producer_id >= 0:
+            data = os.pread(self.fd, h.size, h.position)
+            try:
+                cols = decode_records(h, data)
+            except CorruptDataError as e:
+                return ("invalid_control", f"unreadable transaction marker: {e.message}"), None
+            ctype = None
+            if len(cols) and cols.controls:
+                ctype = (cols.controls[0] or {}).get("type")
+                if ctype not in ("ABORT", "COMMIT"):
+                    return ("invalid_control", f"control batch of producer {h.producer_id} holds a {ctype} "
+                                               f"record (the broker fails to load it)"), None
+            return None, ctype
+        return None, None
+
+    def _batch(self, h: BatchHeader) -> None:
+        why, ctype = self._reject(h)
+        if why is not None:
+            if self.fixes and self.fixes[-1][0] == h.position + 16:
+                self.fixes.pop()  # the batch goes anyway
+            self._cut(h.position, h.end, why[0], why[1], h.base_offset, h.last_offset, h.count)
+            return
+        self._keep(h, ctype)
+
+    def _keep(self, h: BatchHeader, ctype: str | None) -> None:
+        ctx = self.ctx
+        last = h.last_offset
+        if last - self.seg.base > INT32_MAX and self.overflow is None:
+            self.overflow = (f"offset {last} is more than 2^31-1 past the segment's base offset "
+                             f"{self.seg.base}: the broker splits such a segment; kltool does not")
+        if self.builder is not None:
+            try:
+                self.builder.on_batch(h.position - self.shift, h.size, last, h.max_timestamp)
+            except KltoolError as e:
+                self.builder = None
+                self.builder_error = e.message
+        self.existing.batch(h)
+        if h.magic == 2:
+            ple = h.partition_leader_epoch
+            if ple >= 0 and (not ctx.epochs or ple > ctx.epochs[-1][0]):
+                ctx.epochs.append((ple, h.base_offset))
+            if h.producer_id >= 0:
+                if ctx.txn_ok:
+                    try:
+                        ctx.txn.on_batch(h, ctype if h.is_control else None)
+                    except KltoolError as e:
+                        ctx.txn_ok = False
+                        ctx.txn_error = e.message
+                if h.is_control:
+                    self.kept_markers.add(h.base_offset)
+        if ctx.pending:
+            for c in ctx.pending:
+                if h.magic == 2 and c.first_offset is not None and h.base_offset - 1 < c.first_offset:
+                    c.first_offset = None
+                    c.records = 0  # no offset is missing: the region held no batch the log needed
+                elif h.magic == 2:
+                    c.last_offset = h.base_offset - 1
+            ctx.pending.clear()
+        self.kept += 1
+        if ctx.last is None or last > ctx.last:
+            ctx.last = last
+        if self.kept_last is None or last > self.kept_last:
+            self.kept_last = last
+
+    def _cut(self, start: int, end: int, kind: str, reason: str, first=None, last=None, records=None,
+             damage: bool = False) -> None:
+        if self.like_broker:
+            end = self.size
+            c = Cut(start, end, kind, reason, first, last, records if records is not None and records >= 0 else None)
+            self.cuts.append(c)
+            self.stopped = True
+            return
+        c = Cut(start, end, kind, reason, first, last, records if records is not None and records >= 0 else None)
+        self.cuts.append(c)
+        self.shift += end - start
+        if damage and last is None:
+            self.ctx.pending.append(c)
+
+    @property
+    def modified(self) -> bool:
+        return bool(self.cuts or self.fixes)
+
+    @property
+    def new_size(self) -> int:
+        return self.size - sum(c.length for c in self.cuts)
+
+
+# ------------------------------------------------------------------------------------ partition planning
+
+
+def _read(p: Path | None) -> bytes | None:
+    if p is None:
+        return None
+    try:
+        return p.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+def _snapshot_open_txns(view: _View, first_base: int | None) -> dict[int, int]:
+    """Transactions open at the first segment, from the producer snapshot named after it."""
+    from ..format.snapshot import parse_snapshot
+
+    if first_base is None:
+        return {}
+    p = view.current.get(f"{first_base:020d}.snapshot")
+    if p is None:
+        return {}
+    try:
+        snap = parse_snapshot(p.read_bytes())
+    except (CorruptDataError, OSError):
+        return {}
+    if not snap.crc_valid:
+        return {}
+    return {e.producer_id: e.current_txn_first_offset for e in snap.entries if e.current_txn_first_offset >= 0}
+
+
+def _index_actions(sc: _SegScan, *, force: bool, indexes_only: bool, acts: list[Action],
+                   probs: list[Problem]) -> None:
+    seg, ex = sc.seg, sc.existing
+    modified = bool(sc.cuts)  # a magic fix moves nothing: the indexes stay valid
+    if sc.overflow is not None:
+        probs.append(Problem("error", "offset_overflow", str(seg.log), sc.overflow))
+    if sc.builder is None:
+        if modified or force or ex.index_problems or ex.time_problems or (ex.index_missing and sc.size):
+            probs.append(Problem("error", "index_not_rebuilt", str(seg.log),
+                                 f"indexes not rebuilt: {sc.builder_error}"))
+        return
+    b = sc.builder
+    b.finish()
+    new_oi, new_ti = b.offset_index_bytes(), b.time_index_bytes()
+    n_oi, n_ti = len(b.offset_entries), len(b.time_entries)
+    rule = f"the broker's recovery rule, index.interval.bytes {b.index_interval_bytes}"
+    why_i = why_t = None
+    if modified:
+        why_i = why_t = f"the segment's log changes: rebuilt by {rule}"
+    elif force:
+        why_i = why_t = f"rebuilt by {rule}"
+    else:
+        if ex.index_missing:
+            if sc.new_size > 0:
+                why_i = f"missing (the broker would recover the segment at startup): rebuilt by {rule}"
+        elif ex.index_problems:
+            why_i = f"{ex.index_problems[0]}: rebuilt by {rule}"
+        if ex.time_missing:
+            if n_ti and sc.new_size > 0:
+                why_t = f"missing (retention would see no timestamps): rebuilt by {rule}"
+        elif ex.time_problems:
+            why_t = f"{ex.time_problems[0]}: rebuilt by {rule}"
+    if why_i is not None and new_oi != ex.index_bytes:
+        acts.append(Action("rebuild_index", seg.final_of("index"), why_i, data=new_oi, entries=n_oi,
+                           source=seg.index, old_size=None if ex.index_bytes is None else len(ex.index_bytes)))
+    if why_t is not None and new_ti != ex.time_bytes:
+        acts.append(Action("rebuild_index", seg.final_of("timeindex"), why_t, data=new_ti, entries=n_ti,
+                           source=seg.timeindex, old_size=None if ex.time_bytes is None else len(ex.time_bytes)))
+    # .txnindex
+    data = _read(seg.txnindex)
+    sane = True
+    problems: list[str] = []
+    if data is not None:
+        problems = fidx.check_txn_index(data, seg.base, path=str(seg.txnindex))
+        rest = fidx.trailing_bytes(data, fidx.TXN_ENTRY)
+        if rest:
+            problems.append(f"{rest} trailing bytes (a partial entry)")
+        sane = not problems
+    rebuilt = fidx.encode_txn_index(sc.txn_entries) if sc.txn_ok else None
+    new = None
+    why = None
+    if data is not None and sane and modified:
+        kept = [t for t in fidx.parse_txn_index(data) if t.last_offset in sc.kept_markers]
+        new = fidx.encode_txn_index(kept)
+        why = "the segment's log changes: entries whose marker was cut are dropped"
+    elif data is not None and not sane:
+        if rebuilt is not None:
+            new, why = rebuilt, f"{problems[0]}: rebuilt from the transaction markers"
+        else:
+            good = [t for t in fidx.parse_txn_index(data[: len(data) - len(data) % fidx.TXN_ENTRY])
+                    if t.version <= fidx.TXN_INDEX_VERSION and t.last_offset >= seg.base]
+            new, why = fidx.encode_txn_index(good), f"{problems[0]}: the bad entries are dropped"
+    elif rebuilt is not None and (force or modified or (ex.index_missing and not indexes_only)) and \
+            (data is not None or rebuilt):
+        new, why = rebuilt, "rebuilt from the transaction markers"
+    if new is not None and new != data:
+        acts.append(Action("rebuild_index", seg.final_of("txnindex"), why, data=new,
+                           entries=len(new) // fidx.TXN_ENTRY, source=seg.txnindex,
+                           old_size=None if data is None else len(data)))
+    elif force and not sc.txn_ok and data is not None:
+        probs.append(Problem("warning", "index_not_rebuilt", str(seg.txnindex),
+                             f"transaction index kept: {sc.ctx.txn_error}"))
+
+
+def _cut_action(sc: _SegScan) -> Action | None:
+    if not sc.cuts:
+        return None
+    cuts = sc.cuts
+    tail = len(cuts) == 1 and cuts[0].end == sc.size
+    op = "truncate" if tail else "excise"
+    known = [c.records for c in cuts if c.records is not None]
+    firsts = [c.first_offset for c in cuts if c.first_offset is not None]
+    lasts = [c.last_offset for c in cuts if c.last_offset is not None]
+    kinds = []
+    for c in cuts:
+        if c.kind not in kinds:
+            kinds.append(c.kind)
+    if sc.like_broker:
+        reason = f"{cuts[0].kind}: {cuts[0].reason}; truncated there as the broker's recovery does"
+    elif tail:
+        reason = f"{cuts[0].kind}: {cuts[0].reason}"
+    else:
+        reason = f"{', '.join(kinds)}: {len(cuts)} damaged range(s) cut, the valid batches around them kept"
+    return Action(op, sc.seg.final, reason, start=cuts[0].start, end=cuts[-1].end, old_size=sc.size,
+                  new_size=sc.new_size, first_offset=min(firsts) if firsts else None,
+                  last_offset=max(lasts) if lasts else None, records_lost=sum(known) if known else None,
+                  ranges=list(cuts), source=sc.seg.log, fixes=list(sc.fixes))
+
+
+def _quarantine_segment(seg: _Seg, reason: str, acts: list[Action]) -> None:
+    for p in (seg.txnindex, seg.timeindex, seg.index, seg.log):
+        if p is not None:
+            acts.append(Action("quarantine", p, reason, old_size=_size(p)))
+
+
+def _plan_partition(g: Group, p: Partition, *, like_broker: bool, interval: int, only_bases: set[int] | None,
+                    force_index: bool, indexes_only: bool, progress=None) -> None:
+    acts, probs = g.actions, g.problems
+    if p.kind == "delete":
+        probs.append(Problem("warning", "skipped", str(p.path), "partition marked for deletion: not repaired"))
+        return
+    full = only_bases is None
+    view = _View(p.path)
+    if full and not indexes_only:
+        _plan_stale(view, acts)
+        for off, kind, name, path in view.files():
+            if kind in _INDEX_KINDS and f"{off:020d}.log" not in view.current:
+                acts.append(Action("quarantine", path, "orphan index file without a .log (the broker deletes it)",
+                                   old_size=_size(path)))
+                del view.current[name]
+        for t in view.temps:
+            acts.append(Action("delete", t, "leftover temporary file of an interrupted kltool run (a partial copy)",
+                               old_size=_size(t)))
+    elif indexes_only and any(t for _o, _k, t, _e in view.entries):
+        probs.append(Problem("warning", "stale_file", str(p.path), "leftover .swap/.cleaned/.deleted files are "
+                             "not handled by rebuild-index (use verify --repair)"))
+    segs = view.segments()
+    ctx = _Ctx(_snapshot_open_txns(view, segs[0].base if segs else None))
+    scans: list[_SegScan] = []
+    later: list[_Seg] = []
+    for i, s in enumerate(segs):
+        if scans and scans[-1].stopped:
+            later.append(s)
+            continue
+        if only_bases is not None and s.base not in only_bases:
+            continue
+        if ctx.last is not None and s.base <= ctx.last:
+            probs.append(Problem("error", "offset_order", str(s.log), f"segment base offset {s.base} is not above "
+                                 f"the previous segment's last offset {ctx.last}"))
+        sc = _SegScan(s, ctx, like_broker=like_broker and not indexes_only, interval=interval,
+                      is_active=(i == len(segs) - 1), progress=progress)
+        sc.run()
+        scans.append(sc)
+    for s in reversed(later):
+        _quarantine_segment(s, f"after the truncation in {scans[-1].seg.final.name}: the broker's recovery deletes "
+                               f"every later segment", acts)
+    for sc in scans:
+        if indexes_only and sc.modified:
+            probs.append(Problem("error", "damaged", str(sc.seg.log), "the log is damaged: indexes not rebuilt "
+                                 "(run kltool verify --repair)"))
+            continue
+        for pos, old, new in sc.fixes:
+            acts.append(Action("fix_magic", sc.seg.final, f"the batch at byte {pos - 16} is valid (its CRC checks) "
+                               f"with magic {new}: only its magic byte was damaged", position=pos, old_byte=old,
+                               new_byte=new, source=sc.seg.log))
+        idx: list[Action] = []
+        _index_actions(sc, force=force_index, indexes_only=indexes_only, acts=idx, probs=probs)
+        cut = _cut_action(sc)
+        if cut is None:
+            acts.extend(idx)
+            continue
+        # A log about to change: first the time and txn indexes, then the old offset index moves aside (a
+        # broker started before the run ends finds no .index and recovers the segment, so it never trusts
+        # stale positions), then the cut, and the new offset index last. A run killed anywhere converges.
+        new_index = [a for a in idx if a.file.suffix == ".index"]
+        acts.extend(a for a in idx if a.file.suffix != ".index")
+        if new_index and sc.seg.index is not None:
+            acts.append(Action("quarantine", sc.seg.index, "moved aside while the log changes (a broker started "
+                               "meanwhile rebuilds a missing .index); rewritten after the cut",
+                               old_size=_size(sc.seg.index)))
+            for a in new_index:
+                a.source = None
+        acts.append(cut)
+        acts.extend(new_index)
+    if not full or indexes_only:
+        return
+    # The log end offset after the plan.
+    final = [s for s in segs if s not in later]
+    if not final:
+        return
+    last_scan = next((sc for sc in scans if sc.seg is final[-1]), None)
+    if last_scan is None:
+        return
+    leo = last_scan.kept_last + 1 if last_scan.kept_last is not None else final[-1].base
+    g.log_end_offsets[str(p.path)] = leo
+    _plan_partition_files(view, p, leo, ctx, acts, probs)
+
+
+def _plan_partition_files(view: _View, p: Partition, leo: int, ctx: _Ctx, acts: list[Action],
+                          probs: list[Problem]) -> None:
+    from ..format.checkpoints import encode_leader_epoch_checkpoint, parse_leader_epoch_checkpoint
+    from ..format.snapshot import parse_snapshot
+
+    for off, _k, _name, path in view.files("snapshot"):
+        if off > leo:
+            acts.append(Action("quarantine", path, f"producer snapshot at offset {off} is beyond the log end offset "
+                               f"{leo} (the broker deletes it)", old_size=_size(path)))
+            continue
+        try:
+            snap = parse_snapshot(path.read_bytes())
+            bad = None if snap.crc_valid else (f"Snapshot is corrupt (CRC is no longer valid). Stored crc: "
+                                               f"{snap.crc}. Computed crc: {snap.computed_crc}")
+        except CorruptDataError as e:
+            bad = e.message
+        if bad is not None:
+            acts.append(Action("quarantine", path, f"{bad} (the broker deletes a corrupt snapshot)",
+                               old_size=_size(path)))
+    lec = p.path / "leader-epoch-checkpoint"
+    try:
+        raw = lec.read_bytes()
+    except FileNotFoundError:
+        raw = None
+    if raw is not None:
+        why = None
+        try:
+            entries = parse_leader_epoch_checkpoint(raw.decode("utf-8"))
+            prev = None
+            for epoch, start in entries:
+                if prev is not None and (epoch <= prev[0] or start < prev[1]):
+                    raise CorruptDataError(f"leader epochs out of order: ({prev[0]}, {prev[1]}) then "
+                                           f"({epoch}, {start})")
+                prev = (epoch, start)
+        except (CorruptDataError, UnicodeDecodeError) as e:
+            entries = list(ctx.epochs)
+            why = f"{getattr(e, 'message', str(e))}: rebuilt from the batches' leader epochs"
+        # An entry starting exactly at the LEO is what a new leader with no data yet writes (the broker trims
+        # it at load itself): only entries beyond the LEO go.
+        kept = [(e, s) for e, s in entries if s <= leo]
+        if kept != entries and why is None:
+            why = f"entries starting after the log end offset {leo} are dropped"
+        new = encode_leader_epoch_checkpoint(kept).encode()
+        if why is not None and new != raw:
+            acts.append(Action("write_checkpoint", lec, why, data=new, entries=len(kept), old_size=len(raw)))
+
+
+_ROOT_CHECKPOINTS = ("recovery-point-offset-checkpoint", "replication-offset-checkpoint",
+                     "log-start-offset-checkpoint", "cleaner-offset-checkpoint")
+
+
+def _plan_root(g: Group) -> None:
+    from ..format.checkpoints import encode_offset_checkpoint, parse_offset_checkpoint
+
+    ld = g.logdir
+    if ld is None:
+        return
+    if g.whole_logdir:
+        for e in sorted(ld.path.iterdir()):
+            if e.is_file() and e.name.endswith(TMP_SUFFIX):
+                g.actions.append(Action("delete", e, "leftover temporary file of an interrupted kltool run",
+                                        old_size=_size(e)))
+    for name in _ROOT_CHECKPOINTS:
+        path = ld.path / name
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            continue
+        try:
+            cp = parse_offset_checkpoint(raw.decode("utf-8"))
+        except (CorruptDataError, UnicodeDecodeError) as e:
+            g.problems.append(Problem("error", "checkpoint_corrupt", str(path), getattr(e, "message", str(e))))
+            continue
+        new = dict(cp)
+        notes = []
+        for p in g.partitions:
+            leo = g.log_end_offsets.get(str(p.path))
+            key = (p.topic, p.partition)
+            v = cp.get(key)
+            if leo is None or v is None or p.kind != "normal" or v <= leo:
+                continue
+            if name == "cleaner-offset-checkpoint":
+                del new[key]
+                notes.append(f"{p.name} {v} removed")
+            else:
+                new[key] = leo
+                notes.append(f"{p.name} {v} -> {leo}")
+        if new != cp:
+            g.actions.append(Action("write_checkpoint", path, f"beyond the log end offset: {'; '.join(notes)}",
+                                    data=encode_offset_checkpoint(new).encode(), entries=len(new),
+                                    old_size=len(raw)))
+
+
+def _in_backup(path: Path, cache: dict[Path, bool]) -> bool:
+    """Is ``path`` inside a kltool backup run directory (one holding a manifest)? Never repair those."""
+    p = Path(os.path.abspath(path))
+    seen = []
+    for anc in [p, *p.parents]:
+        if anc in cache:
+            hit = cache[anc]
+            break
+        seen.append(anc)
+        if (anc / MANIFEST_NAME).is_file() or anc.name.endswith(BACKUP_SUFFIX):
+            hit = True
+            break
+    else:
+        hit = False
+    for a in seen:
+        cache[a] = hit
+    return hit
+
+
+def _groups(sel: Selection) -> list[Group]:
+    from .files import classify
+
+    groups: dict[Path, Group] = {}
+    cache: dict[Path, bool] = {}
+    skipped: list[Path] = []
+
+    def group(root: Path, logdir: LogDir | None) -> Group:
+        key = Path(os.path.abspath(root))
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = Group(key, logdir)
+        if g.logdir is None and logdir is not None:
+            g.logdir = logdir
+        return g
+
+    for ld in sel.logdirs:
+        if _in_backup(ld.path, cache):
+            skipped.append(ld.path)
+            continue
+        group(ld.path, ld).whole_logdir = True
+    for p in sel.partitions:
+        if _in_backup(p.path, cache):
+            if p.logdir is None or p.logdir.path not in skipped:
+                skipped.append(p.path)
+            continue
+        g = group(p.logdir.path if p.logdir is not None else p.path.parent, p.logdir)
+        if all(q.path != p.path for q in g.partitions):
+            g.partitions.append(p)
+    selected_dirs = {Path(os.path.abspath(p.path)) for p in sel.partitions}
+    for f in sel.files:
+        if _in_backup(f.parent, cache):
+            skipped.append(f)
+            continue
+        kind, base = classify(f)
+        pdir = Path(os.path.abspath(f.parent))
+        if kind in ("log", *_INDEX_KINDS) and base is not None and not f.name.count(".") > 1:
+            if pdir in selected_dirs:
+                continue
+            g = group(pdir.parent, None)
+            if (pdir, base) not in g.files:
+                g.files.append((pdir, base))
+        else:
+            g = group(pdir, None)
+            g.problems.append(Problem("warning", "skipped", str(f), "repair works on segments (.log and its "
+                                      "index files), partition directories and log dirs; this file is not repaired"))
+    if skipped:
+        g = next(iter(groups.values()), None)
+        if g is None:
+            raise UsageError(f"{skipped[0]} is inside a kltool backup directory: never repaired (restore it with "
+                             f"kltool restore MANIFEST)")
+        for path in skipped:
+            g.problems.append(Problem("warning", "skipped", str(path), "inside a kltool backup directory: not "
+                                      "repaired"))
+    return list(groups.values())
+
+
+def plan_repair(sel: Selection, *, like_broker: bool = False, interval: int = DEFAULT_INDEX_INTERVAL_BYTES,
+                indexes_only: bool = False, force_index: bool = False, progress=None) -> Plan:
+    """The plan for a selection. Take the locks first (:func:`repair` does) so that nothing changes between
+    planning and applying. ``indexes_only`` + ``force_index`` is ``rebuild-index``."""
+    groups = _groups(sel)
+    for g in groups:
+        _plan_group(g, like_broker=like_broker, interval=interval, indexes_only=indexes_only,
+                    force_index=force_index, progress=progress)
+    mode = "rebuild-index" if indexes_only else ("like-broker" if like_broker else "salvage")
+    return Plan(groups, mode)
+
+
+def _plan_group(g: Group, *, like_broker, interval, indexes_only, force_index, progress) -> None:
+    for p in g.partitions:
+        _plan_partition(g, p, like_broker=like_broker, interval=interval, only_bases=None,
+                        force_index=force_index, indexes_only=indexes_only, progress=progress)
+    by_dir: dict[Path, set[int]] = {}
+    for pdir, base in g.files:
+        by_dir.setdefault(pdir, set()).add(base)
+    for pdir, bases in by_dir.items():
+        _plan_partition(g, Partition(pdir, topic="", partition=0, kind="normal"), like_broker=like_broker,
+                        interval=interval, only_bases=bases, force_index=force_index, indexes_only=indexes_only,
+                        progress=progress)
+    if not indexes_only:
+        _plan_root(g)
+    if g.logdir is not None and g.whole_logdir and not indexes_only:
+        for d in g.logdir.unknown_dirs:
+            g.problems.append(Problem("error", "unknown_dir", str(d), "not a topic-partition directory: a broker "
+                                      "refuses to start with it in its log dir (move it out; not done by repair)"))
+
+
+# --------------------------------------------------------------------------------------------- applying
+
+
+def default_backup_root(root: Path) -> Path:
+    """``<log dir>.kltool-backup`` beside the log dir (never inside it: a broker refuses unknown directories)."""
+    root = Path(os.path.abspath(root))
+    return root.parent / f"{root.name}{BACKUP_SUFFIX}"
+
+
+def _inside(child: Path, parent: Path) -> bool:
+    try:
+        child.relative_to(parent)
+        return True
+    except ValueError:
+        return False
+
+
+def _check_backup_root(root: Path, groups: Iterable[Group]) -> Path:
+    r = Path(os.path.realpath(root))
+    for g in groups:
+        gr = Path(os.path.realpath(g.root))
+        if _inside(r, gr):
+            raise UsageError(f"the backup directory {root} is inside the log dir {g.root}: a broker refuses unknown "
+                             f"directories there; choose one beside it")
+        for p in g.partitions:
+            if _inside(r, Path(os.path.realpath(p.path))):
+                raise UsageError(f"the backup directory {root} is inside the partition directory {p.path}")
+    return root
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _new_run_dir(root: Path, kind: str) -> Path:
+    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%S")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"cannot create the backup directory {root}: {e.strerror or e}; choose one with "
+                         f"--backup-dir") from None
+    n = 0
+    while True:
+        d = root / f"{kind}-{stamp}-{os.getpid()}-{n}"
+        try:
+            d.mkdir()
+            fsync_dir(root)
+            return d
+        except FileExistsError:
+            n += 1
+
+
+def _sha256_file(path: Path, start: int = 0, end: int | None = None) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        f.seek(start)
+        left = None if end is None else end - start
+        while left is None or left > 0:
+            chunk = f.read(_CHUNK if left is None else min(_CHUNK, left))
+            if not chunk:
+                break
+            h.update(chunk)
+            if left is not None:
+                left -= len(chunk)
+    return h.hexdigest()
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _rel(path: Path, root: Path) -> str:
+    p = Path(os.path.abspath(path))
+    try:
+        return str(p.relative_to(root))
+    except ValueError:
+        return p.name
+
+
+def _incomplete_manifests(backup_root: Path, exclude: Path) -> list[str]:
+    """Manifests of interrupted runs in ``backup_root`` that no other manifest follows yet."""
+    found, followed = [], set()
+    try:
+        runs = sorted(backup_root.iterdir())
+    except FileNotFoundError:
+        return []
+    for d in runs:
+        m = d / MANIFEST_NAME
+        if d == exclude or not m.is_file():
+            continue
+        try:
+            doc = json.loads(m.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        followed.update(doc.get("follows", []))
+        if doc.get("status") == "applying":
+            found.append(str(m))
+    return [m for m in found if m not in followed]
+
+
+def _keeps(a: Action) -> list[tuple[int, int, int]]:
+    """(src start, src end, dst start) of the bytes an excise/truncate keeps."""
+    out, pos, dst = [], 0, 0
+    for c in sorted(a.ranges, key=lambda c: c.start):
+        if c.start > pos:
+            out.append((pos, c.start, dst))
+            dst += c.start - pos
+        pos = max(pos, c.end)
+    if pos < a.old_size:
+        out.append((pos, a.old_size, dst))
+    return out
+
+
+def _merged_cuts(a: Action) -> list[tuple[int, int]]:
+    out: list[list[int]] = []
+    for c in sorted(a.ranges, key=lambda c: c.start):
+        if out and c.start <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], c.end)
+        else:
+            out.append([c.start, c.end])
+    return [(s, e) for s, e in out]
+
+
+def _mapped_read(path: Path, keeps, fixes, a: int, b: int) -> bytes:
+    """Bytes ``[a, b)`` of the file an excise will produce, read from the current file."""
+    out = bytearray()
+    with open(path, "rb") as f:
+        for s, e, d in keeps:
+            lo, hi = max(a, d), min(b, d + e - s)
+            if lo >= hi:
+                continue
+            src = s + lo - d
+            f.seek(src)
+            chunk = bytearray(f.read(hi - lo))
+            for pos, _old, new in fixes:
+                if src <= pos < src + len(chunk):
+                    chunk[pos - src] = new
+            out += chunk
+    return bytes(out)
+
+
+def _prepare(i: int, a: Action, run_dir: Path, root: Path) -> dict:
+    """Copy what action ``a`` removes into ``run_dir`` and return its manifest entry."""
+    files = run_dir / "files"
+    rel = _rel(a.file, root)
+    stem = f"{i:04d}-{a.op}"
+    e = a.to_json()
+    del e["type"]
+    e.pop("applied", None)
+    e["file"] = os.path.abspath(a.file)
+    if a.target is not None:
+        e["target"] = os.path.abspath(a.target)
+    if a.op in ("truncate", "excise"):
+        src = a.source or a.file
+        cuts = []
+        for s, t in _merged_cuts(a):
+            dst = files / stem / f"{rel}.{s}-{t}"
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            copy_range(src, s, t, dst)
+            cuts.append({"start": s, "end": t, "backup": str(dst.relative_to(run_dir)), "sha256": _sha256_file(dst)})
+            _fault("backup")
+        keeps = _keeps(a)
+        e["cuts"] = cuts
+        e["keeps"] = [{"start": s, "end": t, "new_start": d} for s, t, d in keeps]
+        n = a.new_size
+        e["new_head_sha256"] = _sha256(_mapped_read(src, keeps, a.fixes, 0, min(_SAMPLE, n)))
+        e["new_tail_sha256"] = _sha256(_mapped_read(src, keeps, a.fixes, max(0, n - _SAMPLE), n))
+    elif a.op in ("rebuild_index", "write_checkpoint"):
+        src = a.source if a.op == "rebuild_index" else a.file
+        old = _read(src)
+        if old is not None:
+            dst = files / stem / rel
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(dst, old)
+            e["backup"] = str(dst.relative_to(run_dir))
+            e["old_sha256"] = _sha256(old)
+            _fault("backup")
+        else:
+            e["backup"] = None
+            e["old_sha256"] = None
+            prior = _read(a.file)
+            if prior is not None:  # moved aside by an earlier action of this run: restore puts it back
+                e["prior_sha256"] = _sha256(prior)
+        e["new_sha256"] = _sha256(a.data)
+    elif a.op == "quarantine":
+        dst = files / stem / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        e["backup"] = str(dst.relative_to(run_dir))
+        size = _size(a.file)
+        e["size"] = size
+        e["sha256"] = _sha256_file(a.file) if size is not None and size <= _HASH_LIMIT else None
+    return e
+
+
+def _like(path: Path) -> Path | None:
+    """The file whose owner and mode a new ``path`` should get: itself, else its segment's ``.log``, else its
+    directory (a repair run as root must not leave files the broker's user cannot write)."""
+    for cand in (path, path.with_name(path.name.split(".")[0] + ".log"), path.parent):
+        if cand.exists():
+            return cand
+    return None
+
+
+def _stat(p: Path | None) -> os.stat_result | None:
+    try:
+        return None if p is None else os.stat(p)
+    except OSError:
+        return None
+
+
+def _match_owner(path: Path, like: Path | os.stat_result | None, *, mode: bool = True) -> None:
+    """Give ``path`` the owner (and with ``mode`` the permissions) of ``like`` (a path or its stat)."""
+    st = like if isinstance(like, os.stat_result) else _stat(like)
+    if st is None:
+        return
+    try:
+        if mode:
+            os.chmod(path, st.st_mode & 0o7777)
+        cur = os.stat(path)
+        if (cur.st_uid, cur.st_gid) != (st.st_uid, st.st_gid):
+            os.chown(path, st.st_uid, st.st_gid)
+    except OSError:
+        pass  # not permitted (not root): the file keeps the runner's owner
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _move(src: Path, dst: Path) -> None:
+    """Rename ``src`` to ``dst`` durably; across file systems copy, fsync, then unlink."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.rename(src, dst)
+    except OSError as e:
+        if e.errno != errno.EXDEV:
+            raise
+        tmp = tmp_path_for(dst)
+        shutil.copyfile(src, tmp)
+        _fsync_file(tmp)
+        os.replace(tmp, dst)
+        fsync_dir(dst.parent)
+        _fault("move-copied")
+        os.unlink(src)
+    fsync_dir(dst.parent)
+    fsync_dir(src.parent)
+
+
+def _copy_ranges(src: Path, ranges: list[tuple[int, int]], dst: Path) -> None:
+    """A new file ``dst`` made of ``src``'s byte ranges, in order (copy_file_range when possible), fsynced."""
+    with open(src, "rb") as fs:
+        fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            _append_ranges(fs.fileno(), ranges, fd)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _append_ranges(sfd: int, ranges, fd: int) -> None:
+    copy = getattr(os, "copy_file_range", None)
+    for s, t in ranges:
+        pos = s
+        while pos < t:
+            n = 0
+            if copy is not None:
+                try:
+                    n = copy(sfd, fd, min(_CHUNK * 16, t - pos), pos)
+                except OSError as e:
+                    if e.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+                        raise
+                    copy = None
+                    continue
+            else:
+                chunk = os.pread(sfd, min(_CHUNK, t - pos), pos)
+                mv = memoryview(chunk)
+                while mv:
+                    w = os.write(fd, mv)
+                    mv = mv[w:]
+                n = len(chunk)
+            if n == 0:
+                raise UnsafeOperation(f"file shrank while copying bytes [{s}, {t})")
+            pos += n
+
+
+def _apply(a: Action, entry: dict, run_dir: Path) -> None:
+    f = a.file
+    if a.op == "truncate":
+        size = _size(f)
+        if size == a.new_size:
+            return
+        if size != a.old_size:
+            raise UnsafeOperation(f"expected {a.old_size} bytes, found {size}: the file changed since planning", path=f)
+        fd = os.open(f, os.O_RDWR)
+        try:
+            os.ftruncate(fd, a.new_size)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    elif a.op == "excise":
+        size = _size(f)
+        if size != a.old_size:
+            raise UnsafeOperation(f"expected {a.old_size} bytes, found {size}: the file changed since planning", path=f)
+        tmp = tmp_path_for(f)
+        try:
+            _copy_ranges(f, [(s, t) for s, t, _d in _keeps(a)], tmp)
+            _match_owner(tmp, f)
+            _fault("excise-temp-written")
+            os.replace(tmp, f)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+            raise
+        fsync_dir(f.parent)
+    elif a.op == "fix_magic":
+        fd = os.open(f, os.O_RDWR)
+        try:
+            cur = os.pread(fd, 1, a.position)
+            if cur == bytes([a.new_byte]):
+                return
+            if cur != bytes([a.old_byte]):
+                raise UnsafeOperation(f"expected byte {a.old_byte} at {a.position}, found {cur!r}", path=f)
+            os.pwrite(fd, bytes([a.new_byte]), a.position)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    elif a.op in ("rebuild_index", "write_checkpoint"):
+        like = _like(f)
+        st = _stat(like)
+        atomic_write(f, a.data)
+        _match_owner(f, st, mode=like == f)
+    elif a.op == "quarantine":
+        dst = run_dir / entry["backup"]
+        if not f.exists() and dst.exists():
+            return
+        _move(f, dst)
+    elif a.op == "rename":
+        if not f.exists() and a.target.exists():
+            return
+        if a.target.exists():
+            raise UnsafeOperation(f"cannot rename {f.name}: {a.target.name} exists", path=f)
+        os.rename(f, a.target)
+        fsync_dir(f.parent)
+    elif a.op == "delete":
+        try:
+            os.unlink(f)
+        except FileNotFoundError:
+            return
+        fsync_dir(f.parent)
+    else:  # pragma: no cover
+        raise ValueError(f"unknown action {a.op}")
+
+
+def apply_plan(plan: Plan, backup_dir=None, *, on_action: Callable[[Action], None] | None = None) -> list[Path]:
+    """Apply ``plan`` (its locks must be held): per group, back up, write the manifest, apply the actions.
+    Returns the manifests written."""
+    manifests = []
+    groups = [g for g in plan.groups if g.actions]
+    if backup_dir is not None:
+        _check_backup_root(Path(backup_dir), plan.groups)
+    for g in groups:
+        root = Path(os.path.abspath(backup_dir)) if backup_dir is not None else default_backup_root(g.root)
+        if backup_dir is None:
+            _check_backup_root(root, [g])
+        run_dir = _new_run_dir(root, "repair" if plan.mode != "rebuild-index" else "rebuild-index")
+        entries = [_prepare(i, a, run_dir, g.root) for i, a in enumerate(g.actions)]
+        doc = {"type": MANIFEST_TYPE, "version": 1, "created": _now(), "command": plan.mode,
+               "log_dir": str(g.root), "status": "applying",
+               "follows": _incomplete_manifests(root, run_dir), "actions": entries}
+        mpath = run_dir / MANIFEST_NAME
+        atomic_write(mpath, json.dumps(doc, indent=1) + "\n")
+        _fault("manifest")
+        for a, e in zip(g.actions, entries, strict=True):
+            _apply(a, e, run_dir)
+            a.applied = True
+            _fault(f"applied-{a.op}")
+            if on_action is not None:
+                on_action(a)
+        doc["status"] = "complete"
+        doc["completed"] = _now()
+        for e in entries:
+            e["applied"] = True
+        atomic_write(mpath, json.dumps(doc, indent=1) + "\n")
+        manifests.append(mpath)
+    return manifests
+
+
+# --------------------------------------------------------------------------------------------- locking
+
+
+class _Locks:
+    """Hold every group's ``.lock`` (or, for a dry run, only check that no broker holds it)."""
+
+    def __init__(self, roots: Iterable[Path], dry_run: bool):
+        self.roots = list(roots)
+        self.dry_run = dry_run
+        self.held: list[BrokerLock] = []
+
+    def __enter__(self):
+        try:
+            for r in self.roots:
+                if self.dry_run:
+                    if lock_holder_present(r):
+                        raise BrokerLockHeld(f"a running broker holds {r / '.lock'}; stop it first",
+                                             path=r / ".lock")
+                    continue
+                if (r / ".lock").exists() or looks_like_log_dir(r):
+                    self.held.append(BrokerLock(r).acquire())
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        while self.held:
+            self.held.pop().release()
+        return False
+
+
+@dataclass
+class RepairResult:
+    plan: Plan
+    manifests: list[Path]
+    dry_run: bool
+
+
+def repair(sel: Selection, *, dry_run: bool = False, backup_dir=None, like_broker: bool = False,
+           interval: int = DEFAULT_INDEX_INTERVAL_BYTES, indexes_only: bool = False, force_index: bool = False,
+           progress=None, on_action: Callable[[Action], None] | None = None) -> RepairResult:
+    """Lock, plan and (unless ``dry_run``) apply. Raises BrokerLockHeld (exit 3) when a broker holds a lock."""
+    roots = [g.root for g in _groups(sel)]
+    if backup_dir is not None:
+        _check_backup_root(Path(backup_dir), _groups(sel))
+    with _Locks(roots, dry_run):
+        plan = plan_repair(sel, like_broker=like_broker, interval=interval, indexes_only=indexes_only,
+                           force_index=force_index, progress=progress)
+        manifests = [] if dry_run else apply_plan(plan, backup_dir, on_action=on_action)
+    return RepairResult(plan, manifests, dry_run)
+
+
+# --------------------------------------------------------------------------------------------- restore
+
+
+@dataclass
+class RestoreStep:
+    op: str
+    file: str
+    message: str
+    done: bool = False
+
+    def to_json(self) -> dict:
+        return {"type": "action", "op": self.op, "file": self.file, "reason": self.message, "applied": self.done}
+
+
+def _load_manifest(path: Path) -> dict:
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError("no such manifest", path=path) from None
+    except (UnicodeDecodeError, ValueError) as e:
+        raise CorruptDataError(f"not a kltool manifest: {e}", path=path) from None
+    if not isinstance(doc, dict) or doc.get("type") != MANIFEST_TYPE or doc.get("version") != 1:
+        raise CorruptDataError("not a kltool backup manifest (version 1)", path=path)
+    return doc
+
+
+def _check_sha(path: Path, sha: str | None, what: str) -> None:
+    if sha is not None and _sha256_file(path) != sha:
+        raise UnsafeOperation(f"the backup of {what} does not match its sha256 in the manifest", path=path)
+
+
+def _restore_entry(e: dict, run_dir: Path, dry_run: bool) -> RestoreStep | None:
+    op = e["op"]
+    f = Path(e["file"])
+    if op == "delete":
+        return None
+    if op == "quarantine":
+        b = run_dir / e["backup"]
+        if f.exists() or not b.exists():
+            return None
+        step = RestoreStep("move_back", str(f), f"moved back from {b}")
+        if not dry_run:
+            _check_sha(b, e.get("sha256"), str(f))
+            _move(b, f)
+    elif op == "rename":
+        t = Path(e["target"])
+        if f.exists() or not t.exists():
+            return None
+        step = RestoreStep("rename", str(f), f"renamed back from {t.name}")
+        if not dry_run:
+            os.rename(t, f)
+            fsync_dir(f.parent)
+    elif op in ("rebuild_index", "write_checkpoint"):
+        cur = _read(f)
+        cur_sha = None if cur is None else _sha256(cur)
+        if cur_sha == e.get("old_sha256") or (cur_sha is not None and cur_sha == e.get("prior_sha256")):
+            return None
+        if cur_sha != e["new_sha256"]:
+            raise UnsafeOperation("the file changed since the repair (neither its old nor its new content); "
+                                  "not restored", path=f)
+        if e.get("backup") is None:
+            step = RestoreStep("delete", str(f), "did not exist before the repair")
+            if not dry_run:
+                os.unlink(f)
+                fsync_dir(f.parent)
+        else:
+            b = run_dir / e["backup"]
+            step = RestoreStep("write", str(f), f"old content put back from {b}")
+            if not dry_run:
+                old = b.read_bytes()
+                if _sha256(old) != e["old_sha256"]:
+                    raise UnsafeOperation("the backup does not match its sha256 in the manifest", path=b)
+                st = _stat(f)
+                atomic_write(f, old)
+                _match_owner(f, st)
+    elif op == "fix_magic":
+        with open(f, "rb") as fh:
+            fh.seek(e["position"])
+            cur = fh.read(1)
+        if cur == bytes([e["old_byte"]]):
+            return None
+        if cur != bytes([e["new_byte"]]):
+            raise UnsafeOperation(f"byte {e['position']} changed since the repair; not restored", path=f)
+        step = RestoreStep("write_byte", str(f), f"byte {e['position']} set back to {e['old_byte']}")
+        if not dry_run:
+            fd = os.open(f, os.O_RDWR)
+            try:
+                os.pwrite(fd, bytes([e["old_byte"]]), e["position"])
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    elif op == "truncate":
+        step = _restore_truncate(e, f, run_dir, dry_run)
+    elif op == "excise":
+        step = _restore_excise(e, f, run_dir, dry_run)
+    else:
+        raise CorruptDataError(f"unknown action {op!r} in the manifest")
+    if step is not None:
+        step.done = not dry_run
+        _fault(f"restored-{op}")
+    return step
+
+
+def _restore_truncate(e: dict, f: Path, run_dir: Path, dry_run: bool) -> RestoreStep | None:
+    (cut,) = e["cuts"]
+    old_size, new_size = e["old_size"], e["new_size"]
+    b = run_dir / cut["backup"]
+    size = _size(f)
+    if size is None:
+        raise UnsafeOperation("the file is gone; not restored", path=f)
+    if size == old_size:
+        return None
+    if not new_size <= size < old_size:
+        raise UnsafeOperation(f"the file has {size} bytes, neither the {new_size} left by the repair nor the "
+                              f"{old_size} before it; not restored", path=f)
+    step = RestoreStep("append", str(f), f"bytes [{new_size}, {old_size}) put back from {b}")
+    if dry_run:
+        return step
+    _check_sha(b, cut["sha256"], f"{f} [{new_size}, {old_size})")
+    with open(b, "rb") as fb, open(f, "r+b") as fh:
+        done = size - new_size  # an interrupted restore appended this much already: check it, then go on
+        if done:
+            fh.seek(new_size)
+            if fh.read(done) != fb.read(done):
+                raise UnsafeOperation("the bytes after the repaired end differ from the backup; not restored", path=f)
+        fh.seek(size)
+        fb.seek(done)
+        shutil.copyfileobj(fb, fh, _CHUNK)
+        fh.flush()
+        os.fsync(fh.fileno())
+    return step
+
+
+def _restore_excise(e: dict, f: Path, run_dir: Path, dry_run: bool) -> RestoreStep | None:
+    old_size, new_size = e["old_size"], e["new_size"]
+    size = _size(f)
+    if size == old_size:
+        return None
+    if size != new_size:
+        raise UnsafeOperation(f"the file has {size} bytes, neither the {new_size} left by the repair nor the "
+                              f"{old_size} before it; not restored", path=f)
+    head = _sha256_file(f, 0, min(_SAMPLE, new_size))
+    tail = _sha256_file(f, max(0, new_size - _SAMPLE), new_size)
+    if head != e["new_head_sha256"] or tail != e["new_tail_sha256"]:
+        raise UnsafeOperation("the file changed since the repair; not restored", path=f)
+    step = RestoreStep("rewrite", str(f), f"{len(e['cuts'])} cut range(s) put back ({old_size - new_size} bytes)")
+    if dry_run:
+        return step
+    pieces = [("keep", k["start"], k["end"], k["new_start"]) for k in e["keeps"]]
+    pieces += [("cut", c["start"], c["end"], c) for c in e["cuts"]]
+    pieces.sort(key=lambda t: t[1])
+    for c in e["cuts"]:
+        _check_sha(run_dir / c["backup"], c["sha256"], f"{f} [{c['start']}, {c['end']})")
+    tmp = tmp_path_for(f)
+    with open(f, "rb") as fs:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            for kind, s, t, extra in pieces:
+                if kind == "keep":
+                    _append_ranges(fs.fileno(), [(extra, extra + t - s)], fd)
+                else:
+                    with open(run_dir / extra["backup"], "rb") as fb:
+                        _append_ranges(fb.fileno(), [(0, t - s)], fd)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    if _size(tmp) != old_size:
+        os.unlink(tmp)
+        raise UnsafeOperation("the restored file has the wrong size; not restored", path=f)
+    _match_owner(tmp, f)
+    os.replace(tmp, f)
+    fsync_dir(f.parent)
+    return step
+
+
+def restore(manifest, *, dry_run: bool = False, follow: bool = True,
+            on_step: Callable[[RestoreStep], None] | None = None) -> list[RestoreStep]:
+    """Undo the run recorded in ``manifest`` (and, with ``follow``, the interrupted runs it follows), action
+    by action in reverse order. Each step checks the file's state first, so an interrupted restore can be
+    run again, and an action that was never applied is skipped."""
+    steps: list[RestoreStep] = []
+    seen: set[str] = set()
+    queue = [Path(os.path.abspath(manifest))]
+    first = True
+    while queue:
+        m = queue.pop(0)
+        if str(m) in seen:
+            continue
+        seen.add(str(m))
+        try:
+            doc = _load_manifest(m)
+        except UsageError:
+            if first:
+                raise
+            raise UsageError(f"the manifest it follows is missing: {m}") from None
+        first = False
+        run_dir = m.parent
+        logdir = Path(doc.get("log_dir") or run_dir)
+        with _Locks([logdir] if logdir.is_dir() else [], dry_run):
+            for e in reversed(doc.get("actions", [])):
+                step = _restore_entry(e, run_dir, dry_run)
+                if step is not None:
+                    steps.append(step)
+                    if on_step is not None:
+                        on_step(step)
+            if not dry_run and doc.get("status") != "restored":
+                doc["status"] = "restored"
+                doc["restored"] = _now()
+                atomic_write(m, json.dumps(doc, indent=1) + "\n")
+        if follow:
+            queue.extend(Path(x) for x in doc.get("follows", []))
+    return steps

@@ -1,0 +1,158 @@
+"""kltool spark-report: sizes, offsets by time, record counts and a timeline, computed by Spark over
+the ``kafka-log`` data source. pyspark and pyarrow are imported only inside the callback."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import os
+import time
+
+import click
+
+from ..errors import UsageError
+from .common import format_time, human_bytes, paths_argument, select, selection_options
+
+REPORT_NAMES = ("sizes", "offsets-by-time", "counts", "timeline")
+OUTPUT_SUFFIXES = (".csv", ".json", ".jsonl", ".parquet")
+
+
+def _cell(v):
+    """A value for JSON: timestamps as epoch ms, like the rest of kltool's JSON."""
+    if isinstance(v, _dt.datetime):
+        if v.tzinfo is None:
+            v = v.replace(tzinfo=_dt.UTC)
+        return int(v.timestamp() * 1000)
+    return v
+
+
+def _text(col: str, v):
+    if v is None:
+        return "-" if col not in ("topic", "partition") else ""
+    if isinstance(v, _dt.datetime):
+        return format_time(_cell(v))
+    if col.endswith("timestamp") and isinstance(v, int) and col != "timestamp_type":
+        return format_time(v)
+    if col in ("bytes", "batch_bytes", "damaged_bytes") and isinstance(v, int):
+        return human_bytes(v)
+    return str(v)
+
+
+def write_output(table, path: str) -> None:
+    """Write a pyarrow Table as one file, the format chosen by the suffix."""
+    low = path.lower()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    if low.endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        pq.write_table(table, path)
+    elif low.endswith(".csv"):
+        import pyarrow.csv as pcsv
+
+        pcsv.write_csv(table, path)
+    else:  # .json / .jsonl: JSON lines
+        import json
+
+        with open(path, "w", encoding="utf-8") as f:
+            for row in table.to_pylist():
+                f.write(json.dumps({k: _cell(v) for k, v in row.items()}, ensure_ascii=False))
+                f.write("\n")
+
+
+@click.command("spark-report")
+@click.argument("report", type=click.Choice(REPORT_NAMES))
+@paths_argument
+@selection_options
+@click.option("--master", default="local[*]", show_default=True, help="Spark master URL.")
+@click.option("--time", "time_spec", metavar="T", help="offsets-by-time: ISO-8601 time or epoch ms.")
+@click.option("--unit", type=click.Choice(["minute", "hour", "day"]), default="hour", show_default=True,
+              help="timeline: bucket size.")
+@click.option("--output", "-o", "output", type=click.Path(dir_okay=False, path_type=str),
+              help="Also write the result to FILE (.csv, .json/.jsonl or .parquet, by suffix).")
+@click.pass_obj
+def command(out, report, paths, topic, partition_spec, master, time_spec, unit, output):
+    """Run REPORT with Spark over log dirs (PATH...): sizes, offsets-by-time (--time T), counts,
+    timeline. Starting Spark takes ~15 s; needs Java 17+ and kltool[spark].
+
+    \b
+    sizes            segments, bytes, batches, records, compression mix per partition, topic, total
+    offsets-by-time  first offset with timestamp >= T per partition (Kafka's ListOffsets by time)
+    counts           true record counts, first/last offsets and timestamps per partition
+    timeline         batches, records and bytes per topic and hour (--unit)
+    """
+    from .common import parse_time
+
+    ts = parse_time(time_spec)
+    if report == "offsets-by-time" and ts is None:
+        raise UsageError("offsets-by-time needs --time T (ISO-8601 or epoch ms)")
+    if output is not None and not output.lower().endswith(OUTPUT_SUFFIXES):
+        raise UsageError(f"--output {output}: use a .csv, .json, .jsonl or .parquet file name")
+    select(paths, topic, partition_spec)  # check the paths now: errors before Spark starts
+    paths = [os.path.abspath(p) for p in paths]
+
+    from ..spark import session
+
+    try:
+        from pyspark.sql import SparkSession
+
+        existing = SparkSession.getActiveSession()
+    except ImportError:
+        existing = None
+    t0 = time.perf_counter()
+    jvm_log = None
+    if existing is None:
+        import tempfile
+
+        jvm_log = os.path.join(tempfile.gettempdir(), f"kltool-spark-{os.getpid()}.log")
+        out.info(f"spark-report: starting Spark ({master}) ...")
+    spark = existing if existing is not None else session(master, "kltool spark-report", jvm_log=jvm_log)
+    ok = False
+    try:
+        from ..spark import reports
+
+        fn = reports.REPORTS[report]
+        kw = {"topic": topic, "partition": partition_spec}
+        if report == "offsets-by-time":
+            df = fn(spark, paths, ts, **kw)
+        elif report == "timeline":
+            df = fn(spark, paths, unit=unit, **kw)
+        else:
+            df = fn(spark, paths, **kw)
+        table = df.toArrow()
+        ok = True
+    except Exception as e:
+        from ..errors import KltoolError
+        from ..spark import spark_error
+
+        if isinstance(e, KltoolError):
+            raise
+        err = spark_error(e)
+        if jvm_log and not isinstance(err, UsageError):
+            err.message += f" (Spark's log: {jvm_log})"
+        raise err from None
+    finally:
+        if existing is None:
+            spark.stop()
+            if ok and jvm_log:
+                with contextlib.suppress(OSError):
+                    os.unlink(jvm_log)
+    secs = time.perf_counter() - t0
+    rows = table.to_pylist()
+    cols = table.column_names
+    if output is not None:
+        write_output(table, output)
+    if out.json_mode:
+        kind = report.replace("-", "_")
+        for r in rows:
+            d = {"type": kind}
+            d.update({k: _cell(v) for k, v in r.items()})
+            out.emit(d)
+        out.emit({"type": "summary", "report": report, "rows": len(rows), "seconds": round(secs, 3),
+                  "output": output})
+        return 0
+    if rows:
+        out.table(cols, [[_text(c, r[c]) for c in cols] for r in rows],
+                  justify={c: "right" for c in cols if c not in ("scope", "topic", "compression")})
+    out.info(f"spark-report {report}: {len(rows)} rows in {secs:.1f}s"
+             + (f"; written to {output}" if output else ""))
+    return 0

@@ -1,0 +1,607 @@
+"""``spark.read.format("kafka-log")``: Kafka log segments as a Spark DataFrame (PySpark Python Data
+Source API, Spark 4+), with the schema of Spark's own Kafka source, so a ``format("kafka")`` job runs
+against files (a log dir, a backup) by changing one line::
+
+    from kltool.spark import register
+    register(spark)
+    df = spark.read.format("kafka-log").option("path", "/var/lib/kafka/data").load()
+
+Each DataFrame partition reads whole segments (``.log`` files) with the batch walker
+(:func:`kltool.storage.walk`): a large segment alone, small ones packed together the way Spark's file
+sources pack files (``maxPartitionBytes``, ``openCostInBytes``, ``minPartitions``). Damaged regions
+are skipped and valid batches after them are still read (``level=damage`` lists them). Rows are
+produced as ``pyarrow.RecordBatch`` chunks.
+
+Options (all strings, as Spark passes them):
+
+``path`` / ``paths``
+    A log dir, a partition directory, a tree holding log dirs, or ``.log`` files. Several: ``paths`` as a
+    JSON list, or ``path`` separated by ``os.pathsep`` (``:``).
+``topic``, ``partition``
+    A topic glob (``orders*``) and partition numbers (``0,2,5-7``).
+``assign``
+    Spark's JSON list of partitions to read: ``{"orders":[0,1],"audit":[2]}``.
+``level``
+    ``records`` (default; Spark's Kafka-source schema), ``batches`` (one row per batch, headers only),
+    ``damage`` (one row per unreadable region or CRC-invalid batch), ``segments`` (one row per segment).
+``startingOffset`` / ``endingOffset``
+    One offset for every partition: inclusive start, exclusive end (like Spark's Kafka source).
+``startingOffsets`` / ``endingOffsets``
+    Spark's JSON (``{"t":{"0":23,"1":-2}}``, -2 earliest, -1 latest) or ``earliest``/``latest``.
+``startingTimestamp`` / ``endingTimestamp``
+    Epoch ms: per partition, start at (end before) the first offset whose timestamp is >= it, found
+    through the time and offset indexes like the broker's ListOffsets.
+``respectLogStartOffset``
+    ``false`` to also return records below a partition's log start offset (its
+    ``log-start-offset-checkpoint`` entry): Kafka treats them as deleted. Records level only.
+``includeControl``
+    ``true`` to also return control records (transaction markers); a Kafka consumer never sees them.
+``includeHeaders``
+    ``false`` to leave ``headers`` null without decoding them (faster).
+``allStates``
+    ``true`` to also read ``-delete``/``-future``/``-stray`` partition directories.
+``maxRecordsPerBatch``
+    Rows per Arrow batch (default 8192).
+``maxPartitionBytes`` / ``openCostInBytes`` / ``minPartitions``
+    Packing of segments into DataFrame partitions: default 128 MiB / 4 MiB / the CPU count, as
+    Spark's ``spark.sql.files.*``; ``maxPartitionBytes=0`` gives exactly one partition per segment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from itertools import accumulate, compress
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+NAME = "kafka-log"
+
+# Spark's Kafka source (KafkaRecordToRowConverter.kafkaSchema with includeHeaders=true).
+RECORD_SCHEMA = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
+                 "timestampType int, headers array<struct<key: string, value: binary>>")
+BATCH_SCHEMA = ("topic string, partition int, segment long, position long, size int, base_offset long, "
+                "last_offset long, count int, magic int, compression string, crc_valid boolean, "
+                "first_timestamp long, max_timestamp long, producer_id long, is_transactional boolean, "
+                "is_control boolean, timestamp_type string, file string")
+DAMAGE_SCHEMA = ("topic string, partition int, segment long, position long, length long, kind string, "
+                 "message string, resumed_at long, file string")
+SEGMENT_SCHEMA = "topic string, partition int, segment long, bytes long, file string, partition_dir string"
+SCHEMAS = {"records": RECORD_SCHEMA, "batches": BATCH_SCHEMA, "damage": DAMAGE_SCHEMA, "segments": SEGMENT_SCHEMA}
+
+TIMESTAMP_TYPE_IDS = {"create": 0, "log_append": 1, "none": -1}  # Kafka's TimestampType.id
+_TS = pa.timestamp("us", tz="UTC")  # what Spark's to_arrow_schema(timezone="UTC") gives
+_HEADER = pa.struct([("key", pa.string()), ("value", pa.binary())])
+_HEADERS = pa.list_(_HEADER)
+ARROW_RECORD_SCHEMA = pa.schema([
+    ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()), ("partition", pa.int32()),
+    ("offset", pa.int64()), ("timestamp", _TS), ("timestampType", pa.int32()), ("headers", _HEADERS),
+])
+ARROW_BATCH_SCHEMA = pa.schema([
+    ("topic", pa.string()), ("partition", pa.int32()), ("segment", pa.int64()), ("position", pa.int64()),
+    ("size", pa.int32()), ("base_offset", pa.int64()), ("last_offset", pa.int64()), ("count", pa.int32()),
+    ("magic", pa.int32()), ("compression", pa.string()), ("crc_valid", pa.bool_()),
+    ("first_timestamp", pa.int64()), ("max_timestamp", pa.int64()), ("producer_id", pa.int64()),
+    ("is_transactional", pa.bool_()), ("is_control", pa.bool_()), ("timestamp_type", pa.string()),
+    ("file", pa.string()),
+])
+ARROW_DAMAGE_SCHEMA = pa.schema([
+    ("topic", pa.string()), ("partition", pa.int32()), ("segment", pa.int64()), ("position", pa.int64()),
+    ("length", pa.int64()), ("kind", pa.string()), ("message", pa.string()), ("resumed_at", pa.int64()),
+    ("file", pa.string()),
+])
+ARROW_SEGMENT_SCHEMA = pa.schema([
+    ("topic", pa.string()), ("partition", pa.int32()), ("segment", pa.int64()), ("bytes", pa.int64()),
+    ("file", pa.string()), ("partition_dir", pa.string()),
+])
+
+EARLIEST, LATEST = -2, -1
+
+
+def _bool(v, default: bool) -> bool:
+    if v is None:
+        return default
+    return str(v).strip().lower() in ("1", "true", "yes", "on")
+
+
+def _int(opts, name):
+    v = opts.get(name)
+    if v is None or str(v).strip() == "":
+        return None
+    try:
+        return int(str(v).strip())
+    except ValueError:
+        from ..errors import UsageError
+
+        raise UsageError(f"option {name} must be an integer, not {v!r}") from None
+
+
+def normalize_options(options) -> dict:
+    """Spark passes options case-insensitively: keys are looked up in lower case here."""
+    return {str(k).lower(): v for k, v in dict(options).items()}
+
+
+def option_paths(opts) -> list[str]:
+    if opts.get("paths"):
+        v = opts["paths"]
+        try:
+            ps = json.loads(v)
+        except ValueError:
+            ps = [v]
+        if isinstance(ps, str):
+            ps = [ps]
+        return [str(p) for p in ps]
+    if opts.get("path"):
+        return [p for p in str(opts["path"]).split(os.pathsep) if p]
+    from ..errors import UsageError
+
+    raise UsageError('kafka-log needs a path: .option("path", LOGDIR) or .load(LOGDIR)')
+
+
+def _spark_offsets(spec: str | None, name: str) -> dict | int | None:
+    """Spark's startingOffsets/endingOffsets: 'earliest', 'latest' or {"topic": {"0": off}}."""
+    if spec is None:
+        return None
+    s = str(spec).strip()
+    if s == "earliest":
+        return EARLIEST
+    if s == "latest":
+        return LATEST
+    try:
+        d = json.loads(s)
+        return {(t, int(p)): int(o) for t, parts in d.items() for p, o in parts.items()}
+    except (ValueError, AttributeError, TypeError):
+        from ..errors import UsageError
+
+        raise UsageError(f"option {name}: expected earliest, latest or JSON like "
+                         f'{{"topic":{{"0":23}}}}, not {spec!r}') from None
+
+
+# -- planning (driver side) --------------------------------------------------------------------
+
+@dataclass
+class SegmentRead:
+    """One segment to read, with the offset range [start, end) to return."""
+
+    file: str
+    topic: str | None
+    partition: int | None
+    segment: int | None
+    start: int | None = None  # inclusive, None = from the beginning
+    end: int | None = None  # exclusive, None = to the end
+    bytes: int = 0
+    partition_dir: str | None = None
+
+
+def offset_for_time(p, timestamp: int) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first record of partition ``p`` whose timestamp is >= ``timestamp``
+    (the broker's ListOffsets by time: segments by largest timestamp, .timeindex, .index, scan);
+    None when there is none. Control records count, as in the broker's lookup."""
+    try:
+        from ..storage.offsets import offset_for_time as lookup
+    except ImportError:
+        lookup = None
+    if lookup is not None:
+        hit = lookup(p, timestamp)
+        return None if hit is None else (hit.offset, hit.timestamp)
+    from ..errors import CorruptDataError
+    from ..format import decode_records
+    from ..format.records import BatchHeader
+    from ..storage.read import read_partition
+
+    for _seg, item in read_partition(p, from_time=timestamp, with_data=True):
+        if not isinstance(item, BatchHeader) or not item.crc_valid:
+            continue
+        if item.magic > 0 and item.max_timestamp < timestamp:
+            continue
+        try:
+            cols = decode_records(item)
+        except CorruptDataError:
+            continue
+        for o, t in zip(cols.offsets, cols.timestamps, strict=True):
+            if t >= timestamp:
+                return o, t
+    return None
+
+
+def _selection(opts):
+    from ..commands.common import parse_partitions
+    from ..storage import open_paths
+
+    parts = parse_partitions(opts.get("partition")) if opts.get("partition") else None
+    sel = open_paths(option_paths(opts), opts.get("topic") or None, parts)
+    all_states = _bool(opts.get("allstates"), False)
+    partitions = [p for p in sel.partitions if all_states or p.kind == "normal"]
+    if opts.get("assign"):
+        try:
+            wanted = {(t, int(x)) for t, ps in json.loads(opts["assign"]).items() for x in ps}
+        except (ValueError, AttributeError, TypeError):
+            from ..errors import UsageError
+
+            raise UsageError(f'option assign: expected JSON like {{"topic":[0,1]}}, not {opts["assign"]!r}') from None
+        partitions = [p for p in partitions if (p.topic, p.partition) in wanted]
+        return partitions, []
+    return partitions, sel.files
+
+
+def plan_segments(opts) -> list[SegmentRead]:
+    """The segments to read, each with its offset range, in (topic, partition, offset) order."""
+    from ..storage.files import classify
+
+    opts = normalize_options(opts)
+    records = (opts.get("level") or "records").lower() == "records"
+    partitions, files = _selection(opts)
+    g_start, g_end = _int(opts, "startingoffset"), _int(opts, "endingoffset")
+    m_start = _spark_offsets(opts.get("startingoffsets"), "startingOffsets")
+    m_end = _spark_offsets(opts.get("endingoffsets"), "endingOffsets")
+    t_start, t_end = _int(opts, "startingtimestamp"), _int(opts, "endingtimestamp")
+    out: list[SegmentRead] = []
+    for p in partitions:
+        segs = p.segments
+        start, end = g_start, g_end
+        key = (p.topic, p.partition)
+        for spec, is_start in ((m_start, True), (m_end, False)):
+            v = spec.get(key) if isinstance(spec, dict) else spec
+            if v is None or v == EARLIEST and is_start or v == LATEST and not is_start:
+                continue
+            if v in (EARLIEST, LATEST):
+                v = p.log_start_offset() if v == EARLIEST else p.log_end_offset()
+            if is_start:
+                start = v if start is None else max(start, v)
+            else:
+                end = v if end is None else min(end, v)
+        for ts, is_start in ((t_start, True), (t_end, False)):
+            if ts is None:
+                continue
+            hit = offset_for_time(p, ts)
+            v = p.log_end_offset() if hit is None else hit[0]
+            if is_start:
+                start = v if start is None else max(start, v)
+            else:
+                end = v if end is None else min(end, v)
+        if records and _bool(opts.get("respectlogstartoffset"), True) and segs:
+            lso = p.log_start_offset()  # below it, records are deleted (DeleteRecords, retention)
+            if lso > segs[0].base_offset:
+                start = lso if start is None else max(start, lso)
+        if start is not None and end is not None and start >= end:
+            continue
+        for i, s in enumerate(segs):
+            nxt = segs[i + 1].base_offset if i + 1 < len(segs) else None
+            if start is not None and nxt is not None and nxt <= start:
+                continue  # the whole segment is below start
+            if end is not None and s.base_offset >= end:
+                break  # this and later segments are at or past end
+            out.append(SegmentRead(str(s.log_path), p.topic, p.partition, s.base_offset, start, end,
+                                   s.size, str(p.path)))
+    for f in files:
+        kind, base = classify(f)
+        if kind not in ("log", "kraft_snapshot"):
+            continue
+        topic = part = None
+        try:
+            from ..format.topics import parse_partition_dir_name
+
+            topic, part, _k, _u = parse_partition_dir_name(f.parent.name)
+        except Exception:  # a lone file outside a partition directory
+            pass
+        out.append(SegmentRead(str(f), topic, part, base, g_start, g_end, f.stat().st_size, str(f.parent)))
+    return out
+
+
+class SegmentGroup(InputPartition):
+    """One DataFrame partition: ``value`` is a list of :class:`SegmentRead`."""
+
+
+def group_segments(segs: list[SegmentRead], *, max_bytes: int = 128 << 20, open_cost: int = 4 << 20,
+                   min_partitions: int = 1) -> list[list[SegmentRead]]:
+    """Spark's file-source packing: each segment costs its size plus ``open_cost``; consecutive
+    segments share a partition up to min(max_bytes, max(open_cost, total / min_partitions)), a
+    segment that big has one to itself. A segment is never split; ``max_bytes`` <= 0 gives one
+    partition per segment."""
+    if max_bytes <= 0:
+        return [[s] for s in segs]
+    total = sum(s.bytes + open_cost for s in segs)
+    limit = min(max_bytes, max(open_cost, total // max(1, min_partitions)))
+    groups: list[list[SegmentRead]] = []
+    cur: list[SegmentRead] = []
+    size = 0
+    for s in segs:
+        cost = s.bytes + open_cost
+        if cost >= limit:  # a big segment: alone
+            groups.append([s])
+            continue
+        if cur and size + cost > limit:
+            groups.append(cur)
+            cur, size = [], 0
+        cur.append(s)
+        size += cost
+    if cur:
+        groups.append(cur)
+    return groups
+
+
+# -- reading (executor side) -------------------------------------------------------------------
+
+class _RecordChunk:
+    """Columns of up to ``limit`` rows, turned into one pyarrow.RecordBatch."""
+
+    __slots__ = ("keys", "values", "offsets", "timestamps", "types", "h_rows", "h_lens", "h_keys", "h_values",
+                 "nbytes")
+
+    def __init__(self):
+        self.keys: list = []
+        self.values: list = []
+        self.offsets: list[int] = []
+        self.timestamps: list[int] = []
+        self.types: list[int] = []
+        # headers, sparse: the rows that have any, how many each, and all their keys and values
+        self.h_rows: list[int] = []
+        self.h_lens: list[int] = []
+        self.h_keys: list[bytes] = []
+        self.h_values: list = []
+        self.nbytes = 0
+
+    def __len__(self):
+        return len(self.offsets)
+
+    def to_arrow(self, topic: str | None, partition: int | None) -> pa.RecordBatch:
+        n = len(self.offsets)
+        ts = pc.multiply_checked(pa.array(self.timestamps, pa.int64()), 1000).cast(_TS)
+        return pa.RecordBatch.from_arrays([
+            pa.array(self.keys, pa.binary()),
+            pa.array(self.values, pa.binary()),
+            pa.repeat(pa.scalar(topic, pa.string()), n),
+            pa.repeat(pa.scalar(partition, pa.int32()), n),
+            pa.array(self.offsets, pa.int64()),
+            ts,
+            pa.array(self.types, pa.int32()),
+            self._headers(n) if self.h_rows else pa.nulls(n, _HEADERS),
+        ], schema=ARROW_RECORD_SCHEMA)
+
+    def _headers(self, n: int) -> pa.Array:
+        """list<struct<key string, value binary>>: null except the rows in ``h_rows``."""
+        lens = [0] * n
+        null = [True] * n
+        for i, k in zip(self.h_rows, self.h_lens, strict=True):
+            lens[i] = k
+            null[i] = False
+        keys = pa.array(self.h_keys, pa.binary())
+        try:
+            keys = keys.cast(pa.string())  # validates UTF-8
+        except pa.ArrowInvalid:  # like Java's new String(bytes, UTF_8): U+FFFD for bad bytes
+            keys = pa.array([k.decode("utf-8", "replace") for k in self.h_keys], pa.string())
+        struct = pa.StructArray.from_arrays([keys, pa.array(self.h_values, pa.binary())], fields=list(_HEADER))
+        return pa.ListArray.from_arrays(pa.array(list(accumulate(lens, initial=0)), pa.int32()), struct,
+                                        type=_HEADERS, mask=pa.array(null, pa.bool_()))
+
+
+def read_records(part: SegmentRead, *, include_control: bool = False, include_headers: bool = True,
+                 chunk_rows: int = 8192, chunk_bytes: int = 32 << 20):
+    """pyarrow.RecordBatches of the records of one segment in [part.start, part.end)."""
+    from ..errors import CorruptDataError
+    from ..format import decode_records
+    from ..storage.scan import walk
+    from ..storage.segment import Segment
+
+    start, end = part.start, part.end
+    pos = 0
+    if start is not None and part.segment is not None:
+        seg = Segment(os.path.dirname(part.file), part.segment, _path(part.file))
+        pos = seg.position_for_offset(start)
+    chunk = _RecordChunk()
+    tt_ids = TIMESTAMP_TYPE_IDS
+    for h in walk(part.file, start=pos, with_data=True):
+        if not hasattr(h, "crc_valid"):  # Damage: skipped (see level=damage)
+            continue
+        if not h.crc_valid or (h.is_control and not include_control):
+            continue
+        if start is not None and h.last_offset < start:
+            continue
+        if end is not None and h.magic == 2 and h.base_offset >= end:
+            break
+        try:
+            cols = decode_records(h)
+        except CorruptDataError:
+            continue  # undecodable batch: `kltool verify --deep` names it
+        offs = cols.offsets
+        n = len(offs)
+        if n == 0:
+            continue
+        buf = cols.buffer
+        if (start is not None and offs[0] < start) or (end is not None and offs[-1] >= end):
+            lo = start if start is not None else offs[0]
+            hi = end if end is not None else offs[-1] + 1
+            idx = [i for i in range(n) if lo <= offs[i] < hi]
+            if not idx:
+                continue
+            ks, ke = [cols.key_starts[i] for i in idx], [cols.key_ends[i] for i in idx]
+            vs, ve = [cols.value_starts[i] for i in idx], [cols.value_ends[i] for i in idx]
+            hdrs = [cols.headers[i] for i in idx]
+            offs = [offs[i] for i in idx]
+            tss = [cols.timestamps[i] for i in idx]
+            n = len(idx)
+        else:
+            ks, ke, vs, ve = cols.key_starts, cols.key_ends, cols.value_starts, cols.value_ends
+            hdrs, tss = cols.headers, cols.timestamps
+        row0 = len(chunk.offsets)
+        chunk.offsets.extend(offs)
+        chunk.timestamps.extend(tss)
+        chunk.keys.extend([None if s < 0 else buf[s:e] for s, e in zip(ks, ke, strict=True)])
+        chunk.values.extend([None if s < 0 else buf[s:e] for s, e in zip(vs, ve, strict=True)])
+        chunk.types.extend([tt_ids.get(h.timestamp_type, -1)] * n)
+        if include_headers and any(hdrs):
+            h_rows, h_lens, h_keys, h_values = chunk.h_rows, chunk.h_lens, chunk.h_keys, chunk.h_values
+            for i in compress(range(n), hdrs):  # only the rows that have headers
+                spans = hdrs[i]
+                h_rows.append(row0 + i)
+                h_lens.append(len(spans))
+                for a, b, c, d in spans:
+                    h_keys.append(buf[a:b])
+                    h_values.append(None if c < 0 else buf[c:d])
+        chunk.nbytes += len(buf)
+        if len(chunk) >= chunk_rows or chunk.nbytes >= chunk_bytes:
+            yield chunk.to_arrow(part.topic, part.partition)
+            chunk = _RecordChunk()
+    if len(chunk):
+        yield chunk.to_arrow(part.topic, part.partition)
+
+
+def _path(p):
+    from pathlib import Path
+
+    return Path(p)
+
+
+def _legacy_count(path: str, h) -> tuple[int | None, int]:
+    """Records in a legacy (v0/v1) message and its exact base offset: a compressed wrapper has no
+    record count in its header, so it is decoded (the one case where level=batches decompresses)."""
+    if h.compression == 0:
+        return 1, h.base_offset
+    from ..errors import CorruptDataError
+    from ..format import decode_records
+
+    with open(path, "rb") as f:
+        data = os.pread(f.fileno(), h.size, h.position)
+    try:
+        cols = decode_records(h, data)
+    except CorruptDataError:
+        return None, h.base_offset
+    return len(cols), cols.offsets[0]
+
+
+def read_batches(part: SegmentRead, chunk_rows: int = 65536):
+    from ..storage.scan import walk
+
+    cols: dict[str, list] = {f.name: [] for f in ARROW_BATCH_SCHEMA}
+    n = 0
+    start, end = part.start, part.end
+    for h in walk(part.file):
+        if not hasattr(h, "crc_valid"):
+            continue
+        base, count = h.base_offset, h.count
+        if h.magic < 2 and h.crc_valid:
+            count, base = _legacy_count(part.file, h)
+        if start is not None and h.last_offset < start:
+            continue
+        if end is not None and base >= end:
+            continue
+        for k, v in (("topic", part.topic), ("partition", part.partition), ("segment", part.segment),
+                     ("position", h.position), ("size", h.size), ("base_offset", base),
+                     ("last_offset", h.last_offset), ("count", count), ("magic", h.magic),
+                     ("compression", h.compression_name), ("crc_valid", bool(h.crc_valid)),
+                     ("first_timestamp", h.first_timestamp), ("max_timestamp", h.max_timestamp),
+                     ("producer_id", h.producer_id), ("is_transactional", h.is_transactional),
+                     ("is_control", h.is_control), ("timestamp_type", h.timestamp_type), ("file", part.file)):
+            cols[k].append(v)
+        n += 1
+        if n >= chunk_rows:
+            yield pa.RecordBatch.from_pydict(cols, schema=ARROW_BATCH_SCHEMA)
+            cols = {f.name: [] for f in ARROW_BATCH_SCHEMA}
+            n = 0
+    if n:
+        yield pa.RecordBatch.from_pydict(cols, schema=ARROW_BATCH_SCHEMA)
+
+
+def read_damage(part: SegmentRead):
+    from ..storage.scan import walk
+
+    rows = []
+    for item in walk(part.file):
+        if hasattr(item, "crc_valid"):
+            if not item.crc_valid:
+                rows.append((item.position, item.size, "crc_mismatch",
+                             f"stored crc {item.crc} does not match in batch {item.base_offset}..{item.last_offset}",
+                             item.end))
+        else:
+            rows.append((item.position, item.length, item.kind, item.message, item.resumed_at))
+    if rows:
+        n = len(rows)
+        yield pa.RecordBatch.from_arrays([
+            pa.array([part.topic] * n, pa.string()), pa.array([part.partition] * n, pa.int32()),
+            pa.array([part.segment] * n, pa.int64()), pa.array([r[0] for r in rows], pa.int64()),
+            pa.array([r[1] for r in rows], pa.int64()), pa.array([r[2] for r in rows], pa.string()),
+            pa.array([r[3] for r in rows], pa.string()), pa.array([r[4] for r in rows], pa.int64()),
+            pa.array([part.file] * n, pa.string()),
+        ], schema=ARROW_DAMAGE_SCHEMA)
+
+
+def read_segments(parts: list[SegmentRead]):
+    if parts:
+        yield pa.RecordBatch.from_pydict({
+            "topic": [p.topic for p in parts], "partition": [p.partition for p in parts],
+            "segment": [p.segment for p in parts], "bytes": [p.bytes for p in parts],
+            "file": [p.file for p in parts], "partition_dir": [p.partition_dir for p in parts],
+        }, schema=ARROW_SEGMENT_SCHEMA)
+
+
+def read_partition_rows(opts: dict, part: SegmentGroup | SegmentRead | list):
+    """What one DataFrame partition holds, for ``opts['level']`` (also usable without Spark)."""
+    opts = normalize_options(opts)
+    level = (opts.get("level") or "records").lower()
+    segs = part.value if isinstance(part, InputPartition) else part
+    if isinstance(segs, SegmentRead):
+        segs = [segs]
+    if level == "segments":
+        yield from read_segments(segs)
+        return
+    for seg in segs:
+        if level == "records":
+            yield from read_records(seg, include_control=_bool(opts.get("includecontrol"), False),
+                                    include_headers=_bool(opts.get("includeheaders"), True),
+                                    chunk_rows=_int(opts, "maxrecordsperbatch") or 8192)
+        elif level == "batches":
+            yield from read_batches(seg)
+        else:
+            yield from read_damage(seg)
+
+
+# -- the Data Source -----------------------------------------------------------------------------
+
+class KafkaLogReader(DataSourceReader):
+    def __init__(self, options: dict):
+        self.options = options
+
+    def partitions(self):
+        opts = self.options
+        segs = plan_segments(opts)
+        if (opts.get("level") or "records").lower() == "segments" or not segs:
+            return [SegmentGroup(segs)]  # Spark needs at least one partition
+        max_bytes = _int(opts, "maxpartitionbytes")
+        groups = group_segments(segs, max_bytes=128 << 20 if max_bytes is None else max_bytes,
+                                open_cost=_int(opts, "opencostinbytes") or 4 << 20,
+                                min_partitions=_int(opts, "minpartitions") or os.cpu_count() or 1)
+        return [SegmentGroup(g) for g in groups]
+
+    def read(self, partition):
+        return read_partition_rows(self.options, partition)
+
+
+class KafkaLogDataSource(DataSource):
+    """``spark.read.format("kafka-log")``; see the module docstring for the options."""
+
+    def __init__(self, options):
+        super().__init__(options)
+        self.options = normalize_options(options)
+        level = (self.options.get("level") or "records").lower()
+        if level not in SCHEMAS:
+            from ..errors import UsageError
+
+            raise UsageError(f"kafka-log: option level must be one of {', '.join(SCHEMAS)}, not {level!r}")
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def schema(self) -> str:
+        return SCHEMAS[(self.options.get("level") or "records").lower()]
+
+    def reader(self, schema) -> DataSourceReader:
+        return KafkaLogReader(self.options)
+
+
+def register(spark) -> None:
+    """Make ``spark.read.format("kafka-log")`` available in this session."""
+    spark.dataSource.register(KafkaLogDataSource)

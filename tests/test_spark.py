@@ -1,0 +1,179 @@
+"""The kafka-log data source and the reports on a real local SparkSession (one, shared by the
+module: starting Spark costs ~15 s), compared with kltool's own reading of the same files."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from .conftest import FIXTURES, ORACLE, REAL
+from .test_spark_helpers import brute_offset_for_time, kltool_batches, kltool_records
+
+pytestmark = pytest.mark.spark
+
+pytest.importorskip("pyspark")
+pa = pytest.importorskip("pyarrow")
+
+WILLIAM = REAL / "william0423-indexed-zk"
+DIRS = [WILLIAM] + [ORACLE / n for n in (
+    "v2-multi-segment-0", "v2-mixed-codecs-0", "v2-txn-0", "v1-gzip-0", "v0-snappy-0", "v2-gzip-headers-0",
+    "v2-compacted-0", "v2-logappend-0", "v2-mixed-magic-0", "damaged-v2-crc-0", "damaged-v2-zero-tail-0")]
+
+
+@pytest.fixture(scope="module")
+def spark():
+    if shutil.which("java") is None:
+        pytest.skip("no Java on this machine")
+    from kltool.spark import session
+
+    # AQE off: it only adds planning time on data this small (saves ~0.5 s per report)
+    s = session("local[2]", "kltool-tests", conf={"spark.sql.shuffle.partitions": "2",
+                                                   "spark.sql.adaptive.enabled": "false",
+                                                   "spark.sql.codegen.wholeStage": "false"})
+    yield s
+    s.stop()
+
+
+def load(spark, paths, **opts):
+    from kltool.spark.reports import load as _load
+
+    return _load(spark, [str(p) for p in paths], **opts)
+
+
+def spark_records(df) -> list[tuple]:
+    from pyspark.sql import functions as F
+
+    rows = df.select("topic", "partition", "offset", F.unix_millis("timestamp").alias("ts"), "timestampType",
+                     "key", "value", "headers").collect()
+    out = []
+    for r in rows:
+        hs = None if r.headers is None else tuple(
+            (h.key, None if h.value is None else bytes(h.value)) for h in r.headers)
+        out.append((r.topic, r.partition, r.offset, r.ts, r.timestampType,
+                    None if r.key is None else bytes(r.key), None if r.value is None else bytes(r.value), hs))
+    return sorted(out, key=lambda r: (r[0], r[1], r[2]))
+
+
+def test_records_equal_kltool_decoding(spark):
+    df = load(spark, DIRS)
+    assert df.schema.simpleString() == (
+        "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,timestamp:timestamp,"
+        "timestampType:int,headers:array<struct<key:string,value:binary>>>")
+    n_segments = sum(len(p.segments) for p in __import__("kltool").open_path(WILLIAM).partitions)
+    assert load(spark, [WILLIAM], maxPartitionBytes=0).rdd.getNumPartitions() == n_segments
+    assert load(spark, [WILLIAM]).rdd.getNumPartitions() <= 3  # small segments packed (local[2])
+    got = spark_records(df)
+    expected = kltool_records(DIRS)
+    assert len(got) == len(expected) > 1500
+    assert got == expected  # offsets, timestamps, types, keys, values, headers, exactly
+    topics = {r[0] for r in got}
+    assert {"v2-multi-segment", "v1-gzip", "damaged-v2-zero-tail", "__consumer_offsets"} <= topics
+
+
+def test_batches_level_equals_the_walker(spark):
+    rows = load(spark, DIRS, level="batches").select(
+        "topic", "partition", "segment", "position", "size", "last_offset", "magic", "compression", "crc_valid",
+        "max_timestamp", "is_control").collect()
+    assert sorted(tuple(r) for r in rows) == kltool_batches(DIRS)
+    dmg = load(spark, [ORACLE / "damaged-v2-zero-tail-0", ORACLE / "damaged-v2-crc-0"], level="damage").collect()
+    assert sorted((r.topic, r.kind) for r in dmg) == [("damaged-v2-crc", "crc_mismatch"),
+                                                      ("damaged-v2-zero-tail", "zero_run")]
+
+
+def test_sizes_equal_info_and_verify(spark, kl):
+    from kltool.spark.reports import sizes
+
+    # (sample-logdir is left out: its __consumer_offsets-17 would add to William's)
+    paths = [WILLIAM, ORACLE / "v1-gzip-0", ORACLE / "v0-lz4-0", ORACLE / "v2-mixed-codecs-0",
+             ORACLE / "damaged-v2-zero-tail-0", ORACLE / "damaged-v2-crc-0"]
+    rows = [r.asDict() for r in sizes(spark, [str(p) for p in paths]).collect()]
+    info = {(d["topic"], d["partition"]): d for d in kl("--json", "info", *paths).json() if d["type"] == "partition"}
+    per = {(r["topic"], r["partition"]): r for r in rows if r["scope"] == "partition"}
+    assert set(per) == set(info)
+    for k, d in info.items():
+        assert (per[k]["segments"], per[k]["bytes"]) == (d["segments"], d["bytes"]), k
+    verify = [d for d in kl("--json", "verify", "--deep", *paths).json() if d["type"] == "summary"][0]
+    total = [r for r in rows if r["scope"] == "total"][0]
+    assert (total["batches"], total["records"], total["batch_bytes"], total["damaged_bytes"]) == (
+        verify["batches"], verify["records"], verify["bytes"], verify["damaged_bytes"])
+    assert total["bytes"] == sum(d["bytes"] for d in info.values())
+    assert total["segments"] == sum(d["segments"] for d in info.values())
+    mixed = per[("v2-mixed-codecs", 0)]
+    assert mixed["compression"] == "none=1,gzip=1,snappy=1,lz4=1,zstd=1"
+    topic_rows = {r["topic"]: r for r in rows if r["scope"] == "topic"}
+    assert topic_rows["__consumer_offsets"]["records"] == sum(
+        r["records"] for k, r in per.items() if k[0] == "__consumer_offsets")
+
+
+def test_offsets_by_time_equal_brute_force(spark):
+    from kltool.spark.datasource import offset_for_time
+    from kltool.spark.reports import offsets_by_time
+    from kltool.storage import open_paths
+
+    paths = [WILLIAM, ORACLE / "v2-multi-segment-0", ORACLE / "v2-txn-0", ORACLE / "v2-logappend-0"]
+    stamps = sorted({r[3] for r in kltool_records(paths, include_control=True)})
+    parts = open_paths([str(p) for p in paths]).partitions
+    for ts in (stamps[len(stamps) // 2], stamps[-1] - 1, stamps[-1] + 1):
+        brute = brute_offset_for_time(paths, ts)
+        got = {(r.topic, r.partition): (r.offset, r.record_timestamp)
+               for r in offsets_by_time(spark, [str(p) for p in paths], ts).collect()}
+        assert set(got) == {(p.topic, p.partition) for p in parts}
+        assert {k: v for k, v in got.items() if v[0] is not None} == brute, ts
+        for p in parts:  # and kltool's own per-partition answer (through the indexes)
+            assert offset_for_time(p, ts) == brute.get((p.topic, p.partition)), (ts, p)
+
+
+def test_counts_and_timeline(spark):
+    from kltool.spark.reports import counts, timeline
+
+    paths = [WILLIAM, ORACLE / "v2-txn-0", ORACLE / "v2-compacted-0"]
+    recs = kltool_records(paths)
+    allr = kltool_records(paths, include_control=True)
+    got = {(r.topic, r.partition): r for r in counts(spark, [str(p) for p in paths]).collect()}
+    for key, r in got.items():
+        mine = [x for x in recs if (x[0], x[1]) == key]
+        ctrl = len([x for x in allr if (x[0], x[1]) == key]) - len(mine)
+        assert (r.records, r.control_records) == (len(mine), ctrl), key
+        if mine:
+            assert (r.first_offset, r.last_offset) == (mine[0][2], mine[-1][2])
+            assert int(r.min_timestamp.timestamp() * 1000) == min(x[3] for x in mine)
+    assert got[("v2-compacted", 0)].offset_span > got[("v2-compacted", 0)].records  # compaction gaps
+    tl = timeline(spark, [str(p) for p in paths]).collect()
+    assert sum(r.records for r in tl) == len(allr)
+
+
+def test_cli_writes_parquet(spark, kl, tmp_path):
+    out = tmp_path / "x.parquet"
+    res = kl("spark-report", "sizes", FIXTURES / "sample-logdir", "--output", out)
+    assert res.code == 0, res
+    assert "__consumer_offsets" in res.out and "total" in res.out
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(out)
+    rows = t.to_pylist()
+    assert t.column_names[:4] == ["scope", "topic", "partition", "segments"]
+    total = [r for r in rows if r["scope"] == "total"][0]
+    info = [d for d in kl("--json", "info", FIXTURES / "sample-logdir").json() if d["type"] == "summary"][0]
+    assert (total["segments"], total["bytes"]) == (info["segments"], info["bytes"])
+    res = kl("--json", "spark-report", "offsets-by-time", FIXTURES / "sample-logdir", "--time", "0",
+             "--output", tmp_path / "o.csv")
+    assert res.code == 0, res
+    lines = res.json()
+    assert lines[-1]["type"] == "summary" and lines[-1]["rows"] == len(lines) - 1
+    assert all(d["type"] == "offsets_by_time" for d in lines[:-1])
+    assert (tmp_path / "o.csv").read_text().splitlines()[0].startswith('"topic","partition"')
+    assert spark.sparkContext._jsc is not None  # the shared session is still alive
+
+
+def test_plain_load_and_planner_errors(spark):
+    from kltool.errors import UsageError
+    from kltool.spark import spark_error
+
+    # the one-line change from format("kafka"): load(PATH) like any file source
+    assert spark.read.format("kafka-log").load(str(ORACLE / "v2-txn-0")).count() == 12
+
+    with pytest.raises(Exception) as ei:
+        load(spark, [ORACLE / "v2-txn-0"], startingOffsets="bogus").count()
+    err = spark_error(ei.value)
+    assert isinstance(err, UsageError) and "startingOffsets" in str(err)

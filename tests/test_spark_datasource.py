@@ -1,0 +1,157 @@
+"""The kafka-log data source's planning and reading functions, called directly (no JVM, fast)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import ORACLE, REAL, ROOT
+from .test_spark_helpers import brute_offset_for_time, kltool_records
+
+pa = pytest.importorskip("pyarrow")
+pytest.importorskip("pyspark")
+
+from kltool.format import build_batch  # noqa: E402
+from kltool.format.compression import LZ4, ZSTD  # noqa: E402
+from kltool.spark import datasource as ds  # noqa: E402
+
+DIRS = [REAL / "william0423-indexed-zk"] + [ORACLE / n for n in (
+    "v2-multi-segment-0", "v2-mixed-codecs-0", "v2-txn-0", "v1-gzip-0", "v0-lz4-0", "v1-logappend-0",
+    "v2-gzip-headers-0", "v2-compacted-0", "v2-mixed-magic-0", "v2-large-record-0", "v2-logappend-0",
+    "damaged-v2-crc-0", "damaged-v2-zero-tail-0", "damaged-v2-bad-magic-0")]
+
+
+def read_all(opts: dict) -> list[pa.RecordBatch]:
+    out = []
+    parts = ds.KafkaLogReader(ds.normalize_options(opts)).partitions()
+    for part in parts:
+        out.extend(ds.KafkaLogReader(ds.normalize_options(opts)).read(part))
+    return out
+
+
+def rows_of(batches) -> list[tuple]:
+    rows = []
+    for b in batches:
+        assert b.schema == ds.ARROW_RECORD_SCHEMA
+        for r in b.to_pylist():
+            hs = tuple((h["key"], h["value"]) for h in r["headers"]) if r["headers"] is not None else None
+            ts = r["timestamp"]
+            ms = int(ts.timestamp() * 1000) if ts is not None else None
+            rows.append((r["topic"], r["partition"], r["offset"], ms, r["timestampType"], r["key"], r["value"], hs))
+    return sorted(rows, key=lambda r: (r[0], r[1], r[2]))
+
+
+@pytest.mark.parametrize("d", DIRS, ids=lambda p: p.name)
+def test_records_equal_kltool_decoding(d):
+    got = rows_of(read_all({"path": str(d)}))
+    assert got == kltool_records([d])
+    assert got, "fixture read nothing"
+
+
+def test_segments_planned_packed_and_pruned():
+    d = ORACLE / "v2-multi-segment-0"
+    segs = ds.plan_segments({"path": str(d)})
+    assert [p.segment for p in segs] == [0, 400, 800]
+    assert [len(g) for g in ds.group_segments(segs, max_bytes=0)] == [1, 1, 1]
+    assert [len(g) for g in ds.group_segments(segs)] == [3]  # 110 KB: one partition
+    big = [ds.SegmentRead(f"/x/{i}.log", "t", 0, i, bytes=(1 << 30) if i % 2 else 1000) for i in range(6)]
+    assert [len(g) for g in ds.group_segments(big, min_partitions=4)] == [1, 1, 1, 3]
+    parts = ds.plan_segments({"path": str(d), "startingOffset": "450", "endingOffset": "800"})
+    assert [p.segment for p in parts] == [400]
+    rows = rows_of(read_all({"path": str(d), "startingOffset": "350", "endingOffset": "850"}))
+    assert [r[2] for r in rows] == list(range(350, 850))
+    js = '{"v2-multi-segment": {"0": 1190}}'
+    rows = rows_of(read_all({"path": str(d), "startingOffsets": js, "endingOffsets": "latest"}))
+    assert [r[2] for r in rows] == list(range(1190, 1200))
+
+
+def test_starting_timestamp_uses_the_broker_lookup():
+    d = REAL / "william0423-indexed-zk"
+    all_rows = kltool_records([d], include_control=True)
+    ts = sorted({r[3] for r in all_rows})[len(all_rows) // 3]
+    brute = brute_offset_for_time([d], ts)
+    from kltool.storage import open_paths
+
+    for p in open_paths([str(d)]).partitions:
+        hit = ds.offset_for_time(p, ts)
+        assert hit == brute.get((p.topic, p.partition)), p
+    rows = rows_of(read_all({"path": str(d), "startingTimestamp": str(ts)}))
+    firsts = {}
+    for r in rows:
+        firsts.setdefault((r[0], r[1]), r[2])
+    assert firsts == {k: v[0] for k, v in brute.items()}
+
+
+def test_damaged_hole_is_skipped_and_counted(tmp_path):
+    pdir = tmp_path / "holes-0"
+    pdir.mkdir()
+    data = bytearray()
+    off = 0
+    for i in range(6):
+        recs = [(j, 1_700_000_000_000 + off + j, b"k%d" % (off + j), b"v" * (j + i), [("h", b"x")] if j else ())
+                for j in range(5)]
+        data += build_batch(recs, base_offset=off, compression=(LZ4, ZSTD, 0)[i % 3])
+        off += 5
+        if i == 2:
+            data += bytes(8192)  # a zero-filled hole between valid batches
+    (pdir / "00000000000000000000.log").write_bytes(bytes(data))
+    rows = rows_of(read_all({"path": str(pdir)}))
+    assert [r[2] for r in rows] == list(range(30))
+    assert rows == kltool_records([pdir])
+    dmg = [r for b in read_all({"path": str(pdir), "level": "damage"}) for r in b.to_pylist()]
+    assert [(r["kind"], r["length"]) for r in dmg] == [("zero_run", 8192)]
+    bats = [r for b in read_all({"path": str(pdir), "level": "batches"}) for r in b.to_pylist()]
+    assert [r["base_offset"] for r in bats] == [0, 5, 10, 15, 20, 25]
+    assert {r["compression"] for r in bats} == {"lz4", "zstd", "none"}
+
+
+def test_legacy_batches_count_records():
+    bats = [r for b in read_all({"path": str(ORACLE / "v1-gzip-0"), "level": "batches"}) for r in b.to_pylist()]
+    assert sum(r["count"] for r in bats) == len(kltool_records([ORACLE / "v1-gzip-0"]))
+    assert bats[0]["base_offset"] == 0
+
+
+def test_spark_report_help_does_not_import_pyspark():
+    code = ("import sys\nfrom kltool.cli import main\n"
+            "try:\n    main(['spark-report', '--help'])\nexcept SystemExit:\n    pass\n"
+            "assert 'pyspark' not in sys.modules and 'pyarrow' not in sys.modules, 'imported'\n"
+            "import kltool.spark\nassert 'pyspark' not in sys.modules\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    assert "offsets-by-time" in p.stdout
+
+
+def test_log_start_offset_hides_deleted_records(copy_fixture):
+    d = copy_fixture("java-oracle/v2-multi-segment-0", "logdir/v2-multi-segment-0")
+    (d.parent / "log-start-offset-checkpoint").write_text("0\n1\nv2-multi-segment 0 500\n")
+    rows = rows_of(read_all({"path": str(d.parent)}))
+    assert [r[2] for r in rows] == list(range(500, 1200))
+    assert [p.segment for p in ds.plan_segments({"path": str(d.parent)})] == [400, 800]
+    rows = rows_of(read_all({"path": str(d.parent), "respectLogStartOffset": "false"}))
+    assert len(rows) == 1200
+    bats = [r for b in read_all({"path": str(d.parent), "level": "batches"}) for r in b.to_pylist()]
+    assert sum(r["count"] for r in bats) == 1200  # the batches level is physical: everything on disk
+
+
+def test_bad_options_are_usage_errors():
+    from kltool.errors import UsageError
+
+    for opts in ({"startingOffsets": "bogus"}, {"partition": "x"}, {"startingOffset": "ten"}):
+        with pytest.raises(UsageError):
+            ds.plan_segments({"path": str(ORACLE / "v2-txn-0"), **opts})
+    with pytest.raises(UsageError, match="level"):
+        ds.KafkaLogDataSource({"path": "x", "level": "nope"})
+    with pytest.raises(UsageError, match="needs a path"):
+        ds.plan_segments({})
+
+
+def test_header_keys_that_are_not_utf8_are_replaced_like_java(tmp_path):
+    pdir = tmp_path / "h-0"
+    pdir.mkdir()
+    recs = [(0, 1_700_000_000_000, None, b"v", [(b"\xffk", b"x"), ("ok", None)]), (1, 1_700_000_000_001, b"k", None, ())]
+    (pdir / "00000000000000000000.log").write_bytes(build_batch(recs, base_offset=0))
+    (b,) = read_all({"path": str(pdir)})
+    assert b.column("headers").to_pylist() == [[{"key": "\ufffdk", "value": b"x"}, {"key": "ok", "value": None}], None]
+    assert b.column("key").to_pylist() == [None, b"k"] and b.column("value").to_pylist() == [b"v", None]

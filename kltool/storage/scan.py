@@ -68,6 +68,7 @@ class _Reader:
     def __init__(self, fd: int, size: int, chunk: int):
         self.fd = fd
         self.size = size
+        self.chunk = chunk
         self.buf = _take_buffer(max(4096, min(chunk, size)))
         self.view = memoryview(self.buf)
         self.start = 0  # file position of buf[0]
@@ -83,12 +84,13 @@ class _Reader:
         """Make [pos, pos+need) (clipped to the file) available; return its index in buf."""
         if pos >= self.start and pos + need <= self.stop:
             return pos - self.start
-        want = max(need, len(self.buf))
-        if want > len(self.buf):
+        if need > len(self.buf):
             self.view.release()
-            self.buf = bytearray(want)
+            self.buf = bytearray(need)
             self.view = memoryview(self.buf)
-        want = min(len(self.buf), self.size - pos)
+        # Read one chunk (or what is asked, when more): a buffer grown for one big batch does not
+        # make every later refill big.
+        want = min(max(need, self.chunk), len(self.buf), self.size - pos)
         got = 0
         while got < want:
             n = os.preadv(self.fd, [self.view[got:want]], pos + got)
@@ -114,66 +116,97 @@ def _plausible(r: _Reader, pos: int, end: int) -> bool:
     return size >= MIN_BATCH_SIZE_FIELD and magic <= 2
 
 
+def _crc_of(r: _Reader, start: int, stop: int, func) -> int:
+    """CRC of file bytes [start, stop), chunk by chunk (no buffer larger than one chunk)."""
+    value = 0
+    p = start
+    while p < stop:
+        n = min(r.chunk, stop - p)
+        i = r.ensure(p, n)
+        value = func(r.view[i:i + n], value)
+        p += n
+    return value
+
+
+_V2_CHEAP = struct.Struct(">hiqqqhii")  # attributes .. records count (bytes 21..61)
+
+
 def _valid_at(r: _Reader, pos: int, end: int) -> bool:
-    """A whole batch with a plausible header and a correct CRC starts at ``pos``."""
+    """A whole batch with a plausible header and a correct CRC starts at ``pos``. Cheap header
+    checks come first, so that resynchronising through garbage rarely computes a CRC."""
     if end - pos <= HEADER_SIZE_UP_TO_MAGIC:
         return False
-    i = r.ensure(pos, HEADER_SIZE_UP_TO_MAGIC)
+    i = r.ensure(pos, 61)
     buf = r.buf
     off, size = _OFFSET_SIZE.unpack_from(buf, i)
     magic = buf[i + 16]
     if off < 0 or magic > 2:
         return False
-    if magic == 2:
-        if size < V2_MIN_SIZE_FIELD:
-            return False
-    elif size < LEGACY_MIN_SIZE_FIELD[magic]:
-        return False
     total = size + LOG_OVERHEAD
     if total > end - pos:
         return False
-    i = r.ensure(pos, total)
-    buf = r.buf
-    (crc,) = _U.unpack_from(buf, i + 17 if magic == 2 else i + 12)
     if magic == 2:
-        (count,) = _I.unpack_from(buf, i + 57)
-        if count < 0:
+        if size < V2_MIN_SIZE_FIELD or r.stop - r.start - i < 61:
             return False
-        return crc32c(r.view[i + 21:i + total]) == crc
-    return zlib.crc32(r.view[i + 16:i + total]) == crc
+        attrs, lod, _bts, _mts, _pid, _ep, _seq, count = _V2_CHEAP.unpack_from(buf, i + 21)
+        if attrs & 0x07 > 4 or attrs & ~0x7F or lod < 0 or count < 0 or count > lod + 1:
+            return False
+        if attrs & 0x07 == 0 and size - 49 < 7 * count:  # an uncompressed record takes >= 7 bytes
+            return False
+        (crc,) = _U.unpack_from(buf, i + 17)
+        return _crc_of(r, pos + 21, pos + total, crc32c) == crc
+    if size < LEGACY_MIN_SIZE_FIELD[magic]:
+        return False
+    attrs = buf[i + 17]
+    if attrs & 0x07 > 3 or attrs & (0xF0 if magic == 1 else 0xF8):
+        return False
+    (crc,) = _U.unpack_from(buf, i + 12)
+    return _crc_of(r, pos + 16, pos + total, zlib.crc32) == crc
+
+
+_MAGIC_AT_16 = re.compile(rb"(?=.{16}[\x00-\x02])", re.S)
 
 
 def find_next_batch(r: _Reader, pos: int, end: int) -> int | None:
-    """Byte-scan from ``pos`` for the next position where a valid batch starts."""
+    """Scan from ``pos`` for the next position where a valid batch starts.
+
+    Candidates are positions whose byte 16 (the magic) is 0, 1 or 2 (found by a regex, in C), whose
+    size field is non-zero (zero runs are jumped over) and fits the file; each is checked by
+    :func:`_valid_at` (header sanity, then the CRC)."""
     p = pos
     while p < end - HEADER_SIZE_UP_TO_MAGIC:
-        i = r.ensure(p, min(CHUNK, end - p))
+        n = min(r.chunk, end - p)
+        i = r.ensure(p, n)
+        base = r.start
         buf = r.buf
-        window_end = r.stop - r.start
-        # A batch's size field (bytes 8..11) is non-zero: jump over zero runs.
-        limit = window_end - HEADER_SIZE_UP_TO_MAGIC
-        while i < limit:
+        wend = i + n
+        nxt = None
+        while True:
+            m = _MAGIC_AT_16.search(buf, i, wend)
+            if m is None:
+                break
+            i = m.start()
             (size,) = _I.unpack_from(buf, i + 8)
             if size == 0:
-                m = _NONZERO.search(buf, i + 8, window_end)
-                if m is None:
-                    i = max(i + 1, window_end - 11)
+                z = _NONZERO.search(buf, i + 8, wend)
+                if z is None:
+                    nxt = max(i + 1, wend - 11)
                     break
-                i = max(i + 1, m.start() - 11)
+                i = max(i + 1, z.start() - 11)
                 continue
-            if size >= MIN_BATCH_SIZE_FIELD and buf[i + 16] <= 2 and size + LOG_OVERHEAD <= end - (r.start + i):
-                cand = r.start + i
+            if size >= MIN_BATCH_SIZE_FIELD and size + LOG_OVERHEAD <= end - (base + i):
+                cand = base + i
                 if _valid_at(r, cand, end):
                     return cand
-                i = r.ensure(cand, min(CHUNK, end - cand))  # _valid_at may have moved the window
+                if r.start != base:  # _valid_at moved the window: go on from the next position
+                    nxt = i + 1
+                    break
                 buf = r.buf
-                window_end = r.stop - r.start
-                limit = window_end - HEADER_SIZE_UP_TO_MAGIC
             i += 1
-        np = r.start + i
-        if np <= p:
-            np = p + 1
-        p = np
+        if nxt is None:
+            nxt = max(wend - HEADER_SIZE_UP_TO_MAGIC + 1, i)
+        np = base + nxt
+        p = np if np > p else p + 1
     return None
 
 
@@ -237,8 +270,16 @@ def walk(path, *, start: int = 0, end: int | None = None, with_data: bool = Fals
                 problem = ("invalid_size", f"Record is corrupt (the message size {size_field} is smaller than "
                                            f"the minimum for magic {magic})")
             if problem is None:
-                i = r.ensure(pos, total)
-                h = parse_header(r.buf, i)
+                if total > r.chunk and not with_data:
+                    i = r.ensure(pos, 61)
+                    h = parse_header(r.buf, i, check_crc=False)
+                    if magic == 2:
+                        h.crc_valid = _crc_of(r, pos + 21, pos + total, crc32c) == h.crc
+                    else:
+                        h.crc_valid = _crc_of(r, pos + 16, pos + total, zlib.crc32) == h.crc
+                else:
+                    i = r.ensure(pos, total)
+                    h = parse_header(r.buf, i)
                 h.position = pos
                 if h.crc_valid or _plausible(r, pos + total, end):
                     if with_data:

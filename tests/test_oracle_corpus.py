@@ -114,3 +114,18 @@ def test_verify_matches_kafka_validity(kl, variant):
     errors = [f for f in r.json() if f["type"] == "finding" and f["severity"] == "error"]
     assert (r.code == 0) == clean, r
     assert (not errors) == clean
+
+
+def test_transactional_control_batch_with_other_type_is_an_error(kl, tmp_path):
+    """The broker's recovery parses a control batch with a producer id as an end-txn marker; a
+    LEADER_CHANGE there fails the load, so verify must flag it."""
+    from kltool.format import build_batch
+    from kltool.format.batch import encode_control_key
+
+    rec = (0, 1_700_000_000_000, encode_control_key(2), b"\x00\x00", ())
+    b = build_batch([rec], base_offset=0, producer_id=9, producer_epoch=0, is_transactional=True, is_control=True)
+    f = tmp_path / "00000000000000000000.log"
+    f.write_bytes(b)
+    r = kl("--json", "verify", f)
+    assert r.code == 1
+    assert any(x.get("kind") == "invalid_control" for x in r.json())

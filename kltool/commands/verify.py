@@ -49,11 +49,15 @@ def command(out, paths, topic, partition_spec, deep, strict, repair, dry_run, ba
         "type": "summary", "partitions": stats.partitions, "segments": stats.segments, "files": stats.files,
         "batches": stats.batches, "records": stats.records, "bytes": stats.bytes, "damaged_bytes": stats.lost_bytes,
         "errors": stats.errors, "warnings": stats.warnings, "seconds": round(secs, 3), "deep": deep,
+        "uncounted_wrappers": stats.uncounted_wrappers,
     }
     if out.json_mode:
         out.emit(summary)
     else:
         state = "clean" if stats.errors == 0 else "PROBLEMS FOUND"
+        if stats.uncounted_wrappers:
+            out.info(f"note: the records of {stats.uncounted_wrappers} compressed v0/v1 messages are counted only "
+                     f"with --deep")
         out.line(f"verify: {state}: {stats.partitions} partitions, {stats.segments} segments, {stats.files} files, "
                  f"{stats.batches} batches, {stats.records} records, {human_bytes(stats.bytes)} in {secs:.2f}s; "
                  f"{stats.errors} errors, {stats.warnings} warnings")

@@ -61,11 +61,14 @@ def _write_all(fd: int, data) -> None:
         mv = mv[n:]
 
 
-def atomic_write(path, data: bytes | str, *, mode: int = 0o644) -> None:
+def atomic_write(path, data: bytes | str, *, mode: int = 0o644, like: os.stat_result | None = None,
+                 like_mode: bool = True) -> None:
     """Replace ``path`` with ``data`` (str is written as UTF-8) atomically and durably.
 
     Stages into ``.<name>.kltool-tmp`` next to it (a leftover from an earlier crash is overwritten),
-    fsyncs it, renames it over ``path`` and fsyncs the directory. The file gets permission ``mode``.
+    fsyncs it, renames it over ``path`` and fsyncs the directory. The file gets permission ``mode``,
+    or, with ``like`` (a stat result), that file's owner (and with ``like_mode`` its permissions)
+    before the rename, so there is no moment where the broker's user could not read it.
     """
     path = Path(path)
     if isinstance(data, str):
@@ -74,7 +77,12 @@ def atomic_write(path, data: bytes | str, *, mode: int = 0o644) -> None:
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), mode)
     try:
         try:
-            os.fchmod(fd, mode)
+            os.fchmod(fd, like.st_mode & 0o7777 if like is not None and like_mode else mode)
+            if like is not None:
+                try:
+                    os.fchown(fd, like.st_uid, like.st_gid)
+                except OSError:
+                    pass  # not permitted (not root): the file keeps the runner's owner
             _write_all(fd, data)
             os.fsync(fd)
         finally:

@@ -1423,9 +1423,7 @@ def _apply(a: Action, entry: dict, run_dir: Path) -> None:
             os.close(fd)
     elif a.op in ("rebuild_index", "write_checkpoint"):
         like = _like(f)
-        st = _stat(like)
-        atomic_write(f, a.data)
-        _match_owner(f, st, mode=like == f)
+        atomic_write(f, a.data, like=_stat(like), like_mode=like == f)
     elif a.op == "quarantine":
         dst = run_dir / entry["backup"]
         if not f.exists() and dst.exists():
@@ -1607,9 +1605,7 @@ def _restore_entry(e: dict, run_dir: Path, dry_run: bool) -> RestoreStep | None:
                 old = b.read_bytes()
                 if _sha256(old) != e["old_sha256"]:
                     raise UnsafeOperation("the backup does not match its sha256 in the manifest", path=b)
-                st = _stat(f)
-                atomic_write(f, old)
-                _match_owner(f, st)
+                atomic_write(f, old, like=_stat(f))
     elif op == "fix_magic":
         with open(f, "rb") as fh:
             fh.seek(e["position"])

@@ -50,6 +50,7 @@ class VerifyStats:
     errors: int = 0
     warnings: int = 0
     lost_bytes: int = 0
+    uncounted_wrappers: int = 0  # compressed v0/v1 messages whose records a shallow verify did not count
     segment_ends: dict = field(default_factory=dict)  # partition path -> log end offset seen
 
 
@@ -182,6 +183,10 @@ def verify_log_file(path: Path, *, base_offset: int | None, deep: bool, stats: V
         stats.bytes += h.size
         if h.count is not None:
             stats.records += h.count
+        elif h.compression == 0:
+            stats.records += 1  # an uncompressed v0/v1 message is one record
+        elif not deep:
+            stats.uncounted_wrappers += 1
         if not h.crc_valid:
             computed = _computed_crc(path, h)
             yield _err("crc_mismatch", path, f"Record is corrupt (stored crc = {h.crc}, computed crc = {computed}) "
@@ -215,7 +220,13 @@ def verify_log_file(path: Path, *, base_offset: int | None, deep: bool, stats: V
                 yield _err("record_corrupt", path, f"batch {h.base_offset}..{h.last_offset}: {e.message}",
                            position=e.position if e.position is not None else h.position, offset=h.base_offset)
             else:
-                if h.magic < 2:
+                if h.is_control and h.producer_id >= 0 and cols.controls:
+                    ctype = cols.controls[0]["type"]
+                    if ctype not in ("COMMIT", "ABORT"):
+                        yield _err("invalid_control", path, f"transactional control batch {h.base_offset} holds a "
+                                   f"{ctype} record, not COMMIT/ABORT: the broker's log load fails on it",
+                                   position=h.position, offset=h.base_offset)
+                if h.magic < 2 and h.compression != 0:
                     stats.records += len(cols)
                 if deep:
                     prev = None

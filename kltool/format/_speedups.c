@@ -2,7 +2,8 @@
  * Optional C accelerator for kltool.format.batch.decode_v2_records.
  *
  * decode_v2(data, count, base_offset, base_ts, lat, max_ts)
- *   -> (offsets, timestamps, key_starts, key_ends, value_starts, value_ends, headers, sizes, pos)
+ *   -> (offsets, timestamps, key_starts, key_ends, value_starts, value_ends, headers, sizes, pos, ordered)
+ * ``ordered`` is true when the offset deltas strictly increase from >= 0.
  * with the same meaning as RecordColumns. On malformed data it raises ValueError(message, rel_pos)
  * where rel_pos is the start of the record being decoded; the caller turns that into CorruptDataError.
  * The pure-Python decoder stays the reference: tests check both give identical results.
@@ -62,6 +63,8 @@ static PyObject *decode_v2(PyObject *self, PyObject *args) {
         if (!lists[i]) goto done;
     }
     cursor c = {(const unsigned char *)view.buf, view.len, 0};
+    int ordered = 1;         /* offset deltas strictly increasing from >= 0 */
+    int64_t prev_od = -1;
     const char *err = NULL;
     Py_ssize_t rec_start = 0;
     for (Py_ssize_t r = 0; r < count; r++) {
@@ -118,6 +121,8 @@ static PyObject *decode_v2(PyObject *self, PyObject *args) {
             if (err) { Py_DECREF(hdrs); break; }
         }
         if (c.pos != end) { Py_DECREF(hdrs); err = "Invalid record size: the record's fields do not add up to its length"; break; }
+        if (od <= prev_od) ordered = 0;
+        prev_od = od;
         long long vals[8];
         if (__builtin_add_overflow(base_offset, (long long)od, &vals[0]) ||
             (!lat && __builtin_add_overflow(base_ts, (long long)tsd, &vals[1]))) {
@@ -145,8 +150,8 @@ static PyObject *decode_v2(PyObject *self, PyObject *args) {
         fail(err, rec_start);
         goto done;
     }
-    result = Py_BuildValue("(OOOOOOOOn)", lists[0], lists[1], lists[2], lists[3], lists[4], lists[5], lists[6],
-                           lists[7], c.pos);
+    result = Py_BuildValue("(OOOOOOOOnO)", lists[0], lists[1], lists[2], lists[3], lists[4], lists[5], lists[6],
+                           lists[7], c.pos, ordered ? Py_True : Py_False);
 done:
     for (int i = 0; i < NLISTS; i++) Py_XDECREF(lists[i]);
     PyBuffer_Release(&view);

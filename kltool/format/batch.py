@@ -105,7 +105,7 @@ def decode_v2_records(h: BatchHeader, batch) -> RecordColumns:
     if _c_decode_v2 is not None:
         try:
             (cols.offsets, cols.timestamps, cols.key_starts, cols.key_ends, cols.value_starts, cols.value_ends,
-             cols.headers, cols.sizes, pos) = _c_decode_v2(data, count, h.base_offset, h.first_timestamp,
+             cols.headers, cols.sizes, pos, cols.ordered) = _c_decode_v2(data, count, h.base_offset, h.first_timestamp,
                                                           h.timestamp_type == "log_append", h.max_timestamp)
         except (ValueError, OverflowError):
             # Malformed (or out-of-int64) data: let the reference decoder produce its exact error.

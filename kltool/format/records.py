@@ -128,6 +128,8 @@ class RecordColumns:
     sizes: list[int] = field(default_factory=list)
     sequences: list[int] | None = None
     controls: list[dict | None] | None = None
+    # True/False when the decoder checked that offsets strictly increase; None when it did not.
+    ordered: bool | None = None
 
     def __len__(self) -> int:
         return len(self.offsets)

@@ -228,14 +228,17 @@ def verify_log_file(path: Path, *, base_offset: int | None, deep: bool, stats: V
                                    position=h.position, offset=h.base_offset)
                 if h.magic < 2 and h.compression != 0:
                     stats.records += len(cols)
-                if deep:
-                    prev = None
-                    for o in cols.offsets:
-                        if o < h.base_offset or o > h.last_offset or (prev is not None and o <= prev):
-                            yield _err("offset_order", path, f"record offset {o} outside or out of order in batch "
-                                       f"{h.base_offset}..{h.last_offset}", position=h.position, offset=o)
-                            break
-                        prev = o
+                if deep and cols.offsets:
+                    offs = cols.offsets
+                    in_range = offs[0] >= h.base_offset and offs[-1] <= h.last_offset
+                    if not (in_range and cols.ordered):
+                        prev = None
+                        for o in offs:
+                            if o < h.base_offset or o > h.last_offset or (prev is not None and o <= prev):
+                                yield _err("offset_order", path, f"record offset {o} outside or out of order in "
+                                           f"batch {h.base_offset}..{h.last_offset}", position=h.position, offset=o)
+                                break
+                            prev = o
         if index_check is not None:
             index_check.batch(h)
         if last is None or h.last_offset > last:

@@ -102,12 +102,7 @@ def main(argv=None) -> None:
         print(f"kltool: error: {e}", file=sys.stderr)
         code = e.exit_code
     except BrokenPipeError:
-        # The reader went away (e.g. `| head`): stop quietly.
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        except OSError:
-            pass
+        _silence_stdout()  # the reader went away (e.g. `| head`): stop quietly
         code = 0
     except KeyboardInterrupt:
         print("kltool: interrupted", file=sys.stderr)
@@ -126,9 +121,14 @@ def main(argv=None) -> None:
     try:
         sys.stdout.flush()
     except BrokenPipeError:
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        except OSError:
-            pass
+        _silence_stdout()
     sys.exit(code)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's final flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass

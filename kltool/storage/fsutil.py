@@ -13,6 +13,7 @@ and closes a second descriptor on a file it holds.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
@@ -61,18 +62,13 @@ def _write_all(fd: int, data) -> None:
         mv = mv[n:]
 
 
-def atomic_write(path, data: bytes | str, *, mode: int = 0o644, like: os.stat_result | None = None,
-                 like_mode: bool = True) -> None:
-    """Replace ``path`` with ``data`` (str is written as UTF-8) atomically and durably.
-
-    Stages into ``.<name>.kltool-tmp`` next to it (a leftover from an earlier crash is overwritten),
-    fsyncs it, renames it over ``path`` and fsyncs the directory. The file gets permission ``mode``,
-    or, with ``like`` (a stat result), that file's owner (and with ``like_mode`` its permissions)
-    before the rename, so there is no moment where the broker's user could not read it.
-    """
+@contextlib.contextmanager
+def staged(path, *, mode: int = 0o644, like: os.stat_result | None = None, like_mode: bool = True):
+    """Write a replacement for ``path`` safely: yields ``(fd, tmp_path)`` of a fresh temporary file
+    beside it; on success the file is fsynced, renamed over ``path`` and the directory fsynced; on
+    any exception the temporary file is removed and ``path`` is untouched. With ``like`` (a stat
+    result) the file gets that owner (and with ``like_mode`` those permissions) before the rename."""
     path = Path(path)
-    if isinstance(data, str):
-        data = data.encode("utf-8")
     tmp = tmp_path_for(path)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), mode)
     try:
@@ -83,7 +79,7 @@ def atomic_write(path, data: bytes | str, *, mode: int = 0o644, like: os.stat_re
                     os.fchown(fd, like.st_uid, like.st_gid)
                 except OSError:
                     pass  # not permitted (not root): the file keeps the runner's owner
-            _write_all(fd, data)
+            yield fd, tmp
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -97,6 +93,50 @@ def atomic_write(path, data: bytes | str, *, mode: int = 0o644, like: os.stat_re
     fsync_dir(path.parent)
 
 
+def atomic_write(path, data: bytes | str, *, mode: int = 0o644, like: os.stat_result | None = None,
+                 like_mode: bool = True) -> None:
+    """Replace ``path`` with ``data`` (str is written as UTF-8) atomically and durably.
+
+    Stages into ``.<name>.kltool-tmp`` next to it (a leftover from an earlier crash is overwritten),
+    fsyncs it, renames it over ``path`` and fsyncs the directory. The file gets permission ``mode``,
+    or, with ``like`` (a stat result), that file's owner (and with ``like_mode`` its permissions)
+    before the rename, so there is no moment where the broker's user could not read it.
+    """
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    with staged(path, mode=mode, like=like, like_mode=like_mode) as (fd, _tmp):
+        _write_all(fd, data)
+
+
+def append_ranges(src_fd: int, ranges, dst_fd: int) -> int:
+    """Append the byte ranges ``[(start, end), ...]`` of ``src_fd`` to ``dst_fd`` (copy_file_range
+    when the file system allows it). Raises UnsafeOperation if the source is shorter; returns the
+    number of bytes copied."""
+    copy = getattr(os, "copy_file_range", None)
+    total = 0
+    for s, t in ranges:
+        pos = s
+        while pos < t:
+            n = 0
+            if copy is not None:
+                try:
+                    n = copy(src_fd, dst_fd, min(_CHUNK * 16, t - pos), pos)
+                except OSError as e:  # EXDEV, ENOSYS, EINVAL on some file systems
+                    if e.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+                        raise
+                    copy = None
+                    continue
+            else:
+                chunk = os.pread(src_fd, min(_CHUNK, t - pos), pos)
+                _write_all(dst_fd, chunk)
+                n = len(chunk)
+            if n == 0:
+                raise UnsafeOperation(f"file shrank while copying bytes [{s}, {t})")
+            pos += n
+        total += t - s
+    return total
+
+
 def copy_range(src_path, start: int, end: int, dst_path, *, mode: int = 0o644) -> int:
     """Copy bytes ``[start, end)`` of ``src_path`` into a new file ``dst_path`` (for backups of what a
     repair cuts). The copy is staged and renamed like :func:`atomic_write`, and fsynced, so a backup
@@ -104,47 +144,16 @@ def copy_range(src_path, start: int, end: int, dst_path, *, mode: int = 0o644) -
     number of bytes copied."""
     if start < 0 or end < start:
         raise ValueError(f"bad byte range [{start}, {end})")
-    dst_path = Path(dst_path)
-    tmp = tmp_path_for(dst_path)
     with open(src_path, "rb") as src:
         size = os.fstat(src.fileno()).st_size
         if end > size:
             raise UnsafeOperation(f"cannot back up bytes [{start}, {end}): the file has only {size} bytes",
                                   path=src_path)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), mode)
-        try:
+        with staged(dst_path, mode=mode) as (fd, _tmp):
             try:
-                os.fchmod(fd, mode)
-                pos = start
-                copy = getattr(os, "copy_file_range", None)
-                while pos < end:
-                    n = 0
-                    if copy is not None:
-                        try:
-                            n = copy(src.fileno(), fd, min(_CHUNK, end - pos), pos)
-                        except OSError as e:  # EXDEV, ENOSYS, EINVAL on some file systems
-                            if e.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
-                                raise
-                            copy = None
-                            continue
-                    else:
-                        chunk = os.pread(src.fileno(), min(_CHUNK, end - pos), pos)
-                        _write_all(fd, chunk)
-                        n = len(chunk)
-                    if n == 0:
-                        raise UnsafeOperation(f"file shrank while copying bytes [{start}, {end})", path=src_path)
-                    pos += n
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, dst_path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
-            raise
-    fsync_dir(dst_path.parent)
+                append_ranges(src.fileno(), [(start, end)], fd)
+            except UnsafeOperation as e:
+                raise e.at(path=src_path) from None
     return end - start
 
 

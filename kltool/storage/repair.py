@@ -57,11 +57,13 @@ from ..format.records import LOG_OVERHEAD, BatchHeader
 from .fsutil import (
     TMP_SUFFIX,
     BrokerLock,
+    append_ranges,
     atomic_write,
     copy_range,
     fsync_dir,
     lock_holder_present,
     looks_like_log_dir,
+    staged,
     tmp_path_for,
 )
 from .index_builder import DEFAULT_INDEX_INTERVAL_BYTES, IndexBuilder, TxnIndexBuilder
@@ -1341,43 +1343,6 @@ def _move(src: Path, dst: Path) -> None:
     fsync_dir(src.parent)
 
 
-def _copy_ranges(src: Path, ranges: list[tuple[int, int]], dst: Path) -> None:
-    """A new file ``dst`` made of ``src``'s byte ranges, in order (copy_file_range when possible), fsynced."""
-    with open(src, "rb") as fs:
-        fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
-        try:
-            _append_ranges(fs.fileno(), ranges, fd)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _append_ranges(sfd: int, ranges, fd: int) -> None:
-    copy = getattr(os, "copy_file_range", None)
-    for s, t in ranges:
-        pos = s
-        while pos < t:
-            n = 0
-            if copy is not None:
-                try:
-                    n = copy(sfd, fd, min(_CHUNK * 16, t - pos), pos)
-                except OSError as e:
-                    if e.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
-                        raise
-                    copy = None
-                    continue
-            else:
-                chunk = os.pread(sfd, min(_CHUNK, t - pos), pos)
-                mv = memoryview(chunk)
-                while mv:
-                    w = os.write(fd, mv)
-                    mv = mv[w:]
-                n = len(chunk)
-            if n == 0:
-                raise UnsafeOperation(f"file shrank while copying bytes [{s}, {t})")
-            pos += n
-
-
 def _apply(a: Action, entry: dict, run_dir: Path) -> None:
     f = a.file
     if a.op == "truncate":
@@ -1396,19 +1361,9 @@ def _apply(a: Action, entry: dict, run_dir: Path) -> None:
         size = _size(f)
         if size != a.old_size:
             raise UnsafeOperation(f"expected {a.old_size} bytes, found {size}: the file changed since planning", path=f)
-        tmp = tmp_path_for(f)
-        try:
-            _copy_ranges(f, [(s, t) for s, t, _d in _keeps(a)], tmp)
-            _match_owner(tmp, f)
+        with open(f, "rb") as src, staged(f, like=_stat(f)) as (fd, _tmp):
+            append_ranges(src.fileno(), [(s, t) for s, t, _d in _keeps(a)], fd)
             _fault("excise-temp-written")
-            os.replace(tmp, f)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
-            raise
-        fsync_dir(f.parent)
     elif a.op == "fix_magic":
         fd = os.open(f, os.O_RDWR)
         try:
@@ -1684,25 +1639,15 @@ def _restore_excise(e: dict, f: Path, run_dir: Path, dry_run: bool) -> RestoreSt
     pieces.sort(key=lambda t: t[1])
     for c in e["cuts"]:
         _check_sha(run_dir / c["backup"], c["sha256"], f"{f} [{c['start']}, {c['end']})")
-    tmp = tmp_path_for(f)
-    with open(f, "rb") as fs:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
-        try:
-            for kind, s, t, extra in pieces:
-                if kind == "keep":
-                    _append_ranges(fs.fileno(), [(extra, extra + t - s)], fd)
-                else:
-                    with open(run_dir / extra["backup"], "rb") as fb:
-                        _append_ranges(fb.fileno(), [(0, t - s)], fd)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    if _size(tmp) != old_size:
-        os.unlink(tmp)
-        raise UnsafeOperation("the restored file has the wrong size; not restored", path=f)
-    _match_owner(tmp, f)
-    os.replace(tmp, f)
-    fsync_dir(f.parent)
+    with open(f, "rb") as fs, staged(f, like=_stat(f)) as (fd, _tmp):
+        for kind, s, t, extra in pieces:
+            if kind == "keep":
+                append_ranges(fs.fileno(), [(extra, extra + t - s)], fd)
+            else:
+                with open(run_dir / extra["backup"], "rb") as fb:
+                    append_ranges(fb.fileno(), [(0, t - s)], fd)
+        if os.fstat(fd).st_size != old_size:
+            raise UnsafeOperation("the restored file has the wrong size; not restored", path=f)
     return step
 
 

@@ -6,8 +6,6 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 from .conftest import FIXTURES, ROOT
 
 
@@ -32,14 +30,24 @@ def test_directory_that_is_not_a_log_dir(kl, tmp_path):
     assert "not a Kafka log dir" in _one_line(r)
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
-def test_permission_denied(kl, tmp_path):
+def test_permission_denied(tmp_path):
+    """Run as an unprivileged user (root reads every file whatever its mode)."""
+    import shutil as _sh
+
     f = tmp_path / "00000000000000000000.log"
     f.write_bytes(b"x" * 100)
-    f.chmod(0)
-    r = kl("dump", f)
-    assert r.code == 2
-    assert "permission denied" in _one_line(r)
+    f.chmod(0o600)
+    tmp_path.chmod(0o755)
+    cmd = [sys.executable, "-m", "kltool", "dump", str(f)]
+    if os.geteuid() == 0:
+        assert _sh.which("setpriv"), "setpriv (util-linux) is needed to drop root for this test"
+        cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *cmd]
+    else:
+        f.chmod(0)
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert p.returncode == 2, p
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "permission denied" in lines[0] and str(f) in lines[0], p.stderr
 
 
 def test_not_a_kafka_file_reports_position(kl, tmp_path):

@@ -137,7 +137,7 @@ def _header_option(h: str) -> tuple[bytes, bytes | None]:
 
 
 @click.command("append")
-@click.argument("logdir", type=click.Path(path_type=str))
+@click.argument("logdir", type=click.Path(path_type=str, readable=False))
 @click.argument("topic")
 @click.option("--partition", "-p", type=int, help="Write every record to this partition.")
 @click.option("--input", "-i", "input_path", default="-", show_default=True, metavar="FILE",

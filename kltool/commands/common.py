@@ -73,7 +73,7 @@ def selection_options(f):
 
 
 def paths_argument(f):
-    return click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=str))(f)
+    return click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=str, readable=False))(f)
 
 
 def select(paths, topic, partition_spec):

@@ -12,7 +12,7 @@ def _ranges(nums: list[int]) -> str:
 
 
 @click.command("create")
-@click.argument("logdir", type=click.Path(path_type=str))
+@click.argument("logdir", type=click.Path(path_type=str, readable=False))
 @click.argument("topic")
 @click.option("--partitions", "-p", type=int, required=True,
               help="Number of partitions (larger than today's count adds partitions to an existing topic).")

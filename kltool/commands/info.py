@@ -68,9 +68,18 @@ def command(out, paths, topic, partition_spec, show_all):
         if out.json_mode:
             out.emit(d)
         else:
-            kraft = "KRaft" if d["meta_version"] == "1" else ("ZooKeeper" if d["meta_version"] == "0" else "unknown")
-            out.line(f"log dir {ld.path}: {d['partitions']} partitions, mode {kraft}, cluster {d['cluster_id']}, "
-                     f"node {d['node_id']}, clean shutdown: {'yes' if d['clean_shutdown'] else 'no'}")
+            parts = [f"log dir {ld.path}: {d['partitions']} partitions"]
+            if meta:
+                parts.append("KRaft" if d["meta_version"] == "1" else "ZooKeeper" if d["meta_version"] == "0"
+                             else f"meta.properties version {d['meta_version']}")
+                if d["cluster_id"]:
+                    parts.append(f"cluster {d['cluster_id']}")
+                if d["node_id"] is not None:
+                    parts.append(f"node {d['node_id']}")
+            else:
+                parts.append("no meta.properties")
+            parts.append(f"clean shutdown: {'yes' if d['clean_shutdown'] else 'no'}")
+            out.line(", ".join(parts))
             for u in ld.unknown_dirs:
                 out.warn(f"{u}: not a topic-partition directory (a broker will refuse to start)")
     total = sum(i["bytes"] for i in infos)

@@ -14,7 +14,7 @@ from .repair import emit_plan_line, emit_problems
 @paths_argument
 @selection_options
 @click.option("--dry-run", is_flag=True, help="Print what would be written; change nothing (exit 1 when there is work).")
-@click.option("--backup-dir", type=click.Path(path_type=str),
+@click.option("--backup-dir", type=click.Path(path_type=str, readable=False),
               help="Where the old index files are kept (default: <log dir>.kltool-backup beside the log dir).")
 @click.option("--index-interval-bytes", type=click.IntRange(min=0), default=4096, show_default=True,
               help="The topic's index.interval.bytes.")

@@ -6,7 +6,7 @@ import click
 
 
 @click.command("restore")
-@click.argument("manifest", type=click.Path(path_type=str))
+@click.argument("manifest", type=click.Path(path_type=str, readable=False))
 @click.option("--dry-run", is_flag=True, help="Print what would be put back; change nothing (exit 1 when there is work).")
 @click.option("--no-follow", is_flag=True, help="Only this run, not the interrupted runs it follows.")
 @click.pass_obj

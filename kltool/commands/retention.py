@@ -101,7 +101,7 @@ def _print_plan(out, plan: ret.RetentionPlan) -> None:
 @click.option("--before-time", metavar="T", help="New log start offset at the first record with timestamp >= T.")
 @click.option("--now", metavar="T", help="Evaluate time retention at T (ISO-8601 or epoch ms) instead of now.")
 @click.option("--dry-run", is_flag=True, help="Print the plan, change nothing (exit 1 when there is work).")
-@click.option("--backup-dir", type=click.Path(path_type=str), help="Move removed files here (with a manifest) "
+@click.option("--backup-dir", type=click.Path(path_type=str, readable=False), help="Move removed files here (with a manifest) "
               "instead of deleting them.")
 @click.pass_obj
 def command(out, paths, topic, partition_spec, retention_ms, retention_hours, retention_bytes, before_offset,

@@ -67,7 +67,7 @@ def write_output(table, path: str) -> None:
 @click.option("--time", "time_spec", metavar="T", help="offsets-by-time: ISO-8601 time or epoch ms.")
 @click.option("--unit", type=click.Choice(["minute", "hour", "day"]), default="hour", show_default=True,
               help="timeline: bucket size.")
-@click.option("--output", "-o", "output", type=click.Path(dir_okay=False, path_type=str),
+@click.option("--output", "-o", "output", type=click.Path(dir_okay=False, path_type=str, readable=False),
               help="Also write the result to FILE (.csv, .json/.jsonl or .parquet, by suffix).")
 @click.pass_obj
 def command(out, report, paths, topic, partition_spec, master, time_spec, unit, output):

@@ -17,7 +17,7 @@ from .common import human_bytes, paths_argument, select, selection_options
 @click.option("--strict", is_flag=True, help="Exit 1 on warnings too.")
 @click.option("--repair", is_flag=True, help="Repair what is found (see kltool-verify(1)); plan first with --dry-run.")
 @click.option("--dry-run", is_flag=True, help="With --repair: print the plan, change nothing.")
-@click.option("--backup-dir", type=click.Path(path_type=str), help="With --repair: where cut bytes are kept.")
+@click.option("--backup-dir", type=click.Path(path_type=str, readable=False), help="With --repair: where cut bytes are kept.")
 @click.option("--like-broker", is_flag=True, help="With --repair: truncate at the first damage and drop later "
               "segments, as the broker's recovery does (still backed up).")
 @click.pass_obj

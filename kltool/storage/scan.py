@@ -288,8 +288,8 @@ def walk(path, *, start: int = 0, end: int | None = None, with_data: bool = Fals
                     yield h
                     pos += total
                     continue
-                problem = ("garbage", f"CRC mismatch (stored {h.crc}) and no batch follows: the length field "
-                                      f"({size_field}) is probably damaged")
+                problem = ("garbage", f"CRC mismatch (stored {h.crc}) in a {total}-byte batch, and no batch "
+                                      f"starts where it ends: the damage spans more than this batch")
             # A damaged region starts at pos: find where valid data resumes.
             nxt = find_next_batch(r, pos + 1, end) if resync else None
             kind, msg = problem

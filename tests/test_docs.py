@@ -1,0 +1,43 @@
+"""The man pages and README keep up with the commands: every subcommand has a page, and every
+option of every subcommand is documented in it."""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+import pytest
+
+from kltool.cli import COMMANDS, cli
+
+from .conftest import ROOT
+
+MAN = ROOT / "man"
+
+
+def test_main_page_lists_every_command():
+    text = (MAN / "kltool.1").read_text()
+    for name in COMMANDS:
+        assert f"kltool-{name}" in text, name
+    for opt in cli.params:
+        if isinstance(opt, click.Option):
+            for o in opt.opts:
+                if o.startswith("--") and o not in ("--help", "--version"):
+                    assert o.replace("-", r"\-") in text or o in text, o
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_every_option_is_in_the_man_page(name):
+    page = MAN / f"kltool-{name}.1"
+    assert page.exists(), page
+    text = page.read_text().replace(r"\-", "-").replace(r"\fB", "").replace(r"\fR", "").replace(r"\fI", "")
+    cmd = importlib.import_module(COMMANDS[name][0]).command
+    missing = [o for p in cmd.params if isinstance(p, click.Option) for o in p.opts
+               if o.startswith("--") and o != "--help" and o not in text]
+    assert not missing, f"{page.name} does not document {missing}"
+
+
+def test_readme_has_the_two_commands():
+    text = (ROOT / "README.md").read_text()
+    assert "make demo" in text and "make test" in text
+    assert "bash .ci/run" in text or ".ci/run" in text

@@ -52,7 +52,7 @@ def command(out, paths, topic, partition_spec, deep, strict, repair, dry_run, ba
         "uncounted_wrappers": stats.uncounted_wrappers,
     }
     if out.json_mode:
-        out.emit(summary)
+        out.emit(summary)  # (no hints on stderr: scripts read the findings)
     else:
         state = "clean" if stats.errors == 0 else "PROBLEMS FOUND"
         if stats.uncounted_wrappers:

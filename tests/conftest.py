@@ -71,11 +71,11 @@ def copy_fixture(tmp_path):
     return _copy
 
 
-def _find_oracle() -> Path | None:
+def find_oracle() -> Path | None:
     """Kafka's own reader (shared/oracle, built by its setup.sh into ~/.cache). Optional."""
     import os
 
-    cand = os.environ.get("KLTOOL_KAFKA_ORACLE")
+    cand = os.environ.get("KLTOOL_KAFKA_ORACLE") or os.environ.get("KAFKA_ORACLE")
     paths = [Path(cand)] if cand else []
     cache = Path(os.environ.get("KAFKA_ORACLE_CACHE", Path.home() / ".cache" / "kltool-kafka-oracle"))
     paths.append(cache / "kafka-oracle")
@@ -90,7 +90,7 @@ def kafka_oracle():
     """Run Kafka's own reader on files: returns a function(files, records=False) -> (exit code, JSON rows)."""
     import subprocess
 
-    exe = _find_oracle()
+    exe = find_oracle()
     if exe is None:
         pytest.skip("Kafka's Java oracle is not built on this machine (bash ../shared/oracle/setup.sh builds it)")
 

@@ -16,7 +16,9 @@ import pytest
 from kltool.format.partitioner import default_partition
 from kltool.storage.index_builder import check_offset_index_invariant
 from kltool.storage.partition import Partition
-from tests.test_partitioner import KAFKA_VECTORS
+
+from .conftest import find_oracle
+from .test_partitioner import KAFKA_VECTORS
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 TS0 = 1700000000000
@@ -505,14 +507,9 @@ def test_leader_epoch_checkpoint(kl, tmp_path):
 # ------------------------------------------------------------------------------------- Kafka's own reader
 
 
-def _oracle() -> str | None:
-    path = os.environ.get("KAFKA_ORACLE") or os.path.expanduser("~/.cache/kltool-kafka-oracle/kafka-oracle")
-    return path if os.path.exists(path) and shutil.which("java") else None
-
-
 @pytest.mark.oracle
 def test_kafkas_own_reader_accepts_every_segment(kl, tmp_path):
-    oracle = _oracle()
+    oracle = find_oracle()
     if oracle is None:
         pytest.skip("the Kafka oracle is not set up (bash shared/oracle/setup.sh)")
     ld = make_topic(kl, tmp_path, "t", 1, "segment.bytes=6000")

@@ -22,9 +22,9 @@ import pytest
 
 from kltool.storage.scan import walk
 
-from .conftest import REAL
+from .conftest import REAL, find_oracle
 
-ORACLE_LAUNCHER = Path(os.environ.get("KAFKA_ORACLE_CACHE", Path.home() / ".cache/kltool-kafka-oracle")) / "kafka-oracle"
+ORACLE_LAUNCHER = find_oracle()
 
 # verify warnings that a repair must leave behind none of
 FIXED_WARNINGS = {"missing_index", "index_untrimmed", "stale_file", "orphan_index", "snapshot_beyond_end",
@@ -106,7 +106,7 @@ def check_repair(kl, logroot: Path, target: Path, backup: Path, *, like_broker: 
         missing = vb - valid_batches(logroot)
         assert not [k for k in missing if k[1] not in may_lose], list(missing)[:3]
     # 5. Kafka's reader sees the repaired segments as fully valid
-    if ORACLE_LAUNCHER.exists():
+    if ORACLE_LAUNCHER is not None:
         logs_ = sorted(target.rglob("*.log") if target.is_dir() else [target])
         assert oracle_read(*logs_) == 0, logs_
     if check is not None:

@@ -178,8 +178,15 @@ class Action:
         """One human line."""
         f = str(self.file)
         if self.op in ("truncate", "excise"):
-            rng = ", ".join(f"[{c.start}, {c.end})" for c in self.ranges)
-            lost = _offsets_text(self.first_offset, self.last_offset, self.records_lost)
+            if len(self.ranges) > 1:  # say which offsets each range held, not one span over all
+                rng = ", ".join(f"[{c.start}, {c.end})" + (f" (offsets {'?' if c.first_offset is None else c.first_offset}"
+                                                           f"..{'?' if c.last_offset is None else c.last_offset})"
+                                                           if c.first_offset is not None or c.last_offset is not None
+                                                           else "") for c in self.ranges)
+                lost = _offsets_text(None, None, self.records_lost)
+            else:
+                rng = ", ".join(f"[{c.start}, {c.end})" for c in self.ranges)
+                lost = _offsets_text(self.first_offset, self.last_offset, self.records_lost)
             return f"{self.op} {f} bytes {rng} ({self.bytes} bytes{lost}): {self.reason}"
         if self.op == "fix_magic":
             return f"fix_magic {f} byte {self.position}: {self.old_byte} -> {self.new_byte}: {self.reason}"

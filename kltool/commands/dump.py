@@ -6,7 +6,7 @@ import click
 
 from ..errors import CorruptDataError
 from ..format import decode_records
-from ..format.records import BatchHeader
+from ..format.records import CONTROL_IDS, BatchHeader
 from ..output import encode_bytes, text_bytes
 from ..storage.scan import Damage, walk
 from .common import parse_time, paths_argument, select, selection_options
@@ -101,7 +101,7 @@ class Dumper:
         try:
             if ctrl is not None:
                 if dec is internal.decode_cluster_metadata:
-                    ctype = int.from_bytes(cols.key(i)[2:4], "big")
+                    ctype = ctrl.get("type_id", CONTROL_IDS.get(ctrl["type"]))
                     return internal.decode_raft_control(ctype, val), None
                 return None, None
             return dec(key, val), None

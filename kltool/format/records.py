@@ -25,6 +25,7 @@ CONTROL_TYPES = {
     5: "KRAFT_VERSION",
     6: "KRAFT_VOTERS",
 }
+CONTROL_IDS = {v: k for k, v in CONTROL_TYPES.items()}
 
 
 class BatchHeader:

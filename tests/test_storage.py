@@ -75,3 +75,26 @@ def test_library_api_reexports():
     pos = seg.position_for_time(ts)
     h = next(seg.batches(start=pos))
     assert h.max_timestamp <= ts
+
+
+def test_verify_beside_a_running_broker(kl, copy_fixture):
+    """A torn or zero tail at the end of the active segment of a log dir a broker holds is a write in
+    progress (or preallocation): a warning, not an error. Without the broker it is an error."""
+    from .test_fsutil import hold_lock, stop
+
+    ld = copy_fixture("sample-logdir")
+    log = ld / "lsx1-0" / "00000000000000000000.log"
+    with open(log, "ab") as f:
+        f.write(b"\x00\x00\x00\x00\x00\x00\x00\x0e\x00\x00\x00\x55")  # a batch header still being written
+        f.write(bytes(1000))
+    holder = hold_lock(ld / ".lock")
+    try:
+        r = kl("--json", "verify", ld)
+    finally:
+        stop(holder)
+    kinds = {(f["kind"], f["severity"]) for f in r.json() if f["type"] == "finding"}
+    assert ("broker_lock_held", "warning") in kinds
+    assert r.code == 0, r
+    assert any(k in kinds for k in (("torn_tail", "warning"), ("garbage", "warning"), ("zero_run", "warning")))
+    r = kl("--json", "verify", ld)
+    assert r.code == 1

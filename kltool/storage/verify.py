@@ -166,14 +166,19 @@ def _check_index_files(seg: Segment, is_active: bool) -> list[Finding]:
 
 def verify_log_file(path: Path, *, base_offset: int | None, deep: bool, stats: VerifyStats,
                     progress: Callable[[int], None] | None = None, prev_last: int | None = None,
-                    index_check: _IndexCheck | None = None) -> Iterator[Finding]:
+                    index_check: _IndexCheck | None = None, live_tail: bool = False) -> Iterator[Finding]:
     """Findings for one ``.log`` file. Returns (via ``stats.segment_ends``) nothing; yields findings."""
     last = prev_last
     first_problem = None
     for item in walk(path, with_data=deep, progress=progress):
         if isinstance(item, Damage):
-            stats.lost_bytes += item.length
             where = "" if item.resumed_at is None else f"; valid batches resume at byte {item.resumed_at}"
+            if live_tail and item.resumed_at is None:
+                # The active segment of a running broker: a write in progress, or preallocated space.
+                yield _warn(item.kind, path, f"{item.message} (a running broker holds this log dir: probably a "
+                            f"write in progress or preallocated space)", position=item.position, length=item.length)
+                continue
+            stats.lost_bytes += item.length
             yield _err(item.kind, path, f"{item.message}{where}", position=item.position, length=item.length)
             if first_problem is None:
                 first_problem = item.position
@@ -280,6 +285,7 @@ def verify_partition(p: Partition, *, deep: bool = False, stats: VerifyStats,
             yield _err("index_corrupt", seg.index_path, e.message, position=e.position)
             ic = None
         yield from verify_log_file(seg.log_path, base_offset=seg.base_offset, deep=deep, stats=stats,
+                                   live_tail=is_active and _broker_running(p),
                                    progress=progress, prev_last=last, index_check=ic)
         if ic is not None:
             yield from ic.finish()
@@ -300,6 +306,23 @@ def verify_partition(p: Partition, *, deep: bool = False, stats: VerifyStats,
     yield from _check_partition_files(p, leo)
     for snap in p.kraft_snapshots:
         yield from verify_log_file(snap, base_offset=None, deep=deep, stats=stats, progress=progress)
+
+
+def _broker_running(p: Partition) -> bool:
+    """Does a running broker hold the partition's log dir (its .lock)? Cached per log dir."""
+    ld = p.logdir
+    if ld is None:
+        return False
+    cached = getattr(ld, "_broker_running", None)
+    if cached is None:
+        from .fsutil import lock_holder_present
+
+        try:
+            cached = ld.lock_path.exists() and lock_holder_present(ld.path)
+        except OSError:
+            cached = False
+        ld._broker_running = cached
+    return cached
 
 
 def _check_partition_files(p: Partition, leo: int) -> Iterator[Finding]:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ..storage.segment import fast_max_timestamp, first_batch
+from ..storage.offsets import record_max_timestamp
+from ..storage.segment import first_batch
 from .common import format_time, human_bytes, paths_argument, select, selection_options
 
 
@@ -17,14 +18,9 @@ def partition_info(p) -> dict:
         if first is not None:
             break
     leo = p.log_end_offset()
-    max_ts = -1
-    for s in reversed(segs):
-        if s.size:
-            max_ts = max(max_ts, fast_max_timestamp(s))
-            break
-    for s in segs[:-1]:
-        if s.time_index():
-            max_ts = max(max_ts, s.time_index()[-1][0])
+    # Closed segments: the time index's last entry (12 bytes read); the last one: its tail batches too.
+    max_ts = max((record_max_timestamp(s, last_segment=i == len(segs) - 1)[0] for i, s in enumerate(segs)),
+                 default=-1)
     return {
         "type": "partition", "topic": p.topic, "partition": p.partition, "state": p.kind, "path": str(p.path),
         "segments": len(segs), "bytes": size, "log_start_offset": p.log_start_offset(), "log_end_offset": leo,

@@ -162,14 +162,7 @@ class IndexBuilder:
         self._check_offset(last_offset, position)
         if max_timestamp > self.max_timestamp:
             self.max_timestamp, self.offset_of_max_timestamp = max_timestamp, offset_of_max_timestamp
-        entry = None
-        if position - self.anchor > self.index_interval_bytes:
-            self._offset_append(last_offset, position)
-            self._time_maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-            self.anchor = position
-            entry = (last_offset, position)
-        self.size = position + size
-        return entry
+        return self._index_and_advance(position, size, last_offset)
 
     def on_batch(self, position: int, size: int, last_offset: int, max_timestamp: int) -> tuple[int, int] | None:
         """``LogSegment.recover`` for one valid batch at ``position`` (= ``validBytes``).
@@ -183,6 +176,11 @@ class IndexBuilder:
         self._check_offset(last_offset, position)
         if max_timestamp > self.max_timestamp:
             self.max_timestamp, self.offset_of_max_timestamp = max_timestamp, last_offset
+        return self._index_and_advance(position, size, last_offset)
+
+    def _index_and_advance(self, position: int, size: int, last_offset: int) -> tuple[int, int] | None:
+        """The rule both paths share: an entry when more than ``index.interval.bytes`` lie between the
+        last entry and ``position``; then the segment grows by ``size``."""
         entry = None
         if position - self.anchor > self.index_interval_bytes:
             self._offset_append(last_offset, position)

@@ -290,21 +290,16 @@ def _dump_other(d: Dumper, path, kind: str, base) -> None:
     f = str(path)
     if not js:
         out.line(f"Dumping {path}")
-    if kind == "index":
-        data = path.read_bytes()
-        entries = fidx.offset_index_entries(data, base)
+    if kind in ("index", "timeindex"):
+        # (parser, JSON type, field names) — text lines are "name: value" pairs, as kafka-dump-log's
+        parse, jtype, names = ((fidx.offset_index_entries, "index_entry", ("offset", "position")) if kind == "index"
+                               else (fidx.time_index_entries, "time_index_entry", ("timestamp", "offset")))
+        entries = parse(path.read_bytes(), base)
         if not entries and not js:
             out.line(f"{path} is empty.")
-        for off, pos in entries[: d.limit]:
-            out.emit({"type": "index_entry", "file": f, "offset": off, "position": pos}) if js else \
-                out.line(f"offset: {off} position: {pos}")
-    elif kind == "timeindex":
-        entries = fidx.time_index_entries(path.read_bytes(), base)
-        if not entries and not js:
-            out.line(f"{path} is empty.")
-        for ts, off in entries[: d.limit]:
-            out.emit({"type": "time_index_entry", "file": f, "timestamp": ts, "offset": off}) if js else \
-                out.line(f"timestamp: {ts} offset: {off}")
+        for a, b in entries[: d.limit]:
+            out.emit({"type": jtype, "file": f, names[0]: a, names[1]: b}) if js else \
+                out.line(f"{names[0]}: {a} {names[1]}: {b}")
     elif kind == "txnindex":
         for t in fidx.parse_txn_index(path.read_bytes())[: d.limit]:
             if js:

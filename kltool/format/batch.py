@@ -135,7 +135,9 @@ def _decode_v2_python(h: BatchHeader, cols: RecordColumns, data: bytes, count: i
             rec_start = pos
             if pos >= n:
                 raise _bad("Incorrect declared batch size, premature EOF reached", 0)
-            # Varints inline: 1- and 2-byte forms cover nearly every field of real records.
+            # Varints inline: 1- and 2-byte forms cover nearly every field of real records. The
+            # repetition below is deliberate (a function call per field halves the speed of this
+            # reference decoder); _read_unsigned handles the longer forms.
             b = data[pos]
             if b < 0x80:
                 pos += 1

@@ -198,17 +198,24 @@ def offset_for_time(p: Partition, timestamp: int, *, start_offset: int | None = 
     ``timestamp``, found the broker's way (module docstring); None when there is none."""
     lk = _Lookup(p, p.log_start_offset() if start_offset is None else start_offset)
     try:
-        for seg, last in lk.candidates():
-            if lk.largest(seg, last) < timestamp:
-                continue
-            pos = seg.position_for_time(timestamp, max(lk.start_offset, seg.base_offset))
-            found = lk.search(seg, pos, lambda ts: ts >= timestamp)
-            if found is not None:
-                return found
-        return None
+        return _first_match(lk, lk.candidates(), timestamp, lambda largest: largest >= timestamp,
+                            lambda ts: ts >= timestamp)
     finally:
         if warnings is not None:
             warnings.extend(lk.warnings)
+
+
+def _first_match(lk, cands, seek_ts: int, seg_ok, rec_ok) -> TimestampOffset | None:
+    """The broker's path through candidate segments: skip those whose largest timestamp fails
+    ``seg_ok``, seek through the time index to ``seek_ts``, then scan for a record passing ``rec_ok``."""
+    for seg, last in cands:
+        if not seg_ok(lk.largest(seg, last)):
+            continue
+        pos = seg.position_for_time(seek_ts, max(lk.start_offset, seg.base_offset))
+        found = lk.search(seg, pos, rec_ok)
+        if found is not None:
+            return found
+    return None
 
 
 def max_timestamp(p: Partition, *, start_offset: int | None = None,
@@ -224,16 +231,9 @@ def max_timestamp(p: Partition, *, start_offset: int | None = None,
             best = max(best, lk.largest(seg, last))
         if best < 0:
             return None
-        for seg, last in cands:
-            if lk.largest(seg, last) != best:
-                continue
-            # Entries are running maxima: the batch where ``best`` first appears is at or after the
-            # position of the largest entry <= best.
-            pos = seg.position_for_time(best, max(lk.start_offset, seg.base_offset))
-            found = lk.search(seg, pos, lambda ts: ts == best)
-            if found is not None:
-                return found
-        return None
+        # Entries are running maxima: the batch where ``best`` first appears is at or after the
+        # position of the largest entry <= best.
+        return _first_match(lk, cands, best, lambda largest: largest == best, lambda ts: ts == best)
     finally:
         if warnings is not None:
             warnings.extend(lk.warnings)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import importlib
+import importlib.util
 import os
 import sys
 
@@ -29,6 +30,35 @@ COMMANDS = {
 }
 
 
+def _set_global(attr: str, value):
+    def callback(ctx, param, given):
+        if given:
+            out = ctx.find_object(Output)
+            if out is not None:
+                setattr(out, attr, value)
+    return callback
+
+
+# The group's options, accepted after the subcommand too (`kltool verify --json PATH`).
+GLOBAL_OPTIONS = (
+    (("--json",), "json_mode", True, "Print JSON lines on stdout (stable schema, version 1)."),
+    (("--quiet", "-q"), "quiet", True, "No progress or info messages on stderr."),
+    (("--no-color",), "color", False, "No colours (also: the NO_COLOR environment variable)."),
+)
+
+
+def _add_global_options(cmd: click.Command) -> None:
+    if getattr(cmd, "_kltool_global_options", False):
+        return
+    taken = {o for p in cmd.params for o in getattr(p, "opts", ())}
+    for opts, attr, value, help_ in GLOBAL_OPTIONS:
+        if taken.intersection(opts):
+            continue
+        cmd.params.append(click.Option(list(opts), is_flag=True, expose_value=False, is_eager=True,
+                                       callback=_set_global(attr, value), help=help_ + " (Global option.)"))
+    cmd._kltool_global_options = True
+
+
 class LazyGroup(click.Group):
     def list_commands(self, ctx):
         return [n for n, (mod, _h) in COMMANDS.items() if importlib.util.find_spec(mod) is not None]
@@ -43,7 +73,9 @@ class LazyGroup(click.Group):
             if e.name == entry[0]:
                 return None
             raise
-        return mod.command
+        cmd = mod.command
+        _add_global_options(cmd)
+        return cmd
 
     def format_commands(self, ctx, formatter):
         rows = [(n, COMMANDS[n][1]) for n in self.list_commands(ctx)]

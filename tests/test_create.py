@@ -43,7 +43,7 @@ def test_create_layout(kl, tmp_path):
 
 def test_create_json_and_topic_id(kl, tmp_path):
     ld = tmp_path / "logs"
-    r = kl("--json", "create", ld, "t", "-p", "2", "--topic-id", "Ck1TLvXHQzS9oAZVDYPoQw")
+    r = kl("--json", "create", ld, "t", "--partitions", "2", "--topic-id", "Ck1TLvXHQzS9oAZVDYPoQw")
     assert r.code == 0, r
     objs = r.json()
     assert [o["op"] for o in objs if o["type"] == "action"] == ["create_partition", "create_partition"]
@@ -55,22 +55,22 @@ def test_create_json_and_topic_id(kl, tmp_path):
 
 def test_existing_topic(kl, tmp_path):
     ld = tmp_path / "logs"
-    assert kl("create", ld, "orders", "-p", "2").code == 0
-    r = kl("create", ld, "orders", "-p", "2")
+    assert kl("create", ld, "orders", "--partitions", "2").code == 0
+    r = kl("create", ld, "orders", "--partitions", "2")
     assert r.code == 2 and "already exists" in r.err and r.err.count("\n") == 1
-    r = kl("create", ld, "orders", "-p", "1")
+    r = kl("create", ld, "orders", "--partitions", "1")
     assert r.code == 2 and "can only be increased" in r.err
-    r = kl("create", ld, "orders", "-p", "2", "--if-not-exists")
+    r = kl("create", ld, "orders", "--partitions", "2", "--if-not-exists")
     assert r.code == 0 and "already exists" in r.out
 
 
 def test_add_partitions_keeps_topic_id_and_data(kl, tmp_path):
     ld = tmp_path / "logs"
-    assert kl("create", ld, "orders", "-p", "2").code == 0
+    assert kl("create", ld, "orders", "--partitions", "2").code == 0
     tid = parse_partition_metadata((ld / "orders-0" / "partition.metadata").read_text())[1]
     assert kl("append", ld, "orders", "-p", "1", "--value", "x").code == 0
     before = (ld / "orders-1" / "00000000000000000000.log").read_bytes()
-    r = kl("create", ld, "orders", "-p", "5")
+    r = kl("create", ld, "orders", "--partitions", "5")
     assert r.code == 0, r
     assert "3 partitions of topic orders" in r.out
     for p in range(5):
@@ -82,33 +82,33 @@ def test_add_partitions_keeps_topic_id_and_data(kl, tmp_path):
 def test_topic_name_rules(kl, tmp_path):
     ld = tmp_path / "logs"
     for bad in (".", "..", "a" * 250, "bad/name", "spaces here", "ümlaut"):
-        r = kl("create", ld, bad, "-p", "1")
+        r = kl("create", ld, bad, "--partitions", "1")
         assert r.code == 2 and "Topic name is invalid" in r.err, (bad, r)
-    assert kl("create", ld, "a" * 249, "-p", "1").code == 0
-    r = kl("create", ld, "__cluster_metadata", "-p", "1")
+    assert kl("create", ld, "a" * 249, "--partitions", "1").code == 0
+    r = kl("create", ld, "__cluster_metadata", "--partitions", "1")
     assert r.code == 2
 
 
 def test_collision_warning_and_refusal(kl, tmp_path):
     ld = tmp_path / "logs"
-    r = kl("create", ld, "metrics.cpu", "-p", "1")
+    r = kl("create", ld, "metrics.cpu", "--partitions", "1")
     assert r.code == 0 and "could collide" in r.err
-    r = kl("create", ld, "metrics_cpu", "-p", "1")
+    r = kl("create", ld, "metrics_cpu", "--partitions", "1")
     assert r.code == 2 and "collides with existing topic: metrics.cpu" in r.err
     assert not (ld / "metrics_cpu-0").exists()
-    assert kl("create", ld, "plain", "-p", "1").err == ""
+    assert kl("create", ld, "plain", "--partitions", "1").err == ""
 
 
 def test_config_stored_validated_and_merged(kl, tmp_path):
     ld = tmp_path / "logs"
-    r = kl("create", ld, "t", "-p", "1", "--config", "segment.bytes=1048576", "--config", "cleanup.policy=compact,delete",
+    r = kl("create", ld, "t", "--partitions", "1", "--config", "segment.bytes=1048576", "--config", "cleanup.policy=compact,delete",
            "--config", "message.timestamp.type=LogAppendTime")
     assert r.code == 0, r
     cfg = load_topic_config(ld, "t")
     assert cfg.segment_bytes == 1048576 and cfg.compact and cfg.log_append_time
     assert cfg.index_interval_bytes == 4096  # default
     # --if-not-exists on an existing topic still stores new settings (merged)
-    r = kl("create", ld, "t", "-p", "1", "--if-not-exists", "--config", "retention.ms=1000")
+    r = kl("create", ld, "t", "--partitions", "1", "--if-not-exists", "--config", "retention.ms=1000")
     assert r.code == 0 and "stored settings" in r.out
     cfg = load_topic_config(ld, "t")
     assert cfg.retention_ms == 1000 and cfg.segment_bytes == 1048576
@@ -116,7 +116,7 @@ def test_config_stored_validated_and_merged(kl, tmp_path):
                      ("message.timestamp.type=Now", "one of"), ("compression.type=brotli", "one of"),
                      ("min.insync.replicas=2", "unsupported"), ("segment.bytes", "key=value"),
                      ("compression.zstd.level=23", "in [")):
-        r = kl("create", ld, "u", "-p", "1", "--config", bad)
+        r = kl("create", ld, "u", "--partitions", "1", "--config", bad)
         assert r.code == 2 and msg in r.err, (bad, r)
         assert not (ld / "u-0").exists()
 
@@ -135,7 +135,7 @@ def test_config_defaults_match_kafka():
 
 def test_corrupt_config_file_is_one_line_error(kl, tmp_path):
     ld = tmp_path / "logs"
-    assert kl("create", ld, "t", "-p", "1").code == 0
+    assert kl("create", ld, "t", "--partitions", "1").code == 0
     (ld / CONFIG_FILE_NAME).write_text("{not json")
     r = kl("append", ld, "t", "--value", "x")
     assert r.code == 2 and "invalid JSON" in r.err and r.err.count("\n") == 1
@@ -143,7 +143,7 @@ def test_corrupt_config_file_is_one_line_error(kl, tmp_path):
 
 def test_dry_run_changes_nothing(kl, tmp_path):
     ld = tmp_path / "logs"
-    r = kl("create", ld, "t", "-p", "2", "--dry-run")
+    r = kl("create", ld, "t", "--partitions", "2", "--dry-run")
     assert r.code == 1 and "would create" in r.out
     assert not ld.exists()
 
@@ -152,7 +152,7 @@ def test_refuses_a_directory_that_is_not_a_log_dir(kl, tmp_path):
     d = tmp_path / "home"
     d.mkdir()
     (d / "notes.txt").write_text("hello")
-    r = kl("create", d, "t", "-p", "1")
+    r = kl("create", d, "t", "--partitions", "1")
     assert r.code == 2 and "does not look like a Kafka log directory" in r.err
 
 
@@ -160,10 +160,10 @@ def test_broker_lock_refused(kl, tmp_path):
     from tests.test_fsutil import hold_lock, stop
 
     ld = tmp_path / "logs"
-    assert kl("create", ld, "t", "-p", "1").code == 0
+    assert kl("create", ld, "t", "--partitions", "1").code == 0
     p = hold_lock(ld / ".lock")
     try:
-        r = kl("create", ld, "u", "-p", "1")
+        r = kl("create", ld, "u", "--partitions", "1")
         assert r.code == 3 and "running broker" in r.err
         assert not (ld / "u-0").exists()
     finally:
@@ -179,7 +179,7 @@ def test_library_api(tmp_path):
 
 @pytest.mark.parametrize("name", ["__consumer_offsets", "__transaction_state"])
 def test_internal_topics_allowed(kl, tmp_path, name):
-    assert kl("create", tmp_path / "ld", name, "-p", "1").code == 0
+    assert kl("create", tmp_path / "ld", name, "--partitions", "1").code == 0
 
 
 def test_internal_topic_defaults():

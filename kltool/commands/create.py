@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from ..errors import UsageError
+
 
 def _ranges(nums: list[int]) -> str:
     if not nums:
@@ -14,8 +16,9 @@ def _ranges(nums: list[int]) -> str:
 @click.command("create")
 @click.argument("logdir", type=click.Path(path_type=str, readable=False))
 @click.argument("topic")
-@click.option("--partitions", "-p", type=int, required=True,
-              help="Number of partitions (larger than today's count adds partitions to an existing topic).")
+@click.option("--partitions", type=int,
+              help="Number of partitions (larger than today's count adds partitions to an existing topic). Required.")
+@click.option("-p", "partitions_short", type=int, hidden=True)
 @click.option("--config", "configs", multiple=True, metavar="KEY=VALUE",
               help="A topic setting kltool uses (repeatable): segment.bytes, segment.ms, index.interval.bytes, "
                    "segment.index.bytes, max.message.bytes, message.timestamp.type, retention.ms, retention.bytes, "
@@ -26,7 +29,7 @@ def _ranges(nums: list[int]) -> str:
 @click.option("--topic-id", metavar="UUID", help="Use this topic id (22-char base64url) instead of a random one.")
 @click.option("--dry-run", is_flag=True, help="Print what would be created, change nothing.")
 @click.pass_obj
-def command(out, logdir, topic, partitions, configs, if_not_exists, topic_id, dry_run):
+def command(out, logdir, topic, partitions, partitions_short, configs, if_not_exists, topic_id, dry_run):
     """Create TOPIC in LOGDIR: partition directories TOPIC-0 .. TOPIC-(N-1), each with an empty first
     segment and a partition.metadata holding the topic id, as a broker leaves a new partition.
 
@@ -37,6 +40,14 @@ def command(out, logdir, topic, partitions, configs, if_not_exists, topic_id, dr
     from ..storage.topic_config import CONFIG_FILE_NAME, parse_config_items
     from ..storage.writer import create_topic
 
+    if partitions_short is not None:
+        # -p selects partitions in every other command; the old count form keeps working, with a hint.
+        if partitions is not None:
+            raise UsageError("give --partitions once (-p is its old short form)")
+        out.warn("create -p N is now --partitions N (-p selects partitions in the other commands)")
+        partitions = partitions_short
+    if partitions is None:
+        raise UsageError("Missing option '--partitions' (the number of partitions).")
     config = parse_config_items(configs)
     r = create_topic(logdir, topic, partitions, config=config, if_not_exists=if_not_exists, topic_id=topic_id,
                      dry_run=dry_run)

@@ -6,7 +6,7 @@ SAMPLE := fixtures/sample-logdir
 
 .PHONY: demo test bench lint clean
 
-$(BIN)/.installed: pyproject.toml
+$(BIN)/.installed: pyproject.toml kltool/format/_speedups.c
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test,spark,bench]'

@@ -122,6 +122,9 @@ def main(argv=None) -> int:
     ap.add_argument("--codecs", default="none,lz4,zstd", help="comma-separated (default none,lz4,zstd)")
     ap.add_argument("--out", type=Path, default=HERE / "out", help="output directory (default bench/out)")
     ap.add_argument("--seed", type=int, default=20240601)
+    ap.add_argument("--small", type=int, default=200_000,
+                    help="records in small-0/: one record per batch, uncompressed, the shape of "
+                         "__consumer_offsets and low-traffic topics (default 200,000; 0: none)")
     args = ap.parse_args(argv)
 
     codecs = [c.strip() for c in args.codecs.split(",") if c.strip()]
@@ -141,6 +144,18 @@ def main(argv=None) -> int:
             w.add(off, ts, key, value)
     for w in writers:
         w.close()
+    if args.small:
+        d = args.out / "small-0"
+        d.mkdir(parents=True, exist_ok=True)
+        for stale in d.iterdir():
+            stale.unlink()
+        w = _Writer(d / f"{0:020d}.log", NONE, 1.0)
+        for off, ts, key, value in records(args.small, args.seed):
+            w.base = off
+            w.pending = [(0, ts, key, value[:40], ())]
+            w.flush()
+        w.close()
+        print(f"{w.path}: {args.small:,} records in one-record batches, {w.bytes:,} bytes")
     secs = time.perf_counter() - t0
     for w in writers:
         print(f"{w.path}: {args.records:,} records, {w.batches:,} batches, {w.bytes:,} bytes "

@@ -101,3 +101,24 @@ def kafka_oracle():
         return p.returncode, rows
 
     return read
+
+
+def pytest_sessionstart(session):
+    """Rebuild the C accelerator when the built one is older than _speedups.c's interface (after a
+    pull that changed it), so that the tests check the code as it is. Quiet when it is current."""
+    import importlib
+    import subprocess
+
+    from kltool.format import speedups
+
+    try:
+        mod = importlib.import_module("kltool.format._speedups")
+    except ImportError:
+        mod = None
+    if mod is None or getattr(mod, "ABI", 1) == speedups.ABI:
+        return  # not built (no compiler: the tests that need it say so), or current
+    print(f"conftest: rebuilding kltool's C accelerator (built ABI {getattr(mod, 'ABI', None)}, source ABI "
+          f"{speedups.ABI})", file=sys.stderr)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "-e", str(ROOT)], check=False,
+                   stdout=subprocess.DEVNULL)
+    raise SystemExit("conftest: the C accelerator was rebuilt; run pytest again")

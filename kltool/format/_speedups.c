@@ -11,6 +11,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
+#include <stdlib.h>
 
 typedef struct {
     const unsigned char *p;
@@ -158,11 +160,624 @@ done:
     return result;
 }
 
+
+/* ------------------------------------------------------------------------------------------
+ * CRC-32C (Castagnoli): SSE4.2 crc32 instructions when the CPU has them (checked at run time),
+ * else a slice-by-8 table. Same convention as the crc32c package: crc32c(data, value=0).
+ */
+static uint32_t crc_table[8][256];
+
+static void crc_init_table(void) {
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
+        crc_table[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = crc_table[0][i];
+        for (int t = 1; t < 8; t++) { c = crc_table[0][c & 0xFF] ^ (c >> 8); crc_table[t][i] = c; }
+    }
+}
+
+static uint32_t crc_sw(uint32_t crc, const unsigned char *p, size_t n) {
+    while (n && ((uintptr_t)p & 7)) { crc = crc_table[0][(crc ^ *p++) & 0xFF] ^ (crc >> 8); n--; }
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        w ^= crc;
+        crc = crc_table[7][w & 0xFF] ^ crc_table[6][(w >> 8) & 0xFF] ^ crc_table[5][(w >> 16) & 0xFF] ^
+              crc_table[4][(w >> 24) & 0xFF] ^ crc_table[3][(w >> 32) & 0xFF] ^ crc_table[2][(w >> 40) & 0xFF] ^
+              crc_table[1][(w >> 48) & 0xFF] ^ crc_table[0][w >> 56];
+        p += 8; n -= 8;
+    }
+    while (n--) crc = crc_table[0][(crc ^ *p++) & 0xFF] ^ (crc >> 8);
+    return crc;
+}
+
+/* Multiplying a CRC state by x^(8*256) and x^(8*512) mod P: tables built at start-up, so that the three
+ * streams above can be combined. shift_tab[w][k][b]: contribution of byte b at byte k of the state. */
+static uint32_t shift_tab[2][4][256];
+
+static uint32_t crc_shift_slow(uint32_t crc, size_t zeros) {
+    /* feeding `zeros` zero bytes to the raw (non-inverted) state */
+    unsigned char z[64] = {0};
+    while (zeros) {
+        size_t k = zeros < 64 ? zeros : 64;
+        crc = crc_sw(crc, z, k);
+        zeros -= k;
+    }
+    return crc;
+}
+
+static void crc_init_shift(void) {
+    for (int w = 0; w < 2; w++) {
+        size_t zeros = w ? 512 : 256;
+        for (int k = 0; k < 4; k++)
+            for (uint32_t b = 0; b < 256; b++) shift_tab[w][k][b] = crc_shift_slow(b << (8 * k), zeros);
+    }
+}
+
+static uint32_t kl_crc_shift(uint32_t crc, int which) {
+    const uint32_t (*t)[256] = shift_tab[which];
+    return t[0][crc & 0xFF] ^ t[1][(crc >> 8) & 0xFF] ^ t[2][(crc >> 16) & 0xFF] ^ t[3][crc >> 24];
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <nmmintrin.h>
+#define HAVE_HW_CRC 1
+__attribute__((target("sse4.2")))
+static uint32_t crc_hw(uint32_t crc, const unsigned char *p, size_t n) {
+    uint64_t c = crc;
+    while (n && ((uintptr_t)p & 7)) { c = _mm_crc32_u8((uint32_t)c, *p++); n--; }
+    /* three independent streams hide the instruction's latency on large inputs */
+    while (n >= 3 * 256) {
+        uint64_t c1 = 0, c2 = 0;
+        const unsigned char *p1 = p + 256, *p2 = p + 512;
+        for (int i = 0; i < 256; i += 8) {
+            uint64_t a, b, d;
+            memcpy(&a, p + i, 8); memcpy(&b, p1 + i, 8); memcpy(&d, p2 + i, 8);
+            c = _mm_crc32_u64(c, a); c1 = _mm_crc32_u64(c1, b); c2 = _mm_crc32_u64(c2, d);
+        }
+        /* combine: shift c over 512 bytes and c1 over 256 bytes (software combine via zeros) */
+        /* crc(s, A||B||D) = shift(crc(s, A), 512) ^ shift(crc(0, B), 256) ^ crc(0, D) */
+        c = kl_crc_shift((uint32_t)c, 1) ^ kl_crc_shift((uint32_t)c1, 0) ^ (uint32_t)c2;
+        p += 768; n -= 768;
+    }
+    while (n >= 8) { uint64_t w; memcpy(&w, p, 8); c = _mm_crc32_u64(c, w); p += 8; n -= 8; }
+    while (n--) c = _mm_crc32_u8((uint32_t)c, *p++);
+    return (uint32_t)c;
+}
+static int use_hw_crc = 0;
+#else
+#define HAVE_HW_CRC 0
+#endif
+
+static uint32_t crc32c_update(uint32_t value, const unsigned char *p, size_t n) {
+    uint32_t crc = ~value;
+#if HAVE_HW_CRC
+    if (use_hw_crc) return ~crc_hw(crc, p, n);
+#endif
+    return ~crc_sw(crc, p, n);
+}
+
+static PyObject *py_crc32c(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    unsigned int value = 0;
+    if (!PyArg_ParseTuple(args, "y*|I", &view, &value)) return NULL;
+    uint32_t r;
+    if (view.len > 4096) {
+        Py_BEGIN_ALLOW_THREADS
+        r = crc32c_update(value, view.buf, (size_t)view.len);
+        Py_END_ALLOW_THREADS
+    } else {
+        r = crc32c_update(value, view.buf, (size_t)view.len);
+    }
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(r);
+}
+
+static PyObject *py_crc_hw(PyObject *self, PyObject *args) {
+#if HAVE_HW_CRC
+    int on = -1;
+    if (!PyArg_ParseTuple(args, "|i", &on)) return NULL;
+    if (on == 0) use_hw_crc = 0;
+    else if (on == 1) use_hw_crc = __builtin_cpu_supports("sse4.2") ? 1 : 0;
+    return PyBool_FromLong(use_hw_crc);
+#else
+    return PyBool_FromLong(0);
+#endif
+}
+
+/* ------------------------------------------------------------------------------------------
+ * One record of an uncompressed v2 payload, with exactly decode_v2's checks (above): the
+ * validator and the formatters use this, decode_v2 keeps its own loop (its equivalence with the
+ * pure-Python decoder is tested). Header spans go to a caller-owned array.
+ */
+typedef struct {
+    int64_t tsd, od;
+    Py_ssize_t start, end, ks, ke, vs, ve;
+    int64_t hc;
+} rec_t;
+
+typedef struct {
+    Py_ssize_t *h;   /* 4 per header: ks, ke, vs, ve */
+    Py_ssize_t cap;  /* in headers */
+} hdr_buf;
+
+/* 0 ok; 1 malformed (the reference decoder gives the exact error); -1 memory error */
+static int next_record(cursor *c, rec_t *r, hdr_buf *hb) {
+    int64_t length, kl, vl, hc;
+    r->start = c->pos;
+    if (c->pos >= c->n) return 1;
+    if (read_zigzag(c, 5, &length)) return 1;
+    if (length < 0 || length > c->n - c->pos) return 1;
+    Py_ssize_t end = c->pos + (Py_ssize_t)length;
+    c->pos += 1;
+    if (read_zigzag(c, 10, &r->tsd)) return 1;
+    if (read_zigzag(c, 5, &r->od)) return 1;
+    if (read_zigzag(c, 5, &kl)) return 1;
+    r->ks = r->ke = r->vs = r->ve = -1;
+    if (kl >= 0) {
+        if (kl > c->n - c->pos) return 1;
+        r->ks = c->pos; c->pos += (Py_ssize_t)kl; r->ke = c->pos;
+    }
+    if (read_zigzag(c, 5, &vl)) return 1;
+    if (vl >= 0) {
+        if (vl > c->n - c->pos) return 1;
+        r->vs = c->pos; c->pos += (Py_ssize_t)vl; r->ve = c->pos;
+    }
+    if (read_zigzag(c, 5, &hc)) return 1;
+    r->hc = 0;
+    if (hc != 0) {
+        if (hc < 0 || hc > end - c->pos) return 1;
+        if (hb) {
+            if (hc > hb->cap) {
+                Py_ssize_t cap = hc < 16 ? 16 : (Py_ssize_t)hc;
+                Py_ssize_t *nh = PyMem_Realloc(hb->h, sizeof(Py_ssize_t) * 4 * cap);
+                if (!nh) { PyErr_NoMemory(); return -1; }
+                hb->h = nh; hb->cap = cap;
+            }
+        }
+        for (int64_t h = 0; h < hc; h++) {
+            int64_t hkl, hvl;
+            if (read_zigzag(c, 5, &hkl)) return 1;
+            if (hkl < 0 || hkl > c->n - c->pos) return 1;
+            Py_ssize_t hks = c->pos;
+            c->pos += (Py_ssize_t)hkl;
+            if (read_zigzag(c, 5, &hvl)) return 1;
+            Py_ssize_t hvs = -1, hve = -1;
+            if (hvl >= 0) {
+                if (hvl > c->n - c->pos) return 1;
+                hvs = c->pos; c->pos += (Py_ssize_t)hvl; hve = c->pos;
+            }
+            if (hb) {
+                Py_ssize_t *q = hb->h + 4 * h;
+                q[0] = hks; q[1] = hks + (Py_ssize_t)hkl; q[2] = hvs; q[3] = hve;
+            }
+        }
+        r->hc = hc;
+    }
+    if (c->pos != end) return 1;
+    r->end = end;
+    return 0;
+}
+
+/* The records of an uncompressed v2 payload are exactly what decode_records accepts, their offsets
+ * strictly increase within [base, base+lod], and offsets/timestamps stay in int64. */
+static int records_ok(const unsigned char *p, Py_ssize_t n, int64_t count, int64_t base, int64_t lod,
+                      int64_t base_ts, int lat) {
+    if (count == 0) return 1;  /* decode_records returns nothing without reading the payload */
+    cursor c = {p, n, 0};
+    int64_t prev = -1, tmp;
+    for (int64_t i = 0; i < count; i++) {
+        rec_t r;
+        if (next_record(&c, &r, NULL)) return 0;
+        if (r.od <= prev || r.od > lod) return 0;
+        prev = r.od;
+        if (__builtin_add_overflow(base, r.od, &tmp)) return 0;
+        if (!lat && __builtin_add_overflow(base_ts, r.tsd, &tmp)) return 0;
+    }
+    return c.pos == n;
+}
+
+static inline int64_t be64(const unsigned char *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v = (v << 8) | p[i];
+    return (int64_t)v;
+}
+static inline int32_t be32(const unsigned char *p) {
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
+}
+static inline int16_t be16(const unsigned char *p) { return (int16_t)(((uint16_t)p[0] << 8) | p[1]); }
+
+/*
+ * walk_v2(buf, start, stop, prev_last, seg_base, deep, want_cols)
+ *   -> (index, batches, records, last_offset, cols)
+ * Walks the consecutive v2 batches of buf[start:stop] that need nothing from Python: the whole
+ * batch is in the window, its size and magic are right, its CRC matches, its offsets follow
+ * ``prev_last`` (None: anything >= 0) and lie in [seg_base, seg_base + 2^31-1] (seg_base -1: not
+ * checked), last offset delta and count are >= 0, it is not a transactional control batch; with
+ * ``deep``, it is uncompressed and its records pass records_ok. Stops before the first batch that
+ * is not so (Python's walker handles it, with its exact messages) and returns the index it
+ * stopped at. ``cols`` (with want_cols) packs per batch native int64 (index, base, last, max_ts).
+ */
+static PyObject *walk_v2(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t start, stop;
+    PyObject *prev_obj;
+    long long seg_base;
+    int deep, want_cols;
+    if (!PyArg_ParseTuple(args, "y*nnOLpp", &view, &start, &stop, &prev_obj, &seg_base, &deep, &want_cols))
+        return NULL;
+    int64_t prev = INT64_MIN;
+    int have_prev = prev_obj != Py_None;
+    if (have_prev) {
+        prev = PyLong_AsLongLong(prev_obj);
+        if (prev == -1 && PyErr_Occurred()) { PyBuffer_Release(&view); return NULL; }
+    }
+    if (stop > view.len) stop = view.len;
+    if (start < 0) start = 0;
+    const unsigned char *b = view.buf;
+    Py_ssize_t i = start;
+    Py_ssize_t nb = 0;
+    int64_t records = 0;
+    int64_t *cols = NULL;
+    Py_ssize_t cap = 0;
+    PyObject *result = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    while (stop - i >= 61) {
+        const unsigned char *p = b + i;
+        int64_t base = be64(p);
+        int32_t size = be32(p + 8);
+        if (p[16] != 2 || size < 49 || (Py_ssize_t)size + 12 > stop - i) break;
+        Py_ssize_t total = (Py_ssize_t)size + 12;
+        int16_t attrs = be16(p + 21);
+        int32_t lod = be32(p + 23);
+        int64_t pid = be64(p + 43);
+        int32_t count = be32(p + 57);
+        if (base < 0 || lod < 0 || count < 0) break;
+        int64_t last = base + lod;
+        if (have_prev && base <= prev) break;
+        if (seg_base >= 0 && (base < seg_base || last - seg_base > 0x7FFFFFFF)) break;
+        if ((attrs & 0x20) && pid >= 0) break;
+        uint32_t stored = (uint32_t)be32(p + 17);
+        if (crc32c_update(0, p + 21, (size_t)(total - 21)) != stored) break;
+        if (deep) {
+            if (attrs & 0x07) break;
+            int lat = (attrs & 0x08) != 0;
+            if (!records_ok(p + 61, total - 61, count, base, lod, be64(p + 27), lat)) break;
+        }
+        if (want_cols) {
+            if (nb >= cap) {
+                Py_ssize_t ncap = cap ? cap * 2 : 1024;
+                int64_t *nc = realloc(cols, sizeof(int64_t) * 4 * ncap);
+                if (!nc) break;
+                cols = nc; cap = ncap;
+            }
+            int64_t *q = cols + 4 * nb;
+            q[0] = i; q[1] = base; q[2] = last; q[3] = be64(p + 35);
+        }
+        nb++;
+        records += count;
+        prev = last;
+        have_prev = 1;
+        i += total;
+    }
+    Py_END_ALLOW_THREADS
+    PyObject *cobj;
+    if (want_cols) cobj = PyBytes_FromStringAndSize((const char *)cols, (Py_ssize_t)(nb * 4 * sizeof(int64_t)));
+    else { cobj = Py_None; Py_INCREF(cobj); }
+    free(cols);
+    if (cobj) {
+        if (have_prev)
+            result = Py_BuildValue("(nnLLN)", i, nb, (long long)records, (long long)prev, cobj);
+        else
+            result = Py_BuildValue("(nnLON)", i, nb, (long long)records, Py_None, cobj);
+    }
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* records_ok for one uncompressed-or-decompressed payload (verify --deep of compressed batches). */
+static PyObject *check_v2(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    long long count, base, lod, base_ts;
+    int lat;
+    if (!PyArg_ParseTuple(args, "y*LLLLp", &view, &count, &base, &lod, &base_ts, &lat)) return NULL;
+    int ok;
+    Py_BEGIN_ALLOW_THREADS
+    ok = records_ok(view.buf, view.len, count, base, lod, base_ts, lat);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    return PyBool_FromLong(ok);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Output of dump --records: kafka-dump-log text lines or JSON lines, for a whole batch in one call.
+ */
+typedef struct {
+    char *p;
+    Py_ssize_t n, cap;
+} obuf;
+
+static int ob_reserve(obuf *o, Py_ssize_t extra) {
+    if (o->n + extra <= o->cap) return 0;
+    Py_ssize_t cap = o->cap ? o->cap : 4096;
+    while (cap < o->n + extra) cap *= 2;
+    char *np = PyMem_Realloc(o->p, cap);
+    if (!np) { PyErr_NoMemory(); return -1; }
+    o->p = np; o->cap = cap;
+    return 0;
+}
+static inline int ob_put(obuf *o, const char *s, Py_ssize_t k) {
+    if (ob_reserve(o, k)) return -1;
+    memcpy(o->p + o->n, s, k); o->n += k;
+    return 0;
+}
+#define OB_LIT(o, lit) ob_put((o), (lit), (Py_ssize_t)(sizeof(lit) - 1))
+static int ob_i64(obuf *o, int64_t v) {
+    char tmp[24];
+    int k = 0;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do { tmp[k++] = (char)('0' + u % 10); u /= 10; } while (u);
+    if (ob_reserve(o, k + 1)) return -1;
+    if (v < 0) o->p[o->n++] = '-';
+    while (k) o->p[o->n++] = tmp[--k];
+    return 0;
+}
+static const char HEXD[] = "0123456789abcdef";
+static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+static int ob_hex(obuf *o, const unsigned char *s, Py_ssize_t k) {
+    if (ob_reserve(o, 2 * k)) return -1;
+    char *d = o->p + o->n;
+    for (Py_ssize_t i = 0; i < k; i++) { d[2 * i] = HEXD[s[i] >> 4]; d[2 * i + 1] = HEXD[s[i] & 15]; }
+    o->n += 2 * k;
+    return 0;
+}
+static int ob_b64(obuf *o, const unsigned char *s, Py_ssize_t k) {
+    if (ob_reserve(o, 4 * ((k + 2) / 3))) return -1;
+    char *d = o->p + o->n;
+    Py_ssize_t i = 0;
+    for (; i + 3 <= k; i += 3) {
+        uint32_t v = ((uint32_t)s[i] << 16) | ((uint32_t)s[i + 1] << 8) | s[i + 2];
+        *d++ = B64[v >> 18]; *d++ = B64[(v >> 12) & 63]; *d++ = B64[(v >> 6) & 63]; *d++ = B64[v & 63];
+    }
+    if (k - i == 1) {
+        uint32_t v = (uint32_t)s[i] << 16;
+        *d++ = B64[v >> 18]; *d++ = B64[(v >> 12) & 63]; *d++ = '='; *d++ = '=';
+    } else if (k - i == 2) {
+        uint32_t v = ((uint32_t)s[i] << 16) | ((uint32_t)s[i + 1] << 8);
+        *d++ = B64[v >> 18]; *d++ = B64[(v >> 12) & 63]; *d++ = B64[(v >> 6) & 63]; *d++ = '=';
+    }
+    o->n = d - o->p;
+    return 0;
+}
+
+/* Strict UTF-8 (what bytes.decode("utf-8") accepts). */
+static int utf8_valid(const unsigned char *s, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    while (i < n) {
+        unsigned char c = s[i];
+        if (c < 0x80) { i++; continue; }
+        if (c >= 0xC2 && c <= 0xDF) {
+            if (i + 1 >= n || (s[i + 1] & 0xC0) != 0x80) return 0;
+            i += 2;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            if (i + 2 >= n) return 0;
+            unsigned char c1 = s[i + 1];
+            if ((c1 & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80) return 0;
+            if (c == 0xE0 && c1 < 0xA0) return 0;
+            if (c == 0xED && c1 >= 0xA0) return 0;
+            i += 3;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            if (i + 3 >= n) return 0;
+            unsigned char c1 = s[i + 1];
+            if ((c1 & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80 || (s[i + 3] & 0xC0) != 0x80) return 0;
+            if (c == 0xF0 && c1 < 0x90) return 0;
+            if (c == 0xF4 && c1 >= 0x90) return 0;
+            i += 4;
+        } else return 0;
+    }
+    return 1;
+}
+
+enum { ENC_TEXT = 0, ENC_BASE64 = 1, ENC_HEX = 2 };
+
+/* text_bytes(): 1 = the Python formatter must do it (non-ASCII or unprintable text) */
+static int text_value(obuf *o, const unsigned char *s, Py_ssize_t k, int enc) {
+    if (enc == ENC_HEX) return ob_hex(o, s, k);
+    if (enc == ENC_BASE64) return ob_b64(o, s, k);
+    for (Py_ssize_t i = 0; i < k; i++)
+        if (s[i] < 0x20 || s[i] > 0x7E) return 1;
+    return ob_put(o, (const char *)s, k);
+}
+
+/* encode_bytes() as JSON (ensure_ascii=False) */
+static int json_value(obuf *o, const unsigned char *s, Py_ssize_t k, int enc) {
+    if (enc == ENC_HEX) {
+        if (OB_LIT(o, "{\"hex\":\"") || ob_hex(o, s, k) || OB_LIT(o, "\"}")) return -1;
+        return 0;
+    }
+    if (enc == ENC_BASE64 || !utf8_valid(s, k)) {
+        if (OB_LIT(o, "{\"base64\":\"") || ob_b64(o, s, k) || OB_LIT(o, "\"}")) return -1;
+        return 0;
+    }
+    if (ob_reserve(o, 6 * k + 2)) return -1;
+    char *d = o->p + o->n;
+    *d++ = '"';
+    for (Py_ssize_t i = 0; i < k; i++) {
+        unsigned char c = s[i];
+        if (c >= 0x20 && c != '"' && c != '\\') { *d++ = (char)c; continue; }
+        *d++ = '\\';
+        switch (c) {
+        case '"': *d++ = '"'; break;
+        case '\\': *d++ = '\\'; break;
+        case '\b': *d++ = 'b'; break;
+        case '\f': *d++ = 'f'; break;
+        case '\n': *d++ = 'n'; break;
+        case '\r': *d++ = 'r'; break;
+        case '\t': *d++ = 't'; break;
+        default: *d++ = 'u'; *d++ = '0'; *d++ = '0'; *d++ = HEXD[c >> 4]; *d++ = HEXD[c & 15];
+        }
+    }
+    *d++ = '"';
+    o->n = d - o->p;
+    return 0;
+}
+
+static int opt_i64(PyObject *o, int64_t *v) {
+    if (o == Py_None) return 0;
+    *v = PyLong_AsLongLong(o);
+    if (*v == -1 && PyErr_Occurred()) return -1;
+    return 1;
+}
+
+/*
+ * format_v2(data, count, base_offset, base_ts, lat, max_ts, base_seq, json, enc, ts_name, suffix,
+ *           from_offset, to_offset, from_time, to_time, key, max_records) -> (bytes, emitted) | None
+ * The record lines of an uncompressed (or decompressed) v2 payload, as Dumper writes them for a
+ * batch that is not a control batch and has no internal-topic decoder: text (ts_name is
+ * "CreateTime"/...) or JSON (ts_name is the JSON timestamp_type; suffix ends each object). Records
+ * are filtered like RecordFilter.record_matches and at most max_records (-1: all) are written.
+ * None when Python must format the batch: malformed records (its decoder gives the error), text
+ * that is not printable ASCII (its escaping rules), out-of-int64 values.
+ */
+static PyObject *format_v2(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    long long count, base_offset, base_ts, max_ts, base_seq;
+    int lat, json, enc;
+    const char *ts_name, *suffix;
+    Py_ssize_t ts_len, suf_len, max_records;
+    PyObject *fo, *to, *fto, *tto, *keyo;
+    if (!PyArg_ParseTuple(args, "y*LLLpLLpis#s#OOOOOn", &view, &count, &base_offset, &base_ts, &lat, &max_ts,
+                          &base_seq, &json, &enc, &ts_name, &ts_len, &suffix, &suf_len, &fo, &to, &fto, &tto,
+                          &keyo, &max_records))
+        return NULL;
+    int64_t from_off = 0, to_off = 0, from_ts = 0, to_ts = 0;
+    int has_fo, has_to, has_fts, has_tts;
+    PyObject *result = NULL;
+    obuf o = {0};
+    hdr_buf hb = {0};
+    const char *fk = NULL;
+    Py_ssize_t fkl = 0;
+    if ((has_fo = opt_i64(fo, &from_off)) < 0 || (has_to = opt_i64(to, &to_off)) < 0 ||
+        (has_fts = opt_i64(fto, &from_ts)) < 0 || (has_tts = opt_i64(tto, &to_ts)) < 0)
+        goto done;
+    if (keyo != Py_None) {
+        if (PyBytes_AsStringAndSize(keyo, (char **)&fk, &fkl) < 0) goto done;
+    }
+    const unsigned char *d = view.buf;
+    cursor c = {d, view.len, 0};
+    Py_ssize_t emitted = 0;
+    int defer = 0;
+    for (long long r = 0; r < count; r++) {
+        rec_t rec;
+        int rc = next_record(&c, &rec, &hb);
+        if (rc < 0) goto done;
+        if (rc > 0) { defer = 1; break; }
+        int64_t off, ts;
+        if (__builtin_add_overflow((int64_t)base_offset, rec.od, &off)) { defer = 1; break; }
+        if (lat) ts = max_ts;
+        else if (__builtin_add_overflow((int64_t)base_ts, rec.tsd, &ts)) { defer = 1; break; }
+        if ((has_fo && off < from_off) || (has_to && off > to_off) || (has_fts && ts < from_ts) ||
+            (has_tts && ts > to_ts))
+            continue;
+        if (fk && (rec.ks < 0 || rec.ke - rec.ks != fkl || memcmp(d + rec.ks, fk, fkl) != 0)) continue;
+        if (max_records >= 0 && emitted >= max_records) continue;  /* the rest is still checked */
+        int64_t seq = -1;
+        if (base_seq >= 0) {
+            seq = base_seq + rec.od;
+            if (seq > 0x7FFFFFFF) seq -= ((int64_t)1 << 31);
+        }
+        int e = 0;
+        if (json) {
+            e |= OB_LIT(&o, "{\"type\":\"record\",\"offset\":") || ob_i64(&o, off) || OB_LIT(&o, ",\"timestamp\":") ||
+                 ob_i64(&o, ts) || OB_LIT(&o, ",\"timestamp_type\":\"") || ob_put(&o, ts_name, ts_len) ||
+                 OB_LIT(&o, "\",\"key\":");
+            if (!e) e |= rec.ks < 0 ? OB_LIT(&o, "null") : json_value(&o, d + rec.ks, rec.ke - rec.ks, enc);
+            if (!e) e |= OB_LIT(&o, ",\"value\":");
+            if (!e) e |= rec.vs < 0 ? OB_LIT(&o, "null") : json_value(&o, d + rec.vs, rec.ve - rec.vs, enc);
+            if (!e) e |= OB_LIT(&o, ",\"headers\":[");
+            for (int64_t h = 0; h < rec.hc && !e; h++) {
+                Py_ssize_t *q = hb.h + 4 * h;
+                e |= (h ? OB_LIT(&o, ",{\"key\":") : OB_LIT(&o, "{\"key\":")) ||
+                     json_value(&o, d + q[0], q[1] - q[0], ENC_TEXT) || OB_LIT(&o, ",\"value\":");
+                if (!e) e |= q[2] < 0 ? OB_LIT(&o, "null") : json_value(&o, d + q[2], q[3] - q[2], enc);
+                if (!e) e |= OB_LIT(&o, "}");
+            }
+            if (!e) e |= OB_LIT(&o, "],\"sequence\":") || ob_i64(&o, seq) || OB_LIT(&o, ",\"size\":") ||
+                         ob_i64(&o, rec.end - rec.start) || OB_LIT(&o, ",\"batch_offset\":") ||
+                         ob_i64(&o, base_offset) || ob_put(&o, suffix, suf_len) || OB_LIT(&o, "\n");
+            if (e) goto done;
+        } else {
+            e |= OB_LIT(&o, "| offset: ") || ob_i64(&o, off) || OB_LIT(&o, " ") || ob_put(&o, ts_name, ts_len) ||
+                 OB_LIT(&o, ": ") || ob_i64(&o, ts) || OB_LIT(&o, " keySize: ") ||
+                 ob_i64(&o, rec.ks < 0 ? -1 : rec.ke - rec.ks) || OB_LIT(&o, " valueSize: ") ||
+                 ob_i64(&o, rec.vs < 0 ? -1 : rec.ve - rec.vs) || OB_LIT(&o, " sequence: ") || ob_i64(&o, seq) ||
+                 OB_LIT(&o, " headerKeys: [");
+            if (e) goto done;
+            int t = 0;
+            for (int64_t h = 0; h < rec.hc && !t; h++) {
+                Py_ssize_t *q = hb.h + 4 * h;
+                if (h && OB_LIT(&o, ",")) goto done;
+                if ((t = text_value(&o, d + q[0], q[1] - q[0], ENC_TEXT)) < 0) goto done;
+            }
+            if (!t && OB_LIT(&o, "]")) goto done;
+            if (!t && rec.hc) {
+                if (OB_LIT(&o, " headers: [")) goto done;
+                for (int64_t h = 0; h < rec.hc && !t; h++) {
+                    Py_ssize_t *q = hb.h + 4 * h;
+                    if ((h && OB_LIT(&o, ", "))) goto done;
+                    if ((t = text_value(&o, d + q[0], q[1] - q[0], ENC_TEXT)) < 0) goto done;
+                    if (t) break;
+                    if (OB_LIT(&o, "=")) goto done;
+                    if (q[2] < 0) { if (OB_LIT(&o, "null")) goto done; }
+                    else if ((t = text_value(&o, d + q[2], q[3] - q[2], enc)) < 0) goto done;
+                }
+                if (!t && OB_LIT(&o, "]")) goto done;
+            }
+            if (!t && rec.ks >= 0) {
+                if (OB_LIT(&o, " key: ")) goto done;
+                if ((t = text_value(&o, d + rec.ks, rec.ke - rec.ks, enc)) < 0) goto done;
+            }
+            if (!t && rec.vs >= 0) {
+                if (OB_LIT(&o, " payload: ")) goto done;
+                if ((t = text_value(&o, d + rec.vs, rec.ve - rec.vs, enc)) < 0) goto done;
+            }
+            if (t) { defer = 1; break; }
+            if (OB_LIT(&o, "\n")) goto done;
+        }
+        emitted++;
+    }
+    if (!defer && c.pos != view.len && count > 0) defer = 1;
+    if (defer) { result = Py_None; Py_INCREF(result); }
+    else result = Py_BuildValue("(y#n)", o.p ? o.p : "", o.n, emitted);
+done:
+    PyMem_Free(o.p);
+    PyMem_Free(hb.h);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"decode_v2", decode_v2, METH_VARARGS, "Decode the records of an uncompressed v2 payload into columns."},
+    {"crc32c", py_crc32c, METH_VARARGS, "CRC-32C of a buffer, continuing from value (crc32c package convention)."},
+    {"hw_crc", py_crc_hw, METH_VARARGS, "Whether the SSE4.2 CRC-32C path is used; hw_crc(0) turns it off, hw_crc(1) on."},
+    {"walk_v2", walk_v2, METH_VARARGS, "Walk the plain, valid v2 batches of a buffer window in one call."},
+    {"check_v2", check_v2, METH_VARARGS, "Whether an uncompressed v2 payload's records are what decode_records accepts."},
+    {"format_v2", format_v2, METH_VARARGS, "The dump --records lines (text or JSON) of a v2 payload."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "kltool.format._speedups", NULL, -1, methods};
 
-PyMODINIT_FUNC PyInit__speedups(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__speedups(void) {
+    crc_init_table();
+    crc_init_shift();
+#if HAVE_HW_CRC
+    use_hw_crc = __builtin_cpu_supports("sse4.2") ? 1 : 0;
+#endif
+    PyObject *m = PyModule_Create(&module);
+    if (m && PyModule_AddIntConstant(m, "ABI", 2) < 0) { Py_DECREF(m); return NULL; }
+    return m;
+}

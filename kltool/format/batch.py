@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import struct
 from operator import itemgetter
 
-from crc32c import crc32c
-
 from ..errors import CorruptDataError
+from . import speedups as _speedups
 from .compression import NONE, compress, decompress
 from .records import CONTROL_TYPES, LOG_OVERHEAD, BatchHeader, RecordColumns
+from .speedups import crc32c
 from .varint import encode_varint, encode_varlong, read_varint
 
 V2_HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -24,12 +23,8 @@ TRANSACTIONAL_BIT = 0x10
 CONTROL_BIT = 0x20
 DELETE_HORIZON_BIT = 0x40
 
-try:  # the optional C accelerator (setup.py); the pure-Python loop below is the reference
-    if os.environ.get("KLTOOL_PURE_PYTHON"):
-        raise ImportError
-    from ._speedups import decode_v2 as _c_decode_v2
-except ImportError:  # pragma: no cover - depends on the build
-    _c_decode_v2 = None
+# the optional C accelerator (speedups.py); the pure-Python loop below is the reference
+_c_decode_v2 = _speedups.C.decode_v2 if _speedups.C is not None else None
 
 _I16 = struct.Struct(">h")
 _CTRL_KEY = struct.Struct(">hh")

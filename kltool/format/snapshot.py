@@ -15,9 +15,8 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from crc32c import crc32c
-
 from ..errors import CorruptDataError
+from .speedups import crc32c
 
 SNAPSHOT_VERSION = 1  # ProducerStateManager.PRODUCER_SNAPSHOT_VERSION
 CRC_OFFSET = 2

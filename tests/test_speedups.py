@@ -1,0 +1,209 @@
+"""The C accelerator's paths give exactly what the pure-Python reference paths give: on every
+fixture and on generated (and damaged) segments. ``pure()`` switches the accelerator off in-process,
+as ``KLTOOL_NO_SPEEDUPS=1`` does for a whole run."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import struct
+import subprocess
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kltool.format import _speedups, build_batch, speedups
+from kltool.format import batch as fbatch
+from kltool.format.compression import GZIP, LZ4, NONE, ZSTD
+
+from .conftest import FIXTURES, ORACLE, REAL, ROOT
+
+
+@contextlib.contextmanager
+def pure():
+    saved = speedups.C, fbatch._c_decode_v2
+    speedups.C = None
+    fbatch._c_decode_v2 = None
+    try:
+        yield
+    finally:
+        speedups.C, fbatch._c_decode_v2 = saved
+
+
+def _fixture_paths():
+    out = [FIXTURES / "sample-logdir"]
+    out += sorted(p for p in REAL.iterdir() if p.is_dir())
+    out += sorted(p for p in ORACLE.iterdir() if p.is_dir())
+    return out
+
+
+def verify_result(path, deep):
+    from kltool.storage import open_paths
+    from kltool.storage.verify import VerifyStats, verify_selection
+
+    stats = VerifyStats()
+    findings = [f.to_json() for f in verify_selection(open_paths([path]), deep=deep, stats=stats)]
+    return findings, {k: v for k, v in vars(stats).items()}
+
+
+# --- CRC-32C -----------------------------------------------------------------------------------
+
+def test_crc32c_matches_the_package_in_hardware_and_table_modes():
+    import crc32c as pkg
+
+    rnd = random.Random(1)
+    try:
+        for hw in (1, 0):
+            _speedups.hw_crc(hw)
+            for n in (0, 1, 3, 7, 8, 9, 63, 255, 767, 768, 769, 1536, 2305, 10_000, 100_003):
+                data = rnd.randbytes(n)
+                for start in (0, 1, 5):
+                    view = memoryview(data)[start:]
+                    for value in (0, 1, 0xFFFFFFFF, 123456789):
+                        assert _speedups.crc32c(view, value) == pkg.crc32c(bytes(view), value), (hw, n, start)
+    finally:
+        _speedups.hw_crc(1)
+
+
+# --- verify ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("path", _fixture_paths(), ids=lambda p: p.name)
+def test_verify_same_with_and_without_the_accelerator_on_every_fixture(path):
+    for deep in (False, True):
+        fast = verify_result(path, deep)
+        with pure():
+            ref = verify_result(path, deep)
+        assert fast == ref
+
+
+def _random_records(rnd, n, with_headers):
+    texts = [b"", b"plain", b"caf\xc3\xa9", b"tab\there", b"quote\"back\\slash", b"\x00\x01\xff\xfe", b"\x7f",
+             b"line\nbreak", "\u2028ünï".encode(), b"\xed\xa0\x80"]
+    recs = []
+    for i in range(n):
+        k = rnd.choice([None, rnd.choice(texts), f"key-{i}".encode()])
+        v = rnd.choice([None, rnd.choice(texts), rnd.randbytes(rnd.randint(0, 40))])
+        hs = []
+        if with_headers and rnd.random() < 0.4:
+            hs = [(rnd.choice(["h", "ü", "a\tb"]), rnd.choice([None, b"x", rnd.choice(texts)]))
+                  for _ in range(rnd.randint(1, 3))]
+        recs.append((i, 1_700_000_000_000 + rnd.randint(-5, 5000), k, v, hs))
+    return recs
+
+
+def make_partition(tmp_path, seed, n_batches, mutate, index):
+    """A partition dir whose one segment holds varied v2 batches (and sometimes v0/v1, compressed,
+    transactional, control ones), optionally damaged and with an offset/time index."""
+    from kltool.format.batch import build_end_txn_marker
+
+    rnd = random.Random(seed)
+    d = tmp_path / f"t-{seed % 7}"
+    d.mkdir(parents=True, exist_ok=True)
+    for f in d.iterdir():
+        f.unlink()
+    off = rnd.choice([0, 0, 5])
+    data = bytearray()
+    entries = []
+    for _ in range(n_batches):
+        kind = rnd.random()
+        if kind < 0.05:
+            b = build_end_txn_marker(offset=off, commit=True, producer_id=7, producer_epoch=0, coordinator_epoch=1,
+                                     timestamp=1_700_000_000_000)
+            k = 1
+        elif kind < 0.1:
+            recs = _random_records(rnd, rnd.randint(1, 3), False)
+            b = build_batch(recs, base_offset=off, magic=rnd.choice([0, 1]), compression=rnd.choice([NONE, GZIP]))
+            k = len(recs)
+        else:
+            recs = _random_records(rnd, rnd.randint(0 if rnd.random() < 0.05 else 1, 6), True)
+            codec = rnd.choice([NONE, NONE, NONE, LZ4, ZSTD])
+            b = build_batch(recs, base_offset=off, compression=codec, is_transactional=rnd.random() < 0.1,
+                            producer_id=rnd.choice([-1, 3]), producer_epoch=0 if rnd.random() < 0.5 else -1,
+                            base_sequence=rnd.choice([-1, 0, 2**31 - 2]),
+                            log_append_time=1_700_000_001_000 if rnd.random() < 0.1 else None)
+            k = max(len(recs), 1)
+        if rnd.random() < 0.3:
+            entries.append((off + k - 1, len(data), struct.unpack_from(">q", b, 35)[0] if b[16] == 2 else 0))
+        data += b
+        off += k + (rnd.randint(1, 3) if rnd.random() < 0.1 else 0)
+    if rnd.random() < 0.1 and data:  # offsets out of order: a batch repeated
+        data += data[:struct.unpack_from(">i", data, 8)[0] + 12]
+    for _ in range(mutate):
+        if not data:
+            break
+        what = rnd.random()
+        p = rnd.randrange(len(data))
+        if what < 0.6:
+            data[p] ^= 1 << rnd.randrange(8)
+        elif what < 0.8:
+            data[p:p + rnd.randint(1, 50)] = bytes(rnd.randint(1, 50))
+        else:
+            del data[p:]
+    (d / f"{0:020d}.log").write_bytes(bytes(data))
+    if index and entries:
+        base = 0
+        oi = b"".join(struct.pack(">ii", o - base + rnd.choice([0, 0, 0, 1]), pos) for o, pos, _ts in entries)
+        ti = b"".join(struct.pack(">qi", ts + rnd.choice([0, 0, 0, 1]), o - base) for o, _pos, ts in entries)
+        (d / f"{0:020d}.index").write_bytes(oi)
+        (d / f"{0:020d}.timeindex").write_bytes(ti)
+    return d
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32), n=st.integers(0, 40), mutate=st.integers(0, 3), index=st.booleans())
+def test_verify_same_with_and_without_the_accelerator_on_generated_damaged_segments(tmp_path, seed, n, mutate,
+                                                                                    index):
+    d = make_partition(tmp_path, seed, n, mutate, index)
+    for target in (d, d / f"{0:020d}.log"):
+        for deep in (False, True):
+            fast = verify_result(target, deep)
+            with pure():
+                ref = verify_result(target, deep)
+            assert fast == ref
+
+
+def test_walk_runs_hand_over_at_chunk_boundaries(tmp_path):
+    """Small batches across many chunk boundaries (and one bigger than a chunk): the runs the C walker
+    yields, expanded, are exactly the batches the Python walker yields."""
+    from kltool.storage.scan import BatchRun, walk
+
+    p = tmp_path / "a.log"
+    batches = [build_batch([(0, 1_700_000_000_000 + i, b"k", b"v" * (i % 50 if i != 1500 else 5000), ())],
+                           base_offset=i) for i in range(3000)]
+    p.write_bytes(b"".join(batches))
+    ref = [(h.position, h.size, h.base_offset, h.crc_valid) for h in walk(p)]
+    for cs in (300, 1000, 4096, 1 << 20):
+        got = []
+        runs = 0
+        for item in walk(p, runs=True, chunk_size=cs, want_cols=True):
+            if isinstance(item, BatchRun):
+                runs += 1
+                hs = item.headers()
+                pos, base, last, mts = item.columns()
+                assert pos == [h.position for h in hs] and base == [h.base_offset for h in hs]
+                assert last == [h.last_offset for h in hs] and mts == [h.max_timestamp for h in hs]
+                assert item.records == sum(h.count for h in hs) and item.size == sum(h.size for h in hs)
+                got += [(h.position, h.size, h.base_offset, h.crc_valid) for h in hs]
+            else:
+                got.append((item.position, item.size, item.base_offset, item.crc_valid))
+        assert got == ref and runs > 0
+
+
+# --- the pure-Python fallback runs the key checks on its own -----------------------------------
+
+@pytest.mark.slow
+def test_key_checks_pass_with_the_accelerator_disabled():
+    """KLTOOL_NO_SPEEDUPS=1: the reference paths alone pass the walker, format, dump, verify and
+    oracle-corpus tests (CI runs this, so the fallback cannot rot)."""
+    env = dict(os.environ, KLTOOL_NO_SPEEDUPS="1")
+    code = ("import kltool.format.speedups as s, kltool.format.batch as b;"
+            "assert s.C is None and b._c_decode_v2 is None")
+    subprocess.run([sys.executable, "-c", code], env=env, check=True)
+    tests = ["tests/test_scan.py", "tests/test_format_core.py", "tests/test_dump.py", "tests/test_oracle_corpus.py",
+             "tests/test_real_logdirs.py", "tests/test_append.py"]
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests],
+                       env=env, cwd=ROOT, capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]

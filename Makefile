@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 SAMPLE := fixtures/sample-logdir
 
-.PHONY: demo test bench lint clean
+.PHONY: demo test test-quick bench lint clean
 
 $(BIN)/.installed: pyproject.toml kltool/format/_speedups.c
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -20,6 +20,10 @@ demo: $(BIN)/.installed
 
 test: $(BIN)/.installed
 	$(BIN)/python -m pytest -q
+
+# The edit loop: everything but the tests marked slow (Spark sessions, kill-at-every-step, big property runs).
+test-quick: $(BIN)/.installed
+	$(BIN)/python -m pytest -q -m "not slow"
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .

@@ -107,6 +107,7 @@ record = st.tuples(st.one_of(st.none(), st.binary(max_size=50)), st.one_of(st.no
                    headers, st.integers(0, 10**6))
 
 
+@pytest.mark.slow
 @given(st.lists(record, min_size=1, max_size=30), st.sampled_from([NONE, GZIP, SNAPPY, LZ4, ZSTD]),
        st.integers(0, 2**40), st.booleans())
 @settings(max_examples=150, deadline=None)
@@ -209,6 +210,7 @@ def _both_decoders(h, raw):
     return run(True), run(False)
 
 
+@pytest.mark.slow
 @given(st.lists(record, min_size=1, max_size=8), st.lists(st.tuples(st.integers(61, 2000), st.integers(1, 255)),
                                                           max_size=4))
 @settings(max_examples=300, deadline=None)

@@ -730,6 +730,7 @@ def test_random_bytes_raise_only_corrupt_data_error(name, key, value):
     _only_corrupt_data_errors(name, key, value)
 
 
+@pytest.mark.slow
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_mutated_records_raise_only_corrupt_data_error(data):

@@ -96,6 +96,7 @@ def sample(n: int, limit: int = 45) -> list[int]:
     return ks
 
 
+@pytest.mark.slow
 def test_repair_killed_at_every_step_converges(tmp_path, copy_fixture):
     ref = build(copy_fixture, tmp_path / "ref")
     original = tree(ref)
@@ -122,6 +123,7 @@ def test_repair_killed_at_every_step_converges(tmp_path, copy_fixture):
         assert tree(root) == original, k
 
 
+@pytest.mark.slow
 def test_restore_killed_at_every_step_converges(tmp_path, copy_fixture):
     ref = build(copy_fixture, tmp_path / "ref")
     original = tree(ref)

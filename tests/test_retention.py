@@ -451,6 +451,7 @@ def _kill_scenario(root: Path, *, small: bool = False) -> Path:
     return ld
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backup", [False, True], ids=["broker-way", "backup-dir"])
 def test_killed_at_every_step_verifies_and_converges(kl, tmp_path, backup, monkeypatch):
     import shutil

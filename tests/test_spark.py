@@ -10,7 +10,7 @@ import pytest
 from .conftest import FIXTURES, ORACLE, REAL
 from .test_spark_helpers import brute_offset_for_time, kltool_batches, kltool_records
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 pytest.importorskip("pyspark")
 pa = pytest.importorskip("pyarrow")

@@ -65,6 +65,43 @@ def text_bytes(b: bytes | None, encoding: str = "text", limit: int | None = None
     return s
 
 
+GAP = "   "
+
+
+def render_table(columns: list[str], rows: list[list[Any]], *, width: int | None = None,
+                 title: str | None = None, justify: dict[str, str] | None = None) -> list[str]:
+    """Lines of a table. Fits in ``width`` (None: any width) as aligned columns with a header and a
+    rule; when it cannot, each row becomes ``name: value`` fields, the first field unindented and the
+    rest wrapped onto lines indented by two spaces (a field longer than the width gets a line of its
+    own). Nothing is ever truncated."""
+    justify = justify or {}
+    cells = [["" if v is None else str(v) for v in r] for r in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    total = sum(widths) + len(GAP) * (len(columns) - 1)
+    lines = [] if title is None else [title]
+    if width is None or total <= width:
+        def fmt(vals):
+            return GAP.join(v.rjust(w) if justify.get(c) == "right" else v.ljust(w)
+                            for v, w, c in zip(vals, widths, columns, strict=True)).rstrip()
+
+        lines.append(fmt(columns))
+        lines.append("\u2500" * total)
+        lines.extend(fmt(r) for r in cells)
+        return lines
+    for r in cells:
+        fields = [f"{c}: {v}" for c, v in zip(columns, r, strict=True) if v != ""]
+        line = ""
+        for f in fields:
+            if line and len(line) + 2 + len(f) > width:
+                lines.append(line)
+                line = "  " + f
+            else:
+                line = f if not line else (line + "  " + f)
+        if line:
+            lines.append(line)
+    return lines
+
+
 class Output:
     def __init__(self, json_mode: bool = False, quiet: bool = False, color: bool | None = None):
         self.json_mode = json_mode
@@ -74,7 +111,6 @@ class Output:
         self.color = color
         self._stdout = sys.stdout
         self._err_console = None
-        self._out_console = None
 
     # -- stdout ------------------------------------------------------------------------------
     def emit(self, obj: dict) -> None:
@@ -96,29 +132,24 @@ class Output:
         with contextlib.suppress(Exception):
             self._stdout.flush()
 
-    @property
-    def out_console(self):
-        if self._out_console is None:
-            from rich.console import Console
-
-            tty = self._stdout.isatty()
-            self._out_console = Console(file=self._stdout, no_color=not self.color, highlight=False,
-                                        soft_wrap=False, width=None if tty else 400,
-                                        color_system="auto" if tty and self.color else None)
-        return self._out_console
+    def width(self) -> int | None:
+        """The width tables must fit: $COLUMNS when set, else the terminal's; None (unlimited) when
+        stdout is not a terminal."""
+        env = os.environ.get("COLUMNS", "")
+        if env.isdigit() and int(env) > 0:
+            return int(env)
+        try:
+            if self._stdout.isatty():
+                return os.get_terminal_size(self._stdout.fileno()).columns
+        except (OSError, ValueError, AttributeError):
+            pass
+        return None
 
     def table(self, columns: list[str], rows: list[list[Any]], title: str | None = None,
               justify: dict[str, str] | None = None) -> None:
-        from rich import box
-        from rich.table import Table
-
-        t = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-        justify = justify or {}
-        for c in columns:
-            t.add_column(c, justify=justify.get(c, "left"), no_wrap=True)
-        for r in rows:
-            t.add_row(*("" if v is None else str(v) for v in r))
-        self.out_console.print(t)
+        """Aligned columns when they fit the width; otherwise each row as ``name: value`` fields
+        wrapped onto indented lines. Cells are never cut."""
+        self.write_lines(render_table(columns, rows, width=self.width(), title=title, justify=justify))
 
     # -- stderr ------------------------------------------------------------------------------
     @property
@@ -144,8 +175,39 @@ class Output:
         return Progress(self, total, description)
 
 
+class _AboveTheBar:
+    """Stands in for stdout while a progress bar is live on the same terminal: each whole line is
+    printed through the bar's console, which clears the bar, prints the line and draws the bar again
+    below it, so a finding never shares a line with the bar."""
+
+    def __init__(self, console, real):
+        self._console = console
+        self._real = real
+        self._pending = ""
+
+    def write(self, text: str) -> int:
+        self._pending += text
+        if "\n" in self._pending:
+            done, _, self._pending = self._pending.rpartition("\n")
+            self._console.print(done, markup=False, highlight=False, emoji=False, soft_wrap=True)
+        return len(text)
+
+    def flush(self) -> None:
+        if self._pending:
+            self._console.print(self._pending, end="", markup=False, highlight=False, emoji=False,
+                                soft_wrap=True)
+            self._pending = ""
+
+    def isatty(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._real.fileno()
+
+
 class Progress:
-    """Context manager; ``advance(n)``. Silent unless stderr is a terminal."""
+    """Context manager; ``advance(n)``. Silent unless stderr is a terminal. While the bar shows,
+    stdout lines for the same terminal go above it; sizes are binary (KiB, MiB), as everywhere."""
 
     def __init__(self, out: Output, total: int | None, description: str):
         self.enabled = not out.quiet and sys.stderr.isatty() and (total is None or total > 0)
@@ -154,23 +216,38 @@ class Progress:
         self.out = out
         self.total = total
         self.description = description
+        self._saved_stdout = None
 
     def __enter__(self):
         if self.enabled:
             from rich.progress import (
                 BarColumn,
                 DownloadColumn,
-                Progress,
+                ProgressColumn,
                 TextColumn,
                 TimeRemainingColumn,
-                TransferSpeedColumn,
             )
+            from rich.progress import Progress as RichProgress
+            from rich.text import Text
 
-            self._p = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
-                               TransferSpeedColumn(), TimeRemainingColumn(), console=self.out.err_console,
-                               transient=True)
+            class BinarySpeedColumn(ProgressColumn):
+                def render(self, task):
+                    speed = task.finished_speed or task.speed
+                    return Text("?" if speed is None else f"{human_bytes(int(speed))}/s")
+
+            self.out.flush()
+            self._p = RichProgress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(binary_units=True),
+                                   BinarySpeedColumn(), TimeRemainingColumn(), console=self.out.err_console,
+                                   transient=True, redirect_stdout=False, redirect_stderr=True)
             self._p.__enter__()
             self._task = self._p.add_task(self.description, total=self.total)
+            try:
+                stdout_tty = self.out._stdout.isatty()
+            except (AttributeError, ValueError):
+                stdout_tty = False
+            if stdout_tty:
+                self._saved_stdout = self.out._stdout
+                self.out._stdout = _AboveTheBar(self._p.console, self._saved_stdout)
         return self
 
     def advance(self, n: int) -> None:
@@ -179,5 +256,19 @@ class Progress:
 
     def __exit__(self, *exc):
         if self._p is not None:
+            if self._saved_stdout is not None:
+                self.out._stdout.flush()
+                self.out._stdout = self._saved_stdout
+                self._saved_stdout = None
             self._p.__exit__(*exc)
         return False
+
+
+def human_bytes(n: int) -> str:
+    """Sizes for people, in binary units (B, KiB, MiB, GiB, TiB), the one unit system kltool prints."""
+    f = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if f < 1024 or unit == "TiB":
+            return f"{int(f)} {unit}" if unit == "B" else f"{f:.1f} {unit}"
+        f /= 1024
+    return str(n)

@@ -7,6 +7,7 @@ import datetime as _dt
 import click
 
 from ..errors import UsageError
+from ..output import human_bytes  # noqa: F401  (the one size formatter; re-exported)
 
 
 def parse_time(value: str | None) -> int | None:
@@ -61,15 +62,6 @@ def parse_partitions(value: str | None) -> set[int] | None:
     if not out:
         raise UsageError(f"--partition takes partition numbers like 0,2,5-7, not {value!r}")
     return out
-
-
-def human_bytes(n: int) -> str:
-    f = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if f < 1024 or unit == "TiB":
-            return f"{int(f)} {unit}" if unit == "B" else f"{f:.1f} {unit}"
-        f /= 1024
-    return str(n)
 
 
 def selection_options(f):

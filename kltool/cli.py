@@ -98,6 +98,7 @@ def cli(ctx, json_mode, quiet, no_color):
     3 refused (a live broker holds the directory, or the change is unsafe).
     """
     ctx.obj = Output(json_mode=json_mode, quiet=quiet, color=False if no_color else None)
+    ctx.call_on_close(ctx.obj.flush)  # Output.write_bytes() keeps up to ~1 MiB
 
 
 def _os_error_message(e: OSError) -> str:

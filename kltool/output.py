@@ -110,25 +110,53 @@ class Output:
             color = "NO_COLOR" not in os.environ
         self.color = color
         self._stdout = sys.stdout
+        self._raw = bytearray()  # UTF-8 bytes from write_bytes(), written in large blocks
         self._err_console = None
 
     # -- stdout ------------------------------------------------------------------------------
     def emit(self, obj: dict) -> None:
         """One JSON line (``--json``)."""
+        if self._raw:
+            self._flush_raw()
         self._stdout.write(_dumps(obj))
         self._stdout.write("\n")
 
     def line(self, text: str = "") -> None:
+        if self._raw:
+            self._flush_raw()
         self._stdout.write(text)
         self._stdout.write("\n")
 
     def write_lines(self, lines) -> None:
+        if self._raw:
+            self._flush_raw()
         w = self._stdout.write
         for ln in lines:
             w(ln)
             w("\n")
 
+    def write_bytes(self, data) -> None:
+        """Whole lines already encoded as UTF-8 (the hot output paths, e.g. dump --records): kept
+        in one buffer and written to stdout's binary layer in blocks of about 1 MiB, in order with
+        the other methods' text."""
+        self._raw += data
+        if len(self._raw) >= (1 << 20):
+            self._flush_raw()
+
+    def _flush_raw(self) -> None:
+        raw = self._raw
+        self._raw = bytearray()
+        binary = getattr(self._stdout, "buffer", None)
+        if binary is None:  # a text-only stream (tests' StringIO)
+            self._stdout.write(raw.decode("utf-8"))
+        else:
+            self._stdout.flush()  # the text layer's pending lines come first
+            binary.write(raw)
+
     def flush(self) -> None:
+        """Everything written so far reaches stdout (raises BrokenPipeError when the reader left)."""
+        if self._raw:
+            self._flush_raw()
         with contextlib.suppress(Exception):
             self._stdout.flush()
 

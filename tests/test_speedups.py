@@ -192,6 +192,57 @@ def test_walk_runs_hand_over_at_chunk_boundaries(tmp_path):
         assert got == ref and runs > 0
 
 
+# --- dump --records ------------------------------------------------------------------------------
+
+DUMP_VARIANTS = [
+    ("dump", "--records"),
+    ("--json", "dump", "--records"),
+    ("dump", "--records", "--encoding", "hex"),
+    ("--json", "dump", "--records", "--encoding", "base64"),
+    ("--json", "dump", "--records", "--encoding", "hex", "--limit", "7"),
+    ("dump", "--records", "--from-offset", "3", "--to-offset", "12", "--limit", "5"),
+    ("--json", "dump", "--records", "--from-time", "1700000000500", "--to-time", "1700000004000"),
+    ("dump", "--records", "--key", "key-1"),
+]
+
+
+def dump_both(kl, path, variants=DUMP_VARIANTS):
+    for args in variants:
+        fast = kl(*args, path)
+        with pure():
+            ref = kl(*args, path)
+        assert (fast.code, fast.out, fast.err) == (ref.code, ref.out, ref.err), args
+
+
+@pytest.mark.parametrize("path", _fixture_paths(), ids=lambda p: p.name)
+def test_dump_records_same_with_and_without_the_accelerator_on_every_fixture(kl, path):
+    dump_both(kl, path, DUMP_VARIANTS[:4])
+    for log in sorted(path.rglob("*.log"))[:3]:
+        dump_both(kl, log, DUMP_VARIANTS[:2])
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32), n=st.integers(0, 25), mutate=st.integers(0, 2))
+def test_dump_records_same_with_and_without_the_accelerator_on_generated_segments(kl, tmp_path, seed, n, mutate):
+    d = make_partition(tmp_path, seed, n, mutate, False)
+    dump_both(kl, d)
+
+
+def test_dump_through_a_real_stdout_is_the_same(tmp_path):
+    """The installed command writes the C formatter's blocks to stdout's binary layer, in order with
+    the text lines around them (file headers, damage)."""
+    d = make_partition(tmp_path, 11, 60, 2, False)
+    exe = [sys.executable, "-c", "from kltool.cli import main; main()"]
+    for args in (["dump", "--records"], ["--json", "dump", "--records"]):
+        outs = []
+        for env in ({}, {"KLTOOL_NO_SPEEDUPS": "1"}):
+            p = subprocess.run(exe + args + [str(d), str(FIXTURES / "sample-logdir")], capture_output=True,
+                               env=dict(os.environ, **env))
+            outs.append((p.returncode, p.stdout, p.stderr))
+        assert outs[0] == outs[1]
+        assert outs[0][1].count(b"\n") > 60
+
+
 # --- the pure-Python fallback runs the key checks on its own -----------------------------------
 
 @pytest.mark.slow

@@ -558,7 +558,15 @@ static int utf8_valid(const unsigned char *s, Py_ssize_t n) {
     Py_ssize_t i = 0;
     while (i < n) {
         unsigned char c = s[i];
-        if (c < 0x80) { i++; continue; }
+        if (c < 0x80) {
+            if (i + 8 <= n) {
+                uint64_t w;
+                memcpy(&w, s + i, 8);
+                if (!(w & 0x8080808080808080ULL)) { i += 8; continue; }
+            }
+            i++;
+            continue;
+        }
         if (c >= 0xC2 && c <= 0xDF) {
             if (i + 1 >= n || (s[i + 1] & 0xC0) != 0x80) return 0;
             i += 2;
@@ -583,11 +591,24 @@ static int utf8_valid(const unsigned char *s, Py_ssize_t n) {
 
 enum { ENC_TEXT = 0, ENC_BASE64 = 1, ENC_HEX = 2 };
 
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+/* bytes of w below n (n <= 128) / above n, as high bits */
+#define HAS_LESS(w, n) (((w) - ONES * (n)) & ~(w) & HIGHS)
+#define HAS_MORE(w, n) ((((w) + ONES * (127 - (n))) | (w)) & HIGHS)
+#define HAS_BYTE(w, b) HAS_LESS((w) ^ (ONES * (b)), 1)
+
 /* text_bytes(): 1 = the Python formatter must do it (non-ASCII or unprintable text) */
 static int text_value(obuf *o, const unsigned char *s, Py_ssize_t k, int enc) {
     if (enc == ENC_HEX) return ob_hex(o, s, k);
     if (enc == ENC_BASE64) return ob_b64(o, s, k);
-    for (Py_ssize_t i = 0; i < k; i++)
+    Py_ssize_t i = 0;
+    for (; i + 8 <= k; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        if (HAS_LESS(w, 0x20) | HAS_MORE(w, 0x7E)) return 1;
+    }
+    for (; i < k; i++)
         if (s[i] < 0x20 || s[i] > 0x7E) return 1;
     return ob_put(o, (const char *)s, k);
 }
@@ -605,8 +626,23 @@ static int json_value(obuf *o, const unsigned char *s, Py_ssize_t k, int enc) {
     if (ob_reserve(o, 6 * k + 2)) return -1;
     char *d = o->p + o->n;
     *d++ = '"';
-    for (Py_ssize_t i = 0; i < k; i++) {
-        unsigned char c = s[i];
+    Py_ssize_t i = 0;
+    while (i < k) {
+        if (i + 8 <= k) {
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            uint64_t m = HAS_LESS(w, 0x20) | HAS_BYTE(w, 0x22) | HAS_BYTE(w, 0x5C);
+            if (!m) {
+                memcpy(d, &w, 8); d += 8; i += 8;
+                continue;
+            }
+#if defined(__GNUC__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            /* the lowest flagged byte is exact (borrows only run upwards): copy up to it */
+            int first = __builtin_ctzll(m) >> 3;
+            memcpy(d, &w, 8); d += first; i += first;
+#endif
+        }
+        unsigned char c = s[i++];
         if (c >= 0x20 && c != '"' && c != '\\') { *d++ = (char)c; continue; }
         *d++ = '\\';
         switch (c) {

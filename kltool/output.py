@@ -121,6 +121,12 @@ class Output:
         self._stdout.write(_dumps(obj))
         self._stdout.write("\n")
 
+    def write(self, text: str) -> None:
+        """Text as it is (no newline added)."""
+        if self._raw:
+            self._flush_raw()
+        self._stdout.write(text)
+
     def line(self, text: str = "") -> None:
         if self._raw:
             self._flush_raw()

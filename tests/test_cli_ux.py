@@ -211,3 +211,155 @@ def test_progress_bar_sizes_are_binary_units():
     assert sizes, raw
     assert not [s for s in sizes if re.search(r"[kKMG]B$", s)], sizes  # no decimal kB/MB
     assert any("MiB" in s or "KiB" in s for s in sizes), sizes
+
+
+# -- dump: --to-time, --limit, --from-offset -N, corrupt indexes --------------------------------
+
+V2 = FIXTURES / "java-oracle" / "v2-none-0"  # offsets 0..6; timestamps 1700000000000 + o*1000, offset 2: 1600000000000
+V2_LOG = V2 / "00000000000000000000.log"
+
+
+def _record_offsets(r) -> list[int]:
+    return [int(ln.split()[2]) for ln in r.out.splitlines() if ln.startswith("| offset:")]
+
+
+def test_dump_to_time_stops_at_the_first_later_record(kl):
+    r = kl("dump", "--records", "--to-time", "1700000003000", V2)
+    assert r.code == 0
+    assert _record_offsets(r) == [0, 1, 2, 3]
+    batches = [ln for ln in r.out.splitlines() if ln.startswith("baseOffset:")]
+    assert len(batches) == 2, r.out  # no header of a later batch without its records
+    rb = kl("dump", "--to-time", "1700000003000", V2)
+    assert [ln.split()[1] for ln in rb.out.splitlines() if ln.startswith("baseOffset:")] == ["0", "3"]
+    js = kl("--json", "dump", "--records", "--to-time", "2023-11-14T22:13:21Z", V2_LOG).json()
+    assert [d["offset"] for d in js if d["type"] == "record"] == [0, 1, 2]
+
+
+@pytest.mark.parametrize("n", ["0", "-1"])
+def test_dump_limit_must_be_positive(kl, n):
+    r = kl("dump", "--limit", n, V2)
+    assert r.code == 2 and "--limit" in r.err and r.out == ""
+
+
+@pytest.mark.parametrize("target", [V2, V2_LOG])
+def test_dump_from_offset_minus_n_is_the_last_n(kl, target):
+    r = kl("dump", "--records", "--from-offset", "-2", target)
+    assert r.code == 0 and _record_offsets(r) == [5, 6]
+    r = kl("dump", "--records", "--from-offset", "-100", target)
+    assert _record_offsets(r) == list(range(7))
+
+
+def test_dump_tail_is_per_partition(kl):
+    r = kl("--json", "dump", "--records", "--from-offset", "-1", FIXTURES / "java-oracle" / "v2-none-0",
+           FIXTURES / "java-oracle" / "v2-txn-0")
+    recs = [(d["topic"], d["offset"]) for d in r.json() if d["type"] == "record"]
+    assert recs == [("v2-none", 6), ("v2-txn", 14)], recs
+
+
+def test_dump_three_byte_index_is_corrupt_like_verify(kl, tmp_path):
+    f = tmp_path / "00000000000000000000.index"
+    f.write_bytes(b"abc")
+    v = kl("verify", f)
+    assert v.code == 1 and "index_corrupt" in v.out
+    r = kl("dump", f)
+    assert r.code == 1
+    assert "is empty" not in r.out and "index_corrupt" in r.out and "found 3 bytes" in r.out
+    js = kl("--json", "dump", f).json()
+    assert js[0]["type"] == "finding" and js[0]["kind"] == "index_corrupt"
+    t = tmp_path / "00000000000000000000.timeindex"
+    t.write_bytes(b"\x00" * 13)
+    r = kl("dump", t)
+    assert r.code == 1 and "found 13 bytes" in r.out
+    empty = tmp_path / "00000000000000000010.index"
+    empty.write_bytes(b"")
+    r = kl("dump", empty)
+    assert r.code == 0 and r.out.strip().endswith("is empty.")
+
+
+# -- kafka-dump-log.sh's options ---------------------------------------------------------------
+
+REAL_IDX = REAL_ZK / "debug_topic-0" / "00000000000000000000.index"
+
+
+def test_kafka_dump_log_files_and_print_data_log(kl):
+    ours = kl("dump", "--records", V2_LOG, REAL_IDX)
+    theirs = kl("dump", "--print-data-log", "--files", f"{V2_LOG},{REAL_IDX}")
+    assert theirs.code == 0 and theirs.out == ours.out
+    assert "payload: v0" in theirs.out and "offset: " in theirs.out
+
+
+def test_kafka_dump_log_deep_iteration_and_skip_record_metadata(kl):
+    deep = kl("dump", "--deep-iteration", V2_LOG)
+    recs = [ln for ln in deep.out.splitlines() if ln.startswith("|")]
+    assert len(recs) == 7 and all("payload:" not in ln and "offset:" in ln for ln in recs)
+    skip = kl("dump", "--print-data-log", "--skip-record-metadata", V2_LOG)
+    recs = [ln for ln in skip.out.splitlines() if ln.startswith("|")]
+    assert recs[0] == "| key: k0 payload: v0" and all("offset:" not in ln for ln in recs)
+
+
+def test_kafka_dump_log_decoder_flags(kl):
+    co = REAL_ZK / "__consumer_offsets-28"
+    a = kl("--json", "dump", "--offsets-decoder", "--limit", "3", co).json()
+    b = kl("--json", "dump", "--records", "--decoder", "consumer-offsets", "--limit", "3", co).json()
+    assert a == b and any("decoded" in d for d in a)
+    r = kl("dump", "--offsets-decoder", "--cluster-metadata-decoder", co)
+    assert r.code == 2
+    r = kl("dump", "--transaction-log-decoder", "--limit", "1", V2_LOG)
+    assert r.code in (0, 1) and "|" in r.out
+
+
+def test_kafka_dump_log_max_bytes(kl):
+    r = kl("dump", "--max-bytes", "186", V2_LOG)  # batches end at 100, 186, 296
+    assert [ln.split()[1] for ln in r.out.splitlines() if ln.startswith("baseOffset:")] == ["0", "3"]
+    r = kl("dump", "--max-bytes", "185", V2)
+    assert [ln.split()[1] for ln in r.out.splitlines() if ln.startswith("baseOffset:")] == ["0"]
+
+
+def test_kafka_dump_log_index_sanity_check(kl, tmp_path):
+    r = kl("dump", "--index-sanity-check", REAL_IDX)
+    assert r.code == 0 and r.out.splitlines()[-1] == f"{REAL_IDX} passed sanity check."
+    bad = tmp_path / "00000000000000000000.index"
+    bad.write_bytes(b"abc")
+    r = kl("dump", "--index-sanity-check", bad)
+    assert r.code == 1 and "passed" not in r.out and "found 3 bytes" in r.out
+
+
+def test_kafka_dump_log_options_without_a_kltool_form_get_a_hint(kl):
+    r = kl("dump", "--verify-index-only", "--files", REAL_IDX)
+    assert r.code == 2 and "kltool verify" in r.err and len(r.err.strip().splitlines()) == 1
+    r = kl("dump", "--value-decoder-class", "x.Y", V2_LOG)
+    assert r.code == 2 and "--encoding" in r.err
+    r = kl("dump")
+    assert r.code == 2 and "--files" in r.err
+
+
+# -- dump --format (kcat's -f) ------------------------------------------------------------------
+
+def test_dump_kcat_format(kl):
+    r = kl("dump", "--format", r"%t [%p] at offset %o: key %k (%K): %s (%S) @%T {%h}\n", V2)
+    assert r.code == 0
+    lines = r.out.splitlines()
+    assert lines[0] == "v2-none [0] at offset 0: key k0 (2): v0 (2) @1700000000000 {}"
+    assert lines[3] == "v2-none [0] at offset 3: key  (-1): no-key (6) @1700000003000 {}"
+    assert len(lines) == 7 and "Dumping" not in r.out and "baseOffset" not in r.out
+
+
+def test_dump_kcat_format_escapes_headers_and_no_control_records(kl):
+    r = kl("dump", "--format", r"%o\t%%\x41|", FIXTURES / "java-oracle" / "v2-txn-0")
+    assert r.code == 0
+    cells = r.out.split("|")[:-1]
+    assert cells[0] == "0\t%A"
+    assert "8\t%A" not in cells and "9\t%A" not in cells  # the COMMIT/ABORT markers
+    h = kl("dump", "--format", r"%h\n", FIXTURES / "sample-logdir" / "lsx1-0")
+    assert h.out.splitlines()[0] == "app.name=IntellijKafkaPlugin"
+
+
+@pytest.mark.parametrize("fmt,msg", [("%Z", "unknown token %Z"), ("%R", "%R")])
+def test_dump_kcat_format_bad_tokens(kl, fmt, msg):
+    r = kl("dump", "--format", fmt, V2)
+    assert r.code == 2 and msg in r.err
+
+
+def test_dump_format_and_json_conflict(kl):
+    r = kl("--json", "dump", "--format", "%o", V2)
+    assert r.code == 2

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import click
 
-from ..errors import CorruptDataError
+from ..errors import CorruptDataError, UsageError
 from ..format import decode_records, speedups
 from ..format.records import CONTROL_IDS, BatchHeader
 from ..output import _dumps, encode_bytes, text_bytes
 from ..storage.scan import Damage, walk
-from .common import parse_time, paths_argument, select, selection_options
+from .common import parse_time, select, selection_options
 
 TS_NAMES = {"create": "CreateTime", "log_append": "LogAppendTime", "none": "NoTimestampType"}
 _ENCODINGS = {"text": 0, "base64": 1, "hex": 2}  # _speedups.format_v2's codes
@@ -96,7 +96,16 @@ class RecordFilter:
 
 class Dumper:
     def __init__(self, out, records: bool, encoding: str, limit: int | None, flt: RecordFilter,
-                 topic=None, partition=None, decoder: str = "auto"):
+                 topic=None, partition=None, decoder: str = "auto", *, payload: bool = True,
+                 skip_metadata: bool = False, fmt=None, max_bytes: int | None = None, tail: int | None = None,
+                 index_sanity_only: bool = False):
+        self.payload = payload  # text records: key/payload/headers (kafka-dump-log's --print-data-log)
+        self.skip_metadata = skip_metadata
+        self.fmt = fmt  # a compiled kcat-style --format
+        self.max_bytes = max_bytes
+        self.tail = tail  # --from-offset -N: the last N offsets of each partition/file
+        self.index_sanity_only = index_sanity_only
+        self.stopped = False  # --to-time passed
         self.decoder_name = decoder
         self.out = out
         self.records = records
@@ -142,7 +151,15 @@ class Dumper:
 
     @property
     def done(self) -> bool:
-        return self.limit is not None and self.emitted >= self.limit
+        return self.stopped or (self.limit is not None and self.emitted >= self.limit)
+
+    @property
+    def headers_shown(self) -> bool:
+        """The "Dumping FILE" and batch lines (not with --json or --format)."""
+        return not self.out.json_mode and self.fmt is None
+
+    def past_to_time(self, ts: int, magic: int) -> bool:
+        return self.flt.to_time is not None and magic > 0 and ts > self.flt.to_time
 
     def damage(self, d: Damage, file: str) -> None:
         self.errors += 1
@@ -153,8 +170,8 @@ class Dumper:
                                                    f"; valid batches resume at byte {d.resumed_at}")})
         else:
             resume = "end of file" if d.resumed_at is None else f"byte {d.resumed_at}"
-            self.out.line(f"!! {d.kind} at position {d.position}, {d.length} bytes: {d.message} "
-                          f"(reading resumes at {resume})")
+            msg = f"{d.kind} at position {d.position}, {d.length} bytes: {d.message} (reading resumes at {resume})"
+            self.out.line(f"!! {msg}") if self.fmt is None else self.out.warn(f"{file}: {msg}")
 
     def batch(self, h: BatchHeader, file: str) -> None:
         if not self.flt.batch_may_match(h):
@@ -177,13 +194,22 @@ class Dumper:
                         cols = decode_records(h, h.data)
                     except CorruptDataError:
                         cols = None
-                if cols is not None and not any(self.flt.record_matches(cols.offsets[i], cols.timestamps[i],
-                                                                        cols.key(i)) for i in range(len(cols))):
-                    return
+                if cols is not None:
+                    n = len(cols)
+                    for i in range(n):  # --to-time: nothing after the first record stamped later
+                        if self.flt.from_offset is not None and cols.offsets[i] < self.flt.from_offset:
+                            continue
+                        if self.past_to_time(cols.timestamps[i], h.magic):
+                            self.stopped = True
+                            n = i
+                            break
+                    if not any(self.flt.record_matches(cols.offsets[i], cols.timestamps[i], cols.key(i))
+                               for i in range(n)):
+                        return
             self._emit_batch(h, file)
             self.emitted += 1
             return
-        if self.flt.key is None:
+        if self.flt.key is None and self.fmt is None:
             self._emit_batch(h, file)
         if err is not None:
             self.errors += 1
@@ -195,10 +221,14 @@ class Dumper:
         out = self.out
         flt = self.flt
         dec = self.decoder()
+        flt_to_time = flt.to_time if flt.to_time is not None else float("inf")
         for i in range(len(cols)):
             off = cols.offsets[i]
             ts = cols.timestamps[i]
             key = cols.key(i)
+            if ts > flt_to_time and h.magic > 0 and (flt.from_offset is None or off >= flt.from_offset):
+                self.stopped = True  # --to-time: stop at the first record stamped after it (as kcat's end)
+                return
             if not flt.record_matches(off, ts, key):
                 continue
             if self.done:
@@ -211,6 +241,10 @@ class Dumper:
             decoded = derr = None
             if dec is not None:
                 decoded, derr = self.decode_internal(dec, key, val, ctrl, cols, i)
+            if self.fmt is not None:
+                if ctrl is None:  # consumers never see control records
+                    out.write(self.fmt(self.topic, self.partition, off, ts, key, val, hdrs, enc))
+                continue
             if out.json_mode:
                 rec = {"type": "record", "offset": off, "timestamp": ts, "timestamp_type": h.timestamp_type,
                        "key": encode_bytes(key, enc), "value": encode_bytes(val, enc),
@@ -227,10 +261,15 @@ class Dumper:
                     rec["decode_error"] = derr
                 out.emit(rec)
             else:
-                parts = [f"| offset: {off} {TS_NAMES[h.timestamp_type]}: {ts} "
-                         f"keySize: {-1 if key is None else len(key)} valueSize: {-1 if val is None else len(val)}"]
-                if h.magic == 2:
-                    parts.append(f" sequence: {seq} headerKeys: [{','.join(text_bytes(k) for k, _ in hdrs)}]")
+                if self.skip_metadata:  # kafka-dump-log --skip-record-metadata: "| key: K payload: V"
+                    parts = ["|"]
+                    if ctrl is not None:
+                        continue
+                else:
+                    parts = [f"| offset: {off} {TS_NAMES[h.timestamp_type]}: {ts} "
+                             f"keySize: {-1 if key is None else len(key)} valueSize: {-1 if val is None else len(val)}"]
+                    if h.magic == 2:
+                        parts.append(f" sequence: {seq} headerKeys: [{','.join(text_bytes(k) for k, _ in hdrs)}]")
                 if ctrl is not None:
                     extra = f" coordinatorEpoch: {ctrl['coordinator_epoch']}" if "coordinator_epoch" in ctrl else ""
                     if ctrl["type"] in ("COMMIT", "ABORT"):
@@ -242,7 +281,7 @@ class Dumper:
 
                     parts.append(f" decoded: {_json.dumps(decoded, separators=(',', ':'))}" if derr is None
                                  else f" decode_error: {derr}")
-                else:
+                elif self.payload:
                     if hdrs:
                         parts.append(" headers: [" + ", ".join(f"{text_bytes(k)}={text_bytes(v, enc)}"
                                                                for k, v in hdrs) + "]")
@@ -258,6 +297,8 @@ class Dumper:
         control batch, an internal-topic decoder, text it does not escape, malformed records):
         the Python loop then does the batch."""
         c = speedups.C
+        if self.fmt is not None or self.skip_metadata or not self.payload or self.flt.to_time is not None:
+            return False  # (--format, kafka-dump-log's record-line variants and --to-time's stop: the Python loop)
         if c is None or h.magic != 2 or h.is_control or h.count is None or h.count < 0 or self.decoder() is not None:
             return False
         data = memoryview(h.data)[61:h.size]
@@ -312,12 +353,22 @@ class Dumper:
             self.out.line(f"!! record_corrupt in batch at position {h.position}: {e.message}")
 
 
+def _end_of(item) -> int:
+    return item.position + (item.length if isinstance(item, Damage) else item.size)
+
+
 def _dump_log(d: Dumper, path, base_offset=None) -> None:
     out = d.out
-    if not out.json_mode:
+    if d.headers_shown:
         out.line(f"Dumping {path}")
         if base_offset is not None:
             out.line(f"Log starting offset: {base_offset}")
+    if d.tail is not None:  # the last N offsets of this file
+        last = None
+        for item in walk(path, with_data=False):
+            if not isinstance(item, Damage):
+                last = item.last_offset
+        d.flt.from_offset = None if last is None else max(0, last + 1 - d.tail)
     start = 0
     if base_offset is not None and d.flt.from_offset is not None:
         from ..storage.segment import Segment
@@ -326,6 +377,8 @@ def _dump_log(d: Dumper, path, base_offset=None) -> None:
     for item in walk(path, start=start, with_data=True):
         if d.done:
             return
+        if d.max_bytes is not None and _end_of(item) > d.max_bytes:
+            return  # kafka-dump-log --max-bytes: only the first N bytes of a file
         if isinstance(item, Damage):
             d.damage(item, str(path))
         else:
@@ -339,6 +392,8 @@ def _dump_partition(d: Dumper, p) -> None:
 
     out = d.out
     d.topic, d.partition = p.topic, p.partition
+    if d.tail is not None:  # --from-offset -N: the last N offsets, as kcat -o -N
+        d.flt.from_offset = max(p.log_start_offset(), p.log_end_offset() - d.tail)
     current = None
     for seg, item in read_partition(p, from_offset=d.flt.from_offset, to_offset=d.flt.to_offset,
                                     from_time=d.flt.from_time):
@@ -346,9 +401,11 @@ def _dump_partition(d: Dumper, p) -> None:
             return
         if seg is not current:
             current = seg
-            if not out.json_mode:
+            if d.headers_shown:
                 out.line(f"Dumping {seg.log_path}")
                 out.line(f"Log starting offset: {seg.base_offset}")
+        if d.max_bytes is not None and _end_of(item) > d.max_bytes:
+            continue  # kafka-dump-log --max-bytes: only the first N bytes of each segment
         if isinstance(item, Damage):
             d.damage(item, str(seg.log_path))
         else:
@@ -369,8 +426,20 @@ def _dump_other(d: Dumper, path, kind: str, base) -> None:
         # (parser, JSON type, field names) — text lines are "name: value" pairs, as kafka-dump-log's
         parse, jtype, names = ((fidx.offset_index_entries, "index_entry", ("offset", "position")) if kind == "index"
                                else (fidx.time_index_entries, "time_index_entry", ("timestamp", "offset")))
-        entries = parse(path.read_bytes(), base)
-        if not entries and not js:
+        data = path.read_bytes()
+        check = fidx.check_offset_index if kind == "index" else fidx.check_time_index
+        problems = check(data, base or 0, path=f)
+        for msg in problems:  # as verify reports them (a partial entry is corruption, not emptiness)
+            d.errors += 1
+            out.emit({"type": "finding", "severity": "error", "kind": "index_corrupt", "file": f, "position": None,
+                      "offset": None, "length": None, "message": msg}) if js else out.line(f"!! index_corrupt: {msg}")
+        if d.index_sanity_only:  # kafka-dump-log --index-sanity-check
+            if not problems:
+                out.emit({"type": "index_sanity_check", "file": f, "passed": True}) if js else \
+                    out.line(f"{path} passed sanity check.")
+            return
+        entries = parse(data, base)
+        if not entries and not js and not problems:
             out.line(f"{path} is empty.")
         for a, b in entries[: d.limit]:
             out.emit({"type": jtype, "file": f, names[0]: a, names[1]: b}) if js else \
@@ -430,43 +499,176 @@ def _dump_other(d: Dumper, path, kind: str, base) -> None:
             out.emit({"type": "json_file", "file": f, "content": value}) if js else out.line(_json.dumps(value))
 
 
+def compile_format(fmt: str):
+    """A kcat-style ``-f`` format: %t topic, %p partition, %o offset, %k key, %K key length, %s value,
+    %S value length (-1 for null), %T timestamp (epoch ms), %h headers (k=v,...), %% a percent sign;
+    \\n \\r \\t \\\\ and \\xHH escapes. No newline is added (end the format with \\n), as in kcat.
+    Returns ``f(topic, partition, offset, ts, key, value, headers, encoding) -> str``."""
+    parts: list = []  # str literals and field names
+    lit = []
+    i, n = 0, len(fmt)
+    while i < n:
+        c = fmt[i]
+        if c == "%" and i + 1 < n:
+            t = fmt[i + 1]
+            if t == "%":
+                lit.append("%")
+            elif t in "tpokKsSTh":
+                if lit:
+                    parts.append("".join(lit))
+                    lit = []
+                parts.append((t,))
+            elif t == "R":
+                raise UsageError("--format: %R (binary value length) is not supported on a text stream; use %S")
+            else:
+                raise UsageError(f"--format: unknown token %{t} (kcat's: %t %p %o %k %K %s %S %T %h)")
+            i += 2
+        elif c == "\\" and i + 1 < n:
+            t = fmt[i + 1]
+            if t in "nrt\\":
+                lit.append({"n": "\n", "r": "\r", "t": "\t", "\\": "\\"}[t])
+                i += 2
+            elif t == "x" and len(fmt[i + 2:i + 4]) == 2 and all(ch in "0123456789abcdefABCDEF"
+                                                                   for ch in fmt[i + 2:i + 4]):
+                lit.append(chr(int(fmt[i + 2:i + 4], 16)))
+                i += 4
+            else:
+                lit.append(c)
+                i += 1
+        else:
+            lit.append(c)
+            i += 1
+    if lit:
+        parts.append("".join(lit))
+
+    def render(topic, partition, offset, ts, key, value, headers, encoding) -> str:
+        out = []
+        for p in parts:
+            if isinstance(p, str):
+                out.append(p)
+                continue
+            t = p[0]
+            if t == "t":
+                out.append("" if topic is None else topic)
+            elif t == "p":
+                out.append("" if partition is None else str(partition))
+            elif t == "o":
+                out.append(str(offset))
+            elif t == "T":
+                out.append(str(ts))
+            elif t == "k":
+                out.append("" if key is None else text_bytes(key, encoding))
+            elif t == "s":
+                out.append("" if value is None else text_bytes(value, encoding))
+            elif t == "K":
+                out.append(str(-1 if key is None else len(key)))
+            elif t == "S":
+                out.append(str(-1 if value is None else len(value)))
+            elif t == "h":
+                out.append(",".join(f"{text_bytes(k)}={'' if v is None else text_bytes(v, encoding)}"
+                                    for k, v in headers))
+        return "".join(out)
+
+    return render
+
+
+# kafka-dump-log.sh options kltool has no form for: a one-line hint instead of "no such option"
+_KAFKA_HINTS = {
+    "verify_index_only": "--verify-index-only: use `kltool verify PATH`, which checks every index entry against its "
+                         "log (and `kltool dump FILE.index` prints the entries)",
+    "key_decoder_class": "--key-decoder-class: kltool prints keys as UTF-8 text; use --encoding base64|hex, or "
+                         "--json and a decoder of your own",
+    "value_decoder_class": "--value-decoder-class: kltool prints values as UTF-8 text; use --encoding base64|hex, "
+                           "or --json and a decoder of your own",
+}
+
+
 @click.command("dump")
-@paths_argument
+@click.argument("paths", nargs=-1, type=click.Path(path_type=str, readable=False))
 @selection_options
 @click.option("--records", is_flag=True, help="Print every record (decompressing), not only batch headers.")
-@click.option("--from-offset", type=int, help="First offset (seeks through the offset index).")
+@click.option("--from-offset", type=int, help="First offset (seeks through the offset index); -N: the last N "
+              "offsets of each partition, as kcat -o -N.")
 @click.option("--to-offset", type=int, help="Last offset (inclusive).")
 @click.option("--from-time", help="First timestamp: ISO-8601 or epoch ms (seeks through the time index).")
-@click.option("--to-time", help="Last timestamp (inclusive).")
+@click.option("--to-time", help="Last timestamp (inclusive): the dump stops at the first record stamped after it.")
 @click.option("--key", help="Only records with this key (UTF-8 text).")
-@click.option("--limit", type=int, help="Stop after this many batches (or records with --records).")
+@click.option("--limit", type=click.IntRange(min=1), help="Stop after this many batches (or records with --records).")
 @click.option("--encoding", type=click.Choice(["text", "base64", "hex"]), default="text", show_default=True,
               help="How keys, values and header values are shown.")
 @click.option("--decoder", type=click.Choice(["auto", "none", "consumer-offsets", "transaction-state",
                                               "cluster-metadata"]), default="auto", show_default=True,
               help="Decode Kafka's internal topics (auto: by topic name) into a 'decoded' field.")
+@click.option("--format", "fmt", metavar="FMT", help="Records as a kcat-style format string, e.g. "
+              "'%t [%p] %o: %k=%s\\n' (%t %p %o %k %K %s %S %T %h; implies --records).")
+@click.option("--files", "files", multiple=True, metavar="F1,F2", help="kafka-dump-log's form of PATH (comma separated).")
+@click.option("--print-data-log", is_flag=True, help="kafka-dump-log's name for --records.")
+@click.option("--deep-iteration", is_flag=True, help="kafka-dump-log: record lines without key and payload.")
+@click.option("--skip-record-metadata", is_flag=True, help="kafka-dump-log: record lines with key and payload only.")
+@click.option("--offsets-decoder", is_flag=True, help="kafka-dump-log's --decoder consumer-offsets (implies --records).")
+@click.option("--transaction-log-decoder", is_flag=True,
+              help="kafka-dump-log's --decoder transaction-state (implies --records).")
+@click.option("--cluster-metadata-decoder", is_flag=True,
+              help="kafka-dump-log's --decoder cluster-metadata (implies --records).")
+@click.option("--max-bytes", type=click.IntRange(min=0), metavar="N",
+              help="Read only the first N bytes of each .log (batches that end past N are not shown).")
+@click.option("--index-sanity-check", is_flag=True, help="For .index/.timeindex files: run Kafka's sanity check "
+              "only ('FILE passed sanity check.').")
+@click.option("--verify-index-only", is_flag=True, hidden=True)
+@click.option("--key-decoder-class", hidden=True)
+@click.option("--value-decoder-class", hidden=True)
 @click.pass_obj
 def command(out, paths, topic, partition_spec, records, from_offset, to_offset, from_time, to_time, key, limit,
-            encoding, decoder):
+            encoding, decoder, fmt, files, print_data_log, deep_iteration, skip_record_metadata, offsets_decoder,
+            transaction_log_decoder, cluster_metadata_decoder, max_bytes, index_sanity_check, verify_index_only,
+            key_decoder_class, value_decoder_class):
     """Print the batches (or --records) of log dirs, partitions, or files: .log, .index,
     .timeindex, .txnindex, .snapshot, checkpoint files, partition.metadata, meta.properties.
 
     Unlike kafka-dump-log, damage does not stop the dump: it is reported where it is and
-    reading resumes at the next valid batch.
+    reading resumes at the next valid batch. kafka-dump-log's options work too (--files,
+    --print-data-log, --deep-iteration, --skip-record-metadata, --offsets-decoder,
+    --transaction-log-decoder, --cluster-metadata-decoder, --max-bytes, --index-sanity-check).
     """
     from ..storage.files import classify
 
+    for name, given in (("verify_index_only", verify_index_only), ("key_decoder_class", key_decoder_class),
+                        ("value_decoder_class", value_decoder_class)):
+        if given:
+            raise UsageError(_KAFKA_HINTS[name])
+    paths = list(paths) + [f.strip() for group in files for f in group.split(",") if f.strip()]
+    if not paths:
+        raise UsageError("Missing argument 'PATHS...' (log dirs, partition directories or files; or --files)")
+    chosen = [n for n, on in (("consumer-offsets", offsets_decoder), ("transaction-state", transaction_log_decoder),
+                              ("cluster-metadata", cluster_metadata_decoder)) if on]
+    if len(chosen) > 1 or (chosen and decoder != "auto"):
+        raise UsageError("give one decoder (--decoder or one of kafka-dump-log's --*-decoder options)")
+    if chosen:
+        decoder = chosen[0]
+    if fmt is not None and out.json_mode:
+        raise UsageError("--format and --json are two output formats: give one")
+    # kafka-dump-log: --print-data-log and the decoders imply --deep-iteration; --deep-iteration alone
+    # prints record lines without key and payload
+    payload = not deep_iteration or print_data_log or bool(chosen) or records
+    records = records or print_data_log or deep_iteration or skip_record_metadata or bool(chosen) or fmt is not None
+    tail = None
+    if from_offset is not None and from_offset < 0:
+        tail, from_offset = -from_offset, None
     flt = RecordFilter(from_offset, to_offset, parse_time(from_time), parse_time(to_time),
                        None if key is None else key.encode("utf-8"))
     sel = select(paths, topic, partition_spec)
-    d = Dumper(out, records, encoding, limit, flt, decoder=decoder)
+    d = Dumper(out, records, encoding, limit, flt, decoder=decoder, payload=payload,
+               skip_metadata=skip_record_metadata, fmt=None if fmt is None else compile_format(fmt),
+               max_bytes=max_bytes, tail=tail, index_sanity_only=index_sanity_check)
     for p in sel.partitions:
-        if d.done:
+        if d.limit is not None and d.emitted >= d.limit:
             break
+        d.stopped = False  # --to-time stops each partition on its own
         _dump_partition(d, p)
     for path in sel.files:
-        if d.done:
+        if d.limit is not None and d.emitted >= d.limit:
             break
+        d.stopped = False
         kind, base = classify(path)
         d.topic = d.partition = None
         from ..format.topics import parse_partition_dir_name
@@ -481,4 +683,5 @@ def command(out, paths, topic, partition_spec, records, from_offset, to_offset, 
             out.warn(f"{path}: ignoring a file kltool does not know")
         else:
             _dump_other(d, path, kind, base)
+    out.flush()
     return 1 if d.errors else 0

@@ -208,8 +208,8 @@ def offset_for_time(p, timestamp: int) -> tuple[int, int] | None:
 
 
 def _selection(opts):
-    from ..commands.common import parse_partitions
     from ..storage import open_paths
+    from ..storage.select import parse_partitions
 
     parts = parse_partitions(opts.get("partition")) if opts.get("partition") else None
     sel = open_paths(option_paths(opts), opts.get("topic") or None, parts)

@@ -42,6 +42,7 @@ from ..format.checkpoints import (
     encode_offset_checkpoint,
     parse_leader_epoch_checkpoint,
 )
+from ..timeutil import format_time
 from . import offsets as offs
 from .fsutil import atomic_write, fsync_dir
 from .logdir import LogDir, Selection
@@ -211,15 +212,6 @@ def _mtime_ms(path: Path) -> int:
     return int(os.stat(path).st_mtime * 1000)
 
 
-def _fmt(ms: int) -> str:
-    from datetime import UTC, datetime
-
-    try:
-        return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-    except (OverflowError, OSError, ValueError):
-        return str(ms)
-
-
 def _topic_settings(ld: LogDir, topic: str, policy: Policy) -> tuple[str, int, int]:
     """(cleanup.policy, retention.ms, retention.bytes) for ``topic``: the command line, then what
     ``kltool create --config`` stored, then Kafka's defaults (internal topics are compacted)."""
@@ -346,7 +338,7 @@ class _Planner:
                 self.note("record_corrupt", w)
             target = leo if found is None else found.offset
             if target > hw:
-                self.note("above_high_watermark", f"records before {_fmt(policy.before_time)} reach offset {target}, "
+                self.note("above_high_watermark", f"records before {format_time(policy.before_time)} reach offset {target}, "
                           f"above the high watermark {hw}; the log start offset stops at {hw}", severity="info")
                 target = hw
         else:
@@ -418,20 +410,20 @@ class _Planner:
             f = c.segment.log_path
             if src == "mtime":
                 self.note("no_timestamp", f"no record has a timestamp: retention uses the file's mtime "
-                          f"{_fmt(ts)}, which copying or touching the file changes", f)
+                          f"{format_time(ts)}, which copying or touching the file changes", f)
             elif ts == 0:
                 self.note("zero_timestamp", "largest record timestamp is 0 (1970): time retention deletes this "
                           "segment at once", f)
             elif ts > now:
-                self.note("future_timestamp", f"largest timestamp {_fmt(ts)} is in the future: time retention keeps "
+                self.note("future_timestamp", f"largest timestamp {format_time(ts)} is in the future: time retention keeps "
                           f"this segment, and every later one, until then", f)
             b = c.broker_largest
             if b is not None and b != ts and (now - b > ms) != (now - ts > ms):
                 why = ("the zero-filled end of its .timeindex" if b == 0 else
                        "the file's mtime (no usable .timeindex)" if src != "timeindex" else "its .timeindex")
                 verdict = "delete it at once" if now - b > ms else "keep it"
-                self.note("broker_timestamp_differs", f"the broker reads the largest timestamp {b} ({_fmt(b)}) from "
-                          f"{why} and would {verdict}; kltool uses {ts} ({_fmt(ts)}, from {src}); rebuilding the "
+                self.note("broker_timestamp_differs", f"the broker reads the largest timestamp {b} ({format_time(b)}) from "
+                          f"{why} and would {verdict}; kltool uses {ts} ({format_time(ts)}, from {src}); rebuilding the "
                           f"indexes (kltool rebuild-index) makes the broker agree", f)
         if live and live[0].segment is not None and not self.stopped_by_hw:
             stop = live[0]
@@ -439,7 +431,7 @@ class _Planner:
                      if c.segment is not None and not (j == len(live) - 1 and c.size == 0)
                      and now - self.largest(c, j == len(live) - 1) > ms]
             if later and now - self.largest(stop, len(live) == 1) <= ms:
-                self.note("retention_blocked", f"largest timestamp {_fmt(stop.largest[0])} of this segment is within "
+                self.note("retention_blocked", f"largest timestamp {format_time(stop.largest[0])} of this segment is within "
                           f"retention, so {len(later)} later segment(s) ({sum(c.size for c in later)} bytes) past "
                           f"retention stay too: the broker stops at the first segment that must stay "
                           f"(non-monotonic timestamps)", stop.segment.log_path)

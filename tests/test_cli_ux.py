@@ -363,3 +363,74 @@ def test_dump_kcat_format_bad_tokens(kl, fmt, msg):
 def test_dump_format_and_json_conflict(kl):
     r = kl("--json", "dump", "--format", "%o", V2)
     assert r.code == 2
+
+
+# -- offsets: kafka-get-offsets habits, one name for log start/end, files ------------------------
+
+DEBUG0 = REAL_ZK / "debug_topic-0"
+
+
+@pytest.mark.parametrize("spec,field,value", [("earliest", "log_start_offset", 0), ("-2", "log_start_offset", 0),
+                                              ("latest", "log_end_offset", 40), ("-1", "log_end_offset", 40),
+                                              ("max-timestamp", "max_timestamp_offset", 39),
+                                              ("-3", "max_timestamp_offset", 39),
+                                              ("earliest-local", "log_start_offset", 0)])
+def test_offsets_time_names_like_kafka_get_offsets(kl, spec, field, value):
+    r = kl("--json", "offsets", DEBUG0, "--time", spec)
+    assert r.code == 0, r
+    assert r.json()[0][field] == value
+
+
+def test_offsets_tiered_times_are_refused(kl):
+    r = kl("offsets", DEBUG0, "--time", "latest-tiered")
+    assert r.code == 2 and "tiered" in r.err
+
+
+def test_offsets_kafka_format_lines(kl):
+    r = kl("offsets", "--format", "kafka", REAL_ZK, "--topic", "debug_topic")
+    assert r.code == 0 and r.out == "debug_topic:0:40\n"
+    r = kl("offsets", "--format", "kafka", "--time", "earliest", REAL_ZK, "--topic", "debug_topic")
+    assert r.out == "debug_topic:0:0\n"
+    r = kl("offsets", "--format", "kafka", "--time", "2018-08-15T02:30:00Z", DEBUG0)
+    assert r.out == "debug_topic:0:30\n"
+    r = kl("offsets", "--format", "kafka", "--time", "2030-01-01T00:00:00Z", DEBUG0)
+    assert r.code == 0 and r.out == ""  # no offset: no line, as kafka-get-offsets
+    r = kl("offsets", "--format", "kafka", "--time", "-3", DEBUG0)
+    assert r.out == "debug_topic:0:39\n"
+
+
+def test_offsets_kafka_format_sorts_like_kafka(kl):
+    r = kl("offsets", "--format", "kafka", "--topic", "__consumer_offsets", "--partition", "2,10,28", REAL_ZK)
+    assert [ln.rsplit(":", 1)[0] for ln in r.out.splitlines()] == ["__consumer_offsets:10", "__consumer_offsets:2",
+                                                                   "__consumer_offsets:28"]
+
+
+def test_offsets_kafka_format_needs_one_kind(kl):
+    assert kl("offsets", "--format", "kafka", "--earliest", "--latest", DEBUG0).code == 2
+    assert kl("offsets", "--format", "kafka", "--count", DEBUG0).code == 2
+    assert kl("--json", "offsets", "--format", "kafka", DEBUG0).code == 2
+
+
+def test_info_and_offsets_use_the_same_names(kl):
+    info = [d for d in kl("--json", "info", DEBUG0).json() if d["type"] == "partition"][0]
+    offs = kl("--json", "offsets", DEBUG0).json()[0]
+    assert info["log_start_offset"] == offs["log_start_offset"] == 0
+    assert info["log_end_offset"] == offs["log_end_offset"] == 40
+    assert "log start" in kl("info", DEBUG0).out and "log start" in kl("offsets", DEBUG0).out
+
+
+@pytest.mark.parametrize("name", ["info", "offsets"])
+def test_info_and_offsets_take_a_segment_file(kl, name):
+    f = DEBUG0 / "00000000000000000000.log"
+    whole = kl("--json", name, DEBUG0).json()
+    one = kl("--json", name, f)
+    assert one.code == 0, one
+    assert one.json() == whole and "its partition" in one.err
+    idx = kl("--json", name, DEBUG0 / "00000000000000000000.index")
+    assert idx.json() == whole
+
+
+def test_retention_on_a_file_names_the_partition_directory(kl, copy_fixture):
+    d = copy_fixture("real/william0423-indexed-zk/debug_topic-0")
+    r = kl("retention", "--dry-run", d / "00000000000000000000.log")
+    assert r.code == 2 and str(d) in r.err and "whole partitions" in r.err

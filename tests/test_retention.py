@@ -199,8 +199,8 @@ def test_all_segments_expire_roll_like_the_broker(kl, tmp_path):
     assert epochs(pdir) == [(0, 5)]
     assert verify_errors(kl, ld) == 0
     r = kl("--json", "offsets", ld, "--earliest", "--latest", "--count")
-    assert r.json()[0] | {"type": None} == {"type": None, "topic": "t", "partition": 0, "earliest_offset": 5,
-                                            "latest_offset": 5, "records": 0, "control_records": 0, "batches": 0,
+    assert r.json()[0] | {"type": None} == {"type": None, "topic": "t", "partition": 0, "log_start_offset": 5,
+                                            "log_end_offset": 5, "records": 0, "control_records": 0, "batches": 0,
                                             "log_start_offset": 5, "log_end_offset": 5, "offset_span": 0}
 
 
@@ -242,7 +242,7 @@ def test_before_offset_inside_a_segment_moves_the_start_without_cutting(kl, thre
     assert lso_checkpoint(three) == {("t", 0): 15}
     assert epochs(pdir) == [(0, 15)]
     r = kl("--json", "offsets", three, "--earliest", "--count", "--time", "0")
-    assert r.json()[0]["earliest_offset"] == 15 and r.json()[0]["records"] == 10 and r.json()[0]["offset"] == 15
+    assert r.json()[0]["log_start_offset"] == 15 and r.json()[0]["records"] == 10 and r.json()[0]["offset"] == 15
     assert verify_errors(kl, three) == 0
 
 

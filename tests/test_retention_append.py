@@ -55,7 +55,7 @@ def test_time_retention_from_the_stored_topic_config(kl, tmp_path):
     assert verify_errors(kl, ld) == 0
     off = kl("--json", "offsets", ld, "--partition", "0", "--earliest", "--count", "--time", T0)
     d = off.json()[0]
-    assert (d["earliest_offset"], d["records"], d["offset"]) == (10, 10, 10)
+    assert (d["log_start_offset"], d["records"], d["offset"]) == (10, 10, 10)
     assert kl("retention", ld, "--now", now, "--dry-run").code == 0  # nothing left to do
 
 
@@ -76,7 +76,7 @@ def test_everything_expires_then_appending_goes_on(kl, tmp_path):
     r = kl("append", ld, "ev", "--partition", "0", "--key", "late", "--value", "x", "--timestamp", T0 + 30 * DAY)
     assert r.code == 0, r
     d = kl("--json", "offsets", ld, "--partition", "0", "--earliest", "--latest", "--count").json()[0]
-    assert (d["earliest_offset"], d["latest_offset"], d["records"]) == (20, 21, 1)
+    assert (d["log_start_offset"], d["log_end_offset"], d["records"]) == (20, 21, 1)
     assert verify_errors(kl, ld) == 0
 
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import click
 
+from ..errors import UsageError
 from ..output import human_bytes
 from ..storage.select import parse_partitions, select
 from ..timeutil import format_time, parse_time
 
 __all__ = ["parse_time", "format_time", "parse_partitions", "select", "human_bytes", "selection_options",
-           "paths_argument"]
+           "paths_argument", "partitions_of_files"]
 
 
 def selection_options(f):
@@ -22,3 +23,26 @@ def selection_options(f):
 
 def paths_argument(f):
     return click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=str, readable=False))(f)
+
+
+def partitions_of_files(out, sel, command: str):
+    """For commands that work per partition (info, offsets): a segment or index file given as PATH
+    stands for the partition directory that holds it (said on stderr). A file outside a partition
+    directory is bad input."""
+    from ..storage import open_partition
+    from ..storage.logdir import _partition_name
+
+    if not sel.files:
+        return sel
+    seen = {p.path for p in sel.partitions}
+    for f in sel.files:
+        d = f.parent
+        if _partition_name(d.resolve().name) is None:
+            raise UsageError(f"{command} works per partition and this file is not in a partition directory "
+                             f"(kltool dump and verify read single files)", path=f)
+        if d not in seen:
+            seen.add(d)
+            sel.partitions.append(open_partition(d))
+            out.info(f"{f}: {command} of its partition {d}")
+    sel.files = []
+    return sel

@@ -6,7 +6,7 @@ import click
 
 from ..storage.offsets import record_max_timestamp
 from ..storage.segment import first_batch
-from .common import format_time, human_bytes, paths_argument, select, selection_options
+from .common import format_time, human_bytes, partitions_of_files, paths_argument, select, selection_options
 
 
 def partition_info(p) -> dict:
@@ -38,7 +38,7 @@ def partition_info(p) -> dict:
 def command(out, paths, topic, partition_spec, show_all):
     """Topics, partitions, segments, bytes, offset and time ranges (fast: names, indexes and
     the tail of each partition, not a full scan)."""
-    sel = select(paths, topic, partition_spec)
+    sel = partitions_of_files(out, select(paths, topic, partition_spec), "info")
     rows = []
     infos = []
     empty = 0
@@ -84,8 +84,9 @@ def command(out, paths, topic, partition_spec, show_all):
                   "segments": sum(i["segments"] for i in infos), "bytes": total})
         return 0
     if rows:
-        out.table(["topic", "part", "segs", "size", "start", "end", "first time", "last time"], rows,
-                  justify={"segs": "right", "size": "right", "start": "right", "end": "right", "part": "right"})
+        out.table(["topic", "part", "segs", "size", "log start", "log end", "first time", "last time"], rows,
+                  justify={"segs": "right", "size": "right", "log start": "right", "log end": "right",
+                           "part": "right"})
     out.line(f"{len(infos)} partitions ({empty} empty not shown{'' if not empty else '; --all lists them'}), "
              f"{len({i['topic'] for i in infos})} topics, {sum(i['segments'] for i in infos)} segments, "
              f"{human_bytes(total)}")

@@ -6,10 +6,11 @@ import click
 
 from ..errors import UsageError
 from ..storage import offsets as offs
-from .common import format_time, paths_argument, select, selection_options
+from .common import format_time, partitions_of_files, paths_argument, select, selection_options
 
-# ListOffsets' special timestamps (kafka-get-offsets --time -1/-2/-3)
-SPECIAL_TIMES = {-1: "latest", -2: "earliest", -3: "max_timestamp"}
+# ListOffsets' special timestamps and kafka-get-offsets' names for them (--time -1/latest, ...)
+SPECIAL_TIMES = {-1: "latest", -2: "earliest", -3: "max_timestamp", -4: "earliest"}
+SPECIAL_NAMES = {"latest": -1, "earliest": -2, "max-timestamp": -3, "max_timestamp": -3, "earliest-local": -4}
 
 
 def _target_time(value: str | None) -> tuple[int | None, set[str]]:
@@ -17,11 +18,17 @@ def _target_time(value: str | None) -> tuple[int | None, set[str]]:
 
     if value is None:
         return None, set()
+    v = value.strip().lower()
+    if v in ("latest-tiered", "-5", "earliest-pending-upload", "-6"):
+        raise UsageError(f"--time {value}: there is no tiered storage in a log dir read offline (use latest, "
+                         f"earliest or max-timestamp)")
+    if v in SPECIAL_NAMES:
+        return None, {SPECIAL_TIMES[SPECIAL_NAMES[v]]}
     t = parse_time(value)
     if t < 0:
         if t not in SPECIAL_TIMES:
             raise UsageError(f"--time {value}: a negative time must be -1 (latest), -2 (earliest) or -3 "
-                             f"(max timestamp), as in kafka-get-offsets")
+                             f"(max-timestamp), as in kafka-get-offsets")
         return None, {SPECIAL_TIMES[t]}
     return t, set()
 
@@ -31,9 +38,9 @@ def partition_offsets(p, *, target: int | None, modes: set[str], warnings: list[
     if p.kind != "normal":
         d["state"] = p.kind
     if "earliest" in modes:
-        d["earliest_offset"] = offs.earliest(p).offset
+        d["log_start_offset"] = offs.earliest(p).offset
     if "latest" in modes:
-        d["latest_offset"] = offs.latest(p).offset
+        d["log_end_offset"] = offs.latest(p).offset
     if target is not None:
         r = offs.offset_for_time(p, target, warnings=warnings)
         d.update({"time": target, "offset": None if r is None else r.offset,
@@ -55,9 +62,9 @@ def _row(d: dict, target, modes) -> list:
     part = d["partition"] if "state" not in d else f"{d['partition']} ({d['state']})"
     row = [d["topic"], part]
     if "earliest" in modes:
-        row.append(d["earliest_offset"])
+        row.append(d["log_start_offset"])
     if "latest" in modes:
-        row.append(d["latest_offset"])
+        row.append(d["log_end_offset"])
     if target is not None:
         row += ["-" if d["offset"] is None else d["offset"], format_time(d["timestamp"])]
     if "max_timestamp" in modes:
@@ -68,31 +75,56 @@ def _row(d: dict, target, modes) -> list:
     return row
 
 
+def kafka_line(d: dict, modes: set[str], target) -> str | None:
+    """kafka-get-offsets.sh's line, ``topic:partition:offset``; None where it prints nothing (no offset)."""
+    if target is not None:
+        off = d["offset"]
+    elif "earliest" in modes:
+        off = d["log_start_offset"]
+    elif "latest" in modes:
+        off = d["log_end_offset"]
+    else:
+        off = d["max_timestamp_offset"]
+    return None if off is None else f"{d['topic']}:{d['partition']}:{off}"
+
+
 @click.command("offsets")
 @paths_argument
 @selection_options
 @click.option("--time", "time_", metavar="T", help="First offset whose record timestamp is >= T (ISO-8601 or epoch "
-              "ms; -1 latest, -2 earliest, -3 max timestamp, as in kafka-get-offsets).")
+              "ms), or as in kafka-get-offsets: latest (-1), earliest (-2), max-timestamp (-3).")
 @click.option("--earliest", is_flag=True, help="The log start offset.")
 @click.option("--latest", is_flag=True, help="The log end offset (the offset the next record gets).")
 @click.option("--max-timestamp", is_flag=True, help="The largest record timestamp and the offset of its record.")
 @click.option("--count", is_flag=True, help="The true number of records (reads every batch header), next to "
               "log end - log start, which compaction and gaps make wrong.")
+@click.option("--format", "fmt", type=click.Choice(["table", "kafka"]), default="table", show_default=True,
+              help="kafka: topic:partition:offset lines, as kafka-get-offsets.sh prints (one offset kind; "
+              "default latest).")
 @click.pass_obj
-def command(out, paths, topic, partition_spec, time_, earliest, latest, max_timestamp, count):
+def command(out, paths, topic, partition_spec, time_, earliest, latest, max_timestamp, count, fmt):
     """Offsets per partition, found like the broker finds them: segments by largest timestamp, then
     the .timeindex, then the .index, then a short scan. Without options: --earliest --latest.
+    A segment file stands for its partition.
     """
     target, modes = _target_time(time_)
     for flag, name in ((earliest, "earliest"), (latest, "latest"), (max_timestamp, "max_timestamp"),
                        (count, "count")):
         if flag:
             modes.add(name)
+    if fmt == "kafka":
+        if out.json_mode:
+            raise UsageError("--format kafka and --json are two output formats: give one")
+        if "count" in modes or len(modes) + (target is not None) > 1:
+            raise UsageError("--format kafka prints one offset per partition: give one of --time, --earliest, "
+                             "--latest, --max-timestamp")
+        if not modes and target is None:
+            modes = {"latest"}  # kafka-get-offsets' default
     if not modes and target is None:
         modes = {"earliest", "latest"}
-    sel = select(paths, topic, partition_spec)
+    sel = partitions_of_files(out, select(paths, topic, partition_spec), "offsets")
     if not sel.partitions:
-        raise UsageError("offsets needs a log dir or partition directories, not single files")
+        raise UsageError("offsets needs a log dir or partition directories: none found in " + ", ".join(paths))
     results = []
     warnings: list[str] = []
     for p in sel.partitions:
@@ -102,6 +134,12 @@ def command(out, paths, topic, partition_spec, time_, earliest, latest, max_time
             out.emit(d)
     for w in warnings:
         out.warn(w)
+    if fmt == "kafka":  # sorted as kafka-get-offsets sorts (TopicPartition.toString); no line without offset
+        for d in sorted(results, key=lambda d: f"{d['topic']}-{d['partition']}"):
+            ln = kafka_line(d, modes, target)
+            if ln is not None:
+                out.line(ln)
+        return 0
     total = sum(d.get("records", 0) for d in results)
     if out.json_mode:
         s = {"type": "summary", "partitions": len(results)}
@@ -113,9 +151,9 @@ def command(out, paths, topic, partition_spec, time_, earliest, latest, max_time
         return 0
     cols = ["topic", "part"]
     if "earliest" in modes:
-        cols.append("earliest")
+        cols.append("log start")
     if "latest" in modes:
-        cols.append("latest")
+        cols.append("log end")
     if target is not None:
         cols += [f"offset at {format_time(target)}", "timestamp"]
     if "max_timestamp" in modes:

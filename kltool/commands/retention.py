@@ -112,8 +112,12 @@ def command(out, paths, topic, partition_spec, retention_ms, retention_hours, re
     """
     policy = _policy(retention_ms, retention_hours, retention_bytes, before_offset, before_time, now)
     sel = select(paths, topic, partition_spec)
+    if sel.files:  # retention removes whole segments of a partition: a file cannot stand for that
+        f = sel.files[0]
+        raise UsageError(f"retention works on whole partitions: give the partition directory ({f.parent}) or "
+                         f"its log dir, not a single file", path=f)
     if not sel.partitions:
-        raise UsageError("retention needs a log dir or partition directories, not single files")
+        raise UsageError("retention needs a log dir or partition directories: none found in " + ", ".join(paths))
     logdirs = {p.logdir.path: p.logdir for p in sel.partitions if p.logdir is not None}
     with contextlib.ExitStack() as stack:
         if dry_run:

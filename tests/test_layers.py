@@ -61,3 +61,42 @@ def test_lower_layers_never_import_upper_ones(layer):
 def test_the_checker_sees_relative_and_absolute_imports():
     assert {"errors", "storage"} <= _kltool_imports(PKG / "spark" / "datasource.py")
     assert {"format", "storage"} <= _kltool_imports(PKG / "storage" / "retention.py")
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """kltool module -> the kltool modules it imports (anywhere, ``if TYPE_CHECKING:`` blocks excluded)."""
+    names = {}
+    for path in PKG.rglob("*.py"):
+        parts = path.relative_to(PKG.parent).with_suffix("").parts
+        names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = {}
+    for name, path in names.items():
+        pkg = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        out = set()
+        stack = [ast.parse(path.read_text(), str(path))]
+        while stack:
+            for node in ast.iter_child_nodes(stack.pop()):
+                if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                    continue
+                if isinstance(node, ast.ImportFrom):
+                    if node.level:
+                        base = pkg[:len(pkg) - node.level + 1]
+                        mod = ".".join(base + (node.module.split(".") if node.module else []))
+                    else:
+                        mod = node.module or ""
+                    for a in node.names:
+                        out.add(f"{mod}.{a.name}" if f"{mod}.{a.name}" in names else mod)
+                elif isinstance(node, ast.Import):
+                    out.update(a.name for a in node.names)
+                stack.append(node)
+        graph[name] = out & names.keys()
+    return graph
+
+
+def test_no_two_modules_import_each_other():
+    """An import loop (even through a function-level import) means two modules share one rule: e.g.
+    offsets.py <-> partition.py while a segment's largest timestamp lived in offsets.py."""
+    graph = _module_graph()
+    assert "kltool.storage.segment" in graph["kltool.storage.offsets"]
+    loops = sorted(f"{a} <-> {b}" for a in graph for b in graph[a] if a < b and a in graph.get(b, ()))
+    assert not loops, loops

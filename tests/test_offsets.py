@@ -200,9 +200,9 @@ def test_untrimmed_time_index_of_a_closed_segment(tmp_path):
     ti = pdir / "00000000000000000000.timeindex"
     ti.write_bytes(ti.read_bytes() + bytes(12 * 1000))
     p = open_path(tmp_path / "ld").partitions[0]
-    tail = offs.time_index_tail(p.segments[0])
+    tail = p.segments[0].time_index_tail()
     assert tail.raw == (0, 0) and tail.last == (T0 + 5, 0) and tail.untrimmed
-    assert offs.record_max_timestamp(p.segments[0], last_segment=False)[0] == T0 + 5
+    assert p.segments[0].max_timestamp_so_far == T0 + 5
     check_partition(p)
 
 
@@ -210,7 +210,9 @@ def test_segment_without_time_index_is_scanned_not_dated_by_mtime(tmp_path):
     pdir = build_partition(tmp_path / "ld", "t", [[[T0 + 5]] * 3, [[T0 + 9]]], indexes=False)
     set_mtime(pdir / "00000000000000000000.log", T0 + 10**9)
     p = open_path(tmp_path / "ld").partitions[0]
-    assert offs.record_max_timestamp(p.segments[0], last_segment=False) == (T0 + 5, "batches")
+    seg = p.segments[0]
+    assert (seg.max_timestamp_so_far, seg.max_timestamp_source) == (T0 + 5, "batches")
+    assert seg.largest_timestamp == T0 + 5  # records first, the mtime only without any
     check_partition(p)
 
 
@@ -331,4 +333,41 @@ def test_all_zero_time_index_of_v0_data_means_no_timestamp(tmp_path):
     pdir = build_partition(tmp_path / "ld", "t", [[2], [1]], magic=0, indexes=False)
     (pdir / "00000000000000000000.timeindex").write_bytes(bytes(12 * 50))  # preallocated, never written
     p = open_path(tmp_path / "ld").partitions[0]
-    assert offs.record_max_timestamp(p.segments[0], last_segment=False) == (-1, "none")
+    seg = p.segments[0]
+    assert (seg.max_timestamp_so_far, seg.max_timestamp_source) == (-1, "none")
+    assert seg.largest_timestamp == int(seg.log_path.stat().st_mtime * 1000)  # Kafka's largestTimestamp
+
+
+def test_a_segment_reads_its_largest_timestamp_once(tmp_path):
+    """Like LogSegment.maxTimestampSoFar, kept per Segment object: every user (offsets, dump --from-time
+    through read.segments_for_time, info, retention) asks the segment, and the files are read once."""
+    from kltool.storage.read import segments_for_time
+
+    pdir = build_partition(tmp_path / "ld", "t", [[[T0 + 5]] * 3, [[T0 + 9]]])
+    p = open_path(tmp_path / "ld").partitions[0]
+    first = p.segments[0]
+    assert [s.active for s in p.segments] == [False, True]
+    assert (first.max_timestamp_so_far, first.max_timestamp_source) == (T0 + 5, "timeindex")
+    ti = pdir / "00000000000000000000.timeindex"
+    ti.write_bytes(b"")  # the segment already knows its largest timestamp: not read again
+    assert segments_for_time(p, T0 + 5)[0] is first
+    assert p.offset_for_time(T0 + 5).offset == 0
+    p.refresh()  # new Segment objects read the files again: no index, so the batches
+    assert (p.segments[0].max_timestamp_so_far, p.segments[0].max_timestamp_source) == (T0 + 5, "batches")
+
+
+def test_the_active_segment_tops_up_its_time_index_with_a_scan(tmp_path):
+    """The active segment's last time-index entry is only written on roll or close: the batches after
+    the entry it has count too; a closed segment's index is trusted (the broker's view)."""
+    from kltool.format.index import encode_time_index
+
+    pdir = build_partition(tmp_path / "ld", "t", [[[T0 + 1], [T0 + 9]]])
+    (pdir / "00000000000000000000.timeindex").write_bytes(encode_time_index([(T0 + 1, 0)], 0))
+    p = open_path(tmp_path / "ld").partitions[0]
+    seg = p.segments[0]
+    assert seg.active
+    assert (seg.max_timestamp_so_far, seg.max_timestamp_source) == (T0 + 9, "timeindex+batches")
+    closed = Segment(seg.directory, 0, active=False)
+    assert (closed.max_timestamp_so_far, closed.max_timestamp_source) == (T0 + 1, "timeindex")
+    closed.active = True  # becoming active forgets the closed segment's answer
+    assert closed.max_timestamp_so_far == T0 + 9

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import click
 
-from ..storage.offsets import record_max_timestamp
 from ..storage.segment import first_batch
 from .common import format_time, human_bytes, partitions_of_files, paths_argument, select, selection_options
 
@@ -19,8 +18,7 @@ def partition_info(p) -> dict:
             break
     leo = p.log_end_offset()
     # Closed segments: the time index's last entry (12 bytes read); the last one: its tail batches too.
-    max_ts = max((record_max_timestamp(s, last_segment=i == len(segs) - 1)[0] for i, s in enumerate(segs)),
-                 default=-1)
+    max_ts = max((s.max_timestamp_so_far for s in segs), default=-1)
     return {
         "type": "partition", "topic": p.topic, "partition": p.partition, "state": p.kind, "path": str(p.path),
         "segments": len(segs), "bytes": size, "log_start_offset": p.log_start_offset(), "log_end_offset": leo,

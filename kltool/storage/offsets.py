@@ -9,12 +9,11 @@ The lookups follow the broker's own path (reference §5.6; ``UnifiedLog.fetchOff
 3. in the first batch whose max timestamp is >= target, the first record with timestamp >= target and
    offset >= the log start offset.
 
-A segment's largest timestamp is read from the last 12 bytes of its ``.timeindex``; the last segment's
-(whose final index entry is only written on roll or close) is topped up with a scan of the batches after
-that entry, and a segment whose time index is missing, empty or untrimmed is scanned. Like the broker,
-which holds these in memory after loading a log, kltool keeps them per :class:`Segment` object: the
-first lookup on a partition reads a 12-byte tail per segment up to the target, later ones only a few KiB
-of the target segment's ``.timeindex``, ``.index`` and ``.log`` (``Partition.refresh()`` forgets them).
+A segment's largest timestamp is :attr:`Segment.max_timestamp_so_far` (read from the last 12 bytes of
+its ``.timeindex``, topped up with a scan for the active segment; see there). Like the broker, which
+holds these in memory after loading a log, each :class:`Segment` object reads it once: the first lookup
+on a partition reads a 12-byte tail per segment up to the target, later ones only a few KiB of the
+target segment's ``.timeindex``, ``.index`` and ``.log`` (``Partition.refresh()`` forgets them).
 
 Where the broker answers nothing although a later segment holds a match (a candidate segment chosen by
 a largest timestamp that no record at or above the log start offset reaches), kltool goes on to the
@@ -25,30 +24,24 @@ would find.
 from __future__ import annotations
 
 import os
-import struct
-import weakref
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..errors import CorruptDataError
 from ..format import decode_records
-from ..format import index as fidx
 from ..format.records import BatchHeader
-from .partition import Partition
 from .scan import Damage
-from .segment import Segment, fast_max_timestamp
+from .segment import Segment
+
+if TYPE_CHECKING:
+    from .partition import Partition
 
 __all__ = [
-    "TimestampOffset", "RecordCount", "TimeIndexTail", "time_index_tail", "record_max_timestamp",
-    "log_end_offset", "earliest", "latest", "offset_for_time", "max_timestamp", "SegmentStats", "segment_stats",
+    "TimestampOffset", "RecordCount", "log_end_offset", "earliest", "latest", "offset_for_time", "max_timestamp", "SegmentStats", "segment_stats",
     "count_records",
 ]
 
-_TIME = struct.Struct(">qi")
-_ZERO_ENTRY = bytes(fidx.TIME_ENTRY)
 _SCAN_CHUNK = 64 << 10  # a lookup's scan starts at most index.interval.bytes before its target
-# (largest timestamp, source) per Segment object and "is last": read once, like the broker keeps it in
-# memory after loading. A Partition's refresh() makes new Segment objects, which drops these.
-_LARGEST: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,61 +52,6 @@ class TimestampOffset:
     offset: int
     timestamp: int = -1
     leader_epoch: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class TimeIndexTail:
-    """The end of a ``.timeindex``: ``raw`` is its last whole entry as the broker reads it (zero-filled
-    tail included; None when the file is missing or empty), ``last`` the last real entry (zero tail
-    dropped), ``untrimmed`` whether a zero-filled tail follows it. Entries are (timestamp, offset)."""
-
-    raw: tuple[int, int] | None
-    last: tuple[int, int] | None
-    untrimmed: bool
-
-
-def time_index_tail(seg: Segment) -> TimeIndexTail:
-    """Read only the last entry of ``seg``'s time index (the whole file only when it ends in zeros)."""
-    try:
-        fd = os.open(seg.timeindex_path, os.O_RDONLY)
-    except FileNotFoundError:
-        return TimeIndexTail(None, None, False)
-    try:
-        n = os.fstat(fd).st_size // fidx.TIME_ENTRY
-        if n == 0:
-            return TimeIndexTail(None, None, False)
-        tail = os.pread(fd, fidx.TIME_ENTRY, (n - 1) * fidx.TIME_ENTRY)
-    finally:
-        os.close(fd)
-    ts, rel = _TIME.unpack(tail)
-    raw = (ts, seg.base_offset + rel)
-    if tail != _ZERO_ENTRY or n == 1:
-        return TimeIndexTail(raw, raw, False)
-    entries = seg.time_index()  # the whole file, zero tail dropped
-    last = entries[-1] if entries else None
-    if last == (0, seg.base_offset) and len(entries) == 1:
-        last = None  # nothing but zeros: never written
-    return TimeIndexTail(raw, last, True)
-
-
-def record_max_timestamp(seg: Segment, *, last_segment: bool, tail: TimeIndexTail | None = None) -> tuple[int, str]:
-    """(largest record timestamp of ``seg``, where it came from), -1 when no record has a timestamp.
-
-    A closed segment's trimmed time index ends with the segment's maximum (written on roll); that is
-    trusted when it is above 0. The last segment's index may lack the final entry (it is written on
-    roll or close), and an untrimmed, empty or missing index says nothing: then the batches after the
-    last index entry (all of them, without one) are scanned too.
-    """
-    tail = time_index_tail(seg) if tail is None else tail
-    indexed = tail.last is not None and tail.last[0] > 0
-    if indexed and not tail.untrimmed and not last_segment:
-        return tail.last[0], "timeindex"
-    if seg.size == 0:
-        return -1, "none"
-    if indexed:  # the index up to its last entry, the batches after it
-        return fast_max_timestamp(seg), "timeindex+batches"
-    ts = max((h.max_timestamp for h in seg.batches() if h.crc_valid), default=-1)
-    return (ts, "batches") if ts >= 0 else (-1, "none")
 
 
 def log_end_offset(p: Partition) -> int:
@@ -150,27 +88,20 @@ def _decode(seg: Segment, h: BatchHeader, warnings: list[str]):
 
 @dataclass
 class _Lookup:
-    """Per-call state: cached largest timestamps and records that could not be decoded."""
+    """Per-call state: the log start offset and records that could not be decoded."""
 
     p: Partition
     start_offset: int
     warnings: list[str] = field(default_factory=list)
 
     def candidates(self):
-        """(segment, is_last) of segments that hold offsets >= the log start offset."""
+        """Segments that hold offsets >= the log start offset."""
         segs = self.p.segments
         n = len(segs)
         for i, seg in enumerate(segs):
             if i + 1 < n and segs[i + 1].base_offset <= self.start_offset:
                 continue
-            yield seg, i == n - 1
-
-    def largest(self, seg: Segment, last: bool) -> int:
-        cached = _LARGEST.get(seg)
-        if cached is None or cached[0] != last:
-            cached = (last, *record_max_timestamp(seg, last_segment=last))
-            _LARGEST[seg] = cached
-        return cached[1]
+            yield seg
 
     def records(self, seg: Segment, h: BatchHeader):
         return _decode(seg, h, self.warnings)
@@ -208,8 +139,8 @@ def offset_for_time(p: Partition, timestamp: int, *, start_offset: int | None = 
 def _first_match(lk, cands, seek_ts: int, seg_ok, rec_ok) -> TimestampOffset | None:
     """The broker's path through candidate segments: skip those whose largest timestamp fails
     ``seg_ok``, seek through the time index to ``seek_ts``, then scan for a record passing ``rec_ok``."""
-    for seg, last in cands:
-        if not seg_ok(lk.largest(seg, last)):
+    for seg in cands:
+        if not seg_ok(seg.max_timestamp_so_far):
             continue
         pos = seg.position_for_time(seek_ts, max(lk.start_offset, seg.base_offset))
         found = lk.search(seg, pos, rec_ok)
@@ -227,8 +158,8 @@ def max_timestamp(p: Partition, *, start_offset: int | None = None,
     try:
         cands = list(lk.candidates())
         best = -1
-        for seg, last in cands:
-            best = max(best, lk.largest(seg, last))
+        for seg in cands:
+            best = max(best, seg.max_timestamp_so_far)
         if best < 0:
             return None
         # Entries are running maxima: the batch where ``best`` first appears is at or after the

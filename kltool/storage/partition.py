@@ -81,7 +81,8 @@ class Partition:
                 self.temp_files.append(entry)
             else:
                 self.other_files.append(entry)
-        self._segments = [Segment(self.path, off, p) for off, p in sorted(logs.items())]
+        items = sorted(logs.items())
+        self._segments = [Segment(self.path, off, p, active=i == len(items) - 1) for i, (off, p) in enumerate(items)]
         self.orphan_indexes = [p for off, p in indexes if off not in logs]
         self.snapshots.sort()
         self._scanned = True
@@ -130,7 +131,7 @@ class Partition:
 
     def offset_for_time(self, timestamp: int):
         """The first record with timestamp >= ``timestamp`` (the broker's lookup), or None."""
-        from .offsets import offset_for_time
+        from .offsets import offset_for_time  # offsets builds on this module
 
         return offset_for_time(self, timestamp)
 

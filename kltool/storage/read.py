@@ -15,12 +15,9 @@ from .segment import Segment
 def segments_for_time(p: Partition, timestamp: int) -> list[Segment]:
     """Segments from the first whose largest timestamp is >= ``timestamp`` (the broker's
     ``fetchOffsetByTimestamp`` skips earlier ones)."""
-    from .offsets import record_max_timestamp
-
     segs = p.segments
     for i, s in enumerate(segs):
-        ts, _src = record_max_timestamp(s, last_segment=i == len(segs) - 1)
-        if ts >= timestamp:
+        if s.max_timestamp_so_far >= timestamp:
             return segs[i:]
     return []
 

@@ -250,10 +250,10 @@ class _Planner:
         the broker would read (the raw last .timeindex entry, else mtime) in ``broker_largest``."""
         if c.largest is None:
             seg = c.segment
-            tail = offs.time_index_tail(seg)
-            ts, src = offs.record_max_timestamp(seg, last_segment=last, tail=tail)
+            tail = seg.time_index_tail()
+            ts, src = seg.max_timestamp_so_far, seg.max_timestamp_source
             if ts < 0:
-                ts, src = _mtime_ms(seg.log_path), "mtime"
+                ts, src = seg.largest_timestamp, "mtime"
             c.largest = (ts, src)
             if last:
                 c.broker_largest = ts

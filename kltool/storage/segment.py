@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import struct
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..format import index as fidx
@@ -17,13 +19,48 @@ def filename_prefix(offset: int) -> str:
     return f"{offset:020d}"
 
 
+_TIME = struct.Struct(">qi")
+_ZERO_ENTRY = bytes(fidx.TIME_ENTRY)
+
+
+@dataclass(frozen=True, slots=True)
+class TimeIndexTail:
+    """The end of a ``.timeindex``: ``raw`` is its last whole entry as the broker reads it (zero-filled
+    tail included; None when the file is missing or empty), ``last`` the last real entry (zero tail
+    dropped), ``untrimmed`` whether a zero-filled tail follows it. Entries are (timestamp, offset)."""
+
+    raw: tuple[int, int] | None
+    last: tuple[int, int] | None
+    untrimmed: bool
+
+
 class Segment:
-    def __init__(self, directory: Path, base_offset: int, log_path: Path | None = None):
+    """One segment, like Kafka's ``LogSegment``. Read-only; what it reads from its files (indexes, the
+    time index's tail, its largest timestamp) is read once per object, as the broker keeps it in memory
+    after loading a log (``Partition.refresh()`` makes new objects).
+
+    ``active`` says whether this is its partition's last (active) segment, whose final time-index entry
+    is only written on roll or close; a segment opened on its own counts as active, the safe choice."""
+
+    def __init__(self, directory: Path, base_offset: int, log_path: Path | None = None, *, active: bool = True):
         self.directory = Path(directory)
         self.base_offset = base_offset
         self.log_path = log_path if log_path is not None else self.directory / f"{filename_prefix(base_offset)}.log"
         self._offset_index = None
         self._time_index = None
+        self._time_index_tail: TimeIndexTail | None = None
+        self._max_ts: tuple[int, str] | None = None
+        self._active = active
+
+    @property
+    def active(self) -> bool:
+        return self._active
+
+    @active.setter
+    def active(self, value: bool) -> None:
+        if value != self._active:
+            self._active = value
+            self._max_ts = None
 
     def __repr__(self) -> str:
         return f"Segment({self.log_path})"
@@ -126,19 +163,77 @@ class Segment:
             off = max(off, starting_offset)
         return self.position_for_offset(off)
 
-    def largest_timestamp(self) -> tuple[int, str]:
-        """(largest timestamp, source): the time index's last entry, else a scan of the batches,
-        else the file's mtime (Kafka's last resort)."""
-        entries = self.time_index()
-        if entries:
-            return entries[-1][0], "timeindex"
-        best = -1
-        for h in self.batches():
-            if h.max_timestamp > best:
-                best = h.max_timestamp
-        if best >= 0:
-            return best, "batches"
-        return int(os.stat(self.log_path).st_mtime * 1000), "mtime"
+    # -- timestamps (LogSegment.maxTimestampSoFar / largestTimestamp) ---------------------------
+    def time_index_tail(self) -> TimeIndexTail:
+        """The last entry of the ``.timeindex`` (12 bytes read; the whole file only when it ends in zeros)."""
+        if self._time_index_tail is None:
+            self._time_index_tail = self._read_time_index_tail()
+        return self._time_index_tail
+
+    def _read_time_index_tail(self) -> TimeIndexTail:
+        try:
+            fd = os.open(self.timeindex_path, os.O_RDONLY)
+        except FileNotFoundError:
+            return TimeIndexTail(None, None, False)
+        try:
+            n = os.fstat(fd).st_size // fidx.TIME_ENTRY
+            if n == 0:
+                return TimeIndexTail(None, None, False)
+            tail = os.pread(fd, fidx.TIME_ENTRY, (n - 1) * fidx.TIME_ENTRY)
+        finally:
+            os.close(fd)
+        ts, rel = _TIME.unpack(tail)
+        raw = (ts, self.base_offset + rel)
+        if tail != _ZERO_ENTRY or n == 1:
+            return TimeIndexTail(raw, raw, False)
+        entries = self.time_index()  # the whole file, zero tail dropped
+        last = entries[-1] if entries else None
+        if last == (0, self.base_offset) and len(entries) == 1:
+            last = None  # nothing but zeros: never written
+        return TimeIndexTail(raw, last, True)
+
+    @property
+    def max_timestamp_so_far(self) -> int:
+        """The largest record timestamp (Kafka's ``LogSegment.maxTimestampSoFar``); -1 when no record
+        has one. Read once (see :attr:`max_timestamp_source`)."""
+        return self._max_timestamp()[0]
+
+    @property
+    def max_timestamp_source(self) -> str:
+        """Where :attr:`max_timestamp_so_far` came from: ``timeindex`` (a closed segment's trimmed time
+        index ends with the segment's maximum, written on roll, trusted when above 0), ``timeindex+batches``
+        (the active segment, whose index may lack the final entry: the batches after its last entry are
+        scanned too), ``batches`` (an untrimmed, empty or missing index says nothing: all are scanned) or
+        ``none``."""
+        return self._max_timestamp()[1]
+
+    @property
+    def largest_timestamp(self) -> int:
+        """Kafka's ``LogSegment.largestTimestamp``: :attr:`max_timestamp_so_far`, else the ``.log``
+        file's mtime (what time retention goes by)."""
+        ts = self.max_timestamp_so_far
+        return ts if ts >= 0 else int(os.stat(self.log_path).st_mtime * 1000)
+
+    def _max_timestamp(self) -> tuple[int, str]:
+        if self._max_ts is None:
+            self._max_ts = self._read_max_timestamp()
+        return self._max_ts
+
+    def _read_max_timestamp(self) -> tuple[int, str]:
+        tail = self.time_index_tail()
+        indexed = tail.last is not None and tail.last[0] > 0
+        if indexed and not tail.untrimmed and not self.active:
+            return tail.last[0], "timeindex"
+        if self.size == 0:
+            return -1, "none"
+        if indexed:  # the index up to its last entry, the batches after the position it names
+            best, off = tail.last
+            for h in self.batches(start=self.position_for_offset(off)):
+                if h.max_timestamp > best:
+                    best = h.max_timestamp
+            return best, "timeindex+batches"
+        ts = max((h.max_timestamp for h in self.batches() if h.crc_valid), default=-1)
+        return (ts, "batches") if ts >= 0 else (-1, "none")
 
     def last_batch(self) -> BatchHeader | None:
         """The last readable batch, scanning from the last offset-index entry."""
@@ -166,18 +261,3 @@ def first_batch(seg: Segment) -> BatchHeader | None:
     for h in seg.batches(chunk_size=64 << 10):
         return h
     return None
-
-
-def fast_max_timestamp(seg: Segment) -> int:
-    """Largest batch timestamp: the time index's last entry combined with a scan of the batches
-    after the position it names (those can be newer); a full scan when there is no time index."""
-    entries = seg.time_index()
-    best = -1
-    start = 0
-    if entries:
-        best, off = entries[-1]
-        start = seg.position_for_offset(off)
-    for h in seg.batches(start=start):
-        if h.max_timestamp > best:
-            best = h.max_timestamp
-    return best

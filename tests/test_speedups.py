@@ -5,6 +5,7 @@ as ``KLTOOL_NO_SPEEDUPS=1`` does for a whole run."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import random
 import struct
@@ -241,6 +242,116 @@ def test_dump_through_a_real_stdout_is_the_same(tmp_path):
             outs.append((p.returncode, p.stdout, p.stderr))
         assert outs[0] == outs[1]
         assert outs[0][1].count(b"\n") > 60
+
+
+# --- append's record encoder ---------------------------------------------------------------------
+
+_bytes_or_none = st.one_of(st.none(), st.binary(max_size=300))
+_record = st.tuples(
+    st.one_of(st.integers(-2, 20_000), st.integers(-2**31 - 2, 2**31 + 2)),
+    st.one_of(st.integers(1_700_000_000_000 - 10**6, 1_700_000_000_000 + 10**9), st.integers(-2**63, 2**63 - 1)),
+    _bytes_or_none, _bytes_or_none,
+    st.one_of(st.just(()), st.lists(st.tuples(st.one_of(st.text(max_size=8), st.binary(max_size=8)),
+                                              _bytes_or_none), max_size=3).map(tuple)))
+
+
+def _encode(records, base_ts):
+    try:
+        return fbatch._encode_v2_records(records, base_ts)
+    except (ValueError, UnicodeEncodeError) as e:
+        return type(e).__name__
+
+
+@settings(max_examples=300, deadline=None)
+@given(records=st.lists(_record, max_size=20), base_ts=st.integers(-2**63, 2**63 - 1) | st.just(1_700_000_000_000))
+def test_record_encoder_same_with_and_without_the_accelerator(records, base_ts):
+    fast = _encode(records, base_ts)
+    with pure():
+        ref = _encode(records, base_ts)
+    assert fast == ref
+
+
+def test_record_encoder_builds_batches_kafka_python_reads():
+    from kafka.record import MemoryRecords
+
+    recs = [(i, 1_700_000_000_000 + i, b"k%d" % i, b"v" * i, (("h", b"x"),) if i % 3 else ()) for i in range(300)]
+    data = build_batch(recs, base_offset=10)
+    with pure():
+        assert build_batch(recs, base_offset=10) == data
+    b = MemoryRecords(data).next_batch()
+    assert [(r.offset, r.key, r.value, list(r.headers)) for r in b] == [
+        (10 + i, k, v, [(hk, hv) for hk, hv in hs]) for i, _ts, k, v, hs in recs]
+
+
+# --- append's JSON-lines reader ------------------------------------------------------------------
+
+_text = st.text(alphabet=st.characters(codec="utf-8") | st.sampled_from("\"\\\n\t\x00\x7f\u2028"), max_size=12)
+_jvalue = st.recursive(st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=False) | _text,
+                       lambda c: st.lists(c, max_size=3) | st.dictionaries(_text, c, max_size=3), max_leaves=6)
+_header = st.fixed_dictionaries({"key": st.one_of(_text, st.none())}, optional={"value": st.one_of(_text, st.none())})
+_record_obj = st.fixed_dictionaries({}, optional={
+    "type": st.sampled_from(["record", "batch", "finding", None]) | _text,
+    "offset": st.integers(0, 10**6),
+    "key": st.one_of(st.none(), _text, st.just({"base64": "AAE="}), _jvalue),
+    "value": st.one_of(st.none(), _text, st.just({"hex": "00ff"}), _jvalue),
+    "headers": st.one_of(st.none(), st.lists(_header, max_size=3), st.just({}), st.just({"a": "b"}), _jvalue),
+    "timestamp": st.one_of(st.none(), st.integers(-2, 2**64), st.just(1.0), st.just("2024-01-01T00:00:00Z"),
+                           st.booleans()),
+    "partition": st.one_of(st.none(), st.integers(-3, 2**40), st.just(1.5), st.booleans()),
+    "control": st.one_of(st.none(), st.just({"type": "COMMIT"})),
+    "sequence": _jvalue,
+})
+
+
+def _line(obj, how):
+    text = json.dumps(obj, ensure_ascii=how % 2 == 0, separators=(",", ":") if how % 3 else (", ", ": "))
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _reference(raw):
+    from kltool.commands.append import parse_json_record
+
+    try:
+        return parse_json_record(raw)
+    except ValueError as e:
+        return f"error: {e}"
+
+
+@settings(max_examples=400, deadline=None)
+@given(objs=st.lists(st.tuples(_record_obj, st.integers(0, 5)), max_size=8),
+       cuts=st.lists(st.tuples(st.integers(0, 10**6), st.binary(max_size=3)), max_size=2),
+       ends=st.sampled_from([b"\n", b"\r\n", b" \x1f\n", b"\n\n", b"\n \n", b"\xc2\xa0\n"]))
+def test_json_lines_reader_same_as_the_reference(objs, cuts, ends):
+    from kltool.commands.append import SKIP
+
+    lines = [_line(o, how) for o, how in objs]
+    for pos, junk in cuts:  # damage: bytes replaced inside a line
+        if lines:
+            k = pos % len(lines)
+            i = pos % (len(lines[k]) + 1)
+            lines[k] = lines[k][:i] + junk + lines[k][i + len(junk):]
+    block = ends.join(lines)
+    items = _speedups.parse_json_lines(block, SKIP)
+    raws = block.split(b"\n")
+    if block.endswith(b"\n") or not block:
+        raws.pop()
+    assert len(items) == len(raws)
+    for item, raw in zip(items, raws, strict=True):
+        if item is not False:
+            assert item == _reference(raw), raw
+
+
+def test_json_lines_reader_reads_dump_output_back(kl, tmp_path):
+    """``dump --json --records`` lines: batch lines skipped, text records parsed in C (those with
+    base64 or decoded fields go to the reference reader), all as the reference reads them."""
+    from kltool.commands.append import SKIP
+
+    for path in (FIXTURES / "sample-logdir", ORACLE / "v2-txn-0"):
+        out = kl("--json", "dump", "--records", path).out.encode()
+        items = _speedups.parse_json_lines(out, SKIP)
+        assert items.count(SKIP) >= 1 and sum(type(i) is tuple for i in items) >= 1
+        for item, raw in zip(items, out.split(b"\n"), strict=False):
+            assert item is False or item == _reference(raw)
 
 
 # --- the pure-Python fallback runs the key checks on its own -----------------------------------

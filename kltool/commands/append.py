@@ -10,6 +10,7 @@ import time
 import click
 
 from ..errors import KltoolError, UsageError
+from ..format import speedups
 from ..output import decode_bytes
 from .common import human_bytes, parse_time
 
@@ -258,6 +259,8 @@ def _read_input(out, appender, input_path: str, source: str, fmt: str, key_separ
     try:
         with out.progress(total if total and total > (8 << 20) else None, "reading") as prog:
             pending = 0
+            if fmt == "json" and speedups.C is not None:
+                return _read_json_blocks(stream, add, source, partition, prog)
             for lineno, raw in enumerate(stream, 1):
                 try:
                     rec = parse_json_record(raw) if fmt == "json" else parse_text_record(raw, sep, lineno)
@@ -278,6 +281,44 @@ def _read_input(out, appender, input_path: str, source: str, fmt: str, key_separ
         if close:
             stream.close()
     return skipped
+
+
+def _read_json_blocks(stream, add, source: str, partition: int | None, prog) -> int:
+    """The JSON-lines loop of :func:`_read_input` on blocks of about 1 MiB of whole lines: the C
+    reader parses the plain lines of a block in one call, :func:`parse_json_record` the others (so
+    results and error messages are the reference's). Returns the number of skipped lines."""
+    parse = speedups.C.parse_json_lines
+    skipped = 0
+    lineno = 0
+    rest = b""
+    while True:
+        chunk = stream.read(1 << 20)
+        if chunk:
+            data = rest + chunk if rest else chunk
+            cut = data.rfind(b"\n") + 1
+            block, rest = data[:cut], data[cut:]
+        else:
+            block, rest = rest, b""
+        if block:
+            items = parse(block, SKIP)
+            raws = block.split(b"\n") if False in items else None
+            for k, rec in enumerate(items):
+                lineno += 1
+                if rec is False:
+                    try:
+                        rec = parse_json_record(raws[k])
+                    except ValueError as e:
+                        raise UsageError(f"line {lineno}: {e}", path=source) from None
+                if rec is None:
+                    continue
+                if rec is SKIP:
+                    skipped += 1
+                    continue
+                key, value, headers, ts, part = rec
+                add(key, value, headers, ts, partition if partition is not None else part, line=lineno)
+            prog.advance(len(block))
+        if not chunk:
+            return skipped
 
 
 def _report(out, r, skipped: int, secs: float) -> None:

@@ -795,12 +795,521 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------------------------------
+ * Record encoder for append: batch._encode_v2_records in one call.
+ */
+static inline int ob_uvarint(obuf *o, uint64_t v) {
+    if (ob_reserve(o, 10)) return -1;
+    char *d = o->p + o->n;
+    while (v >= 0x80) { *d++ = (char)((v & 0x7F) | 0x80); v >>= 7; }
+    *d++ = (char)v;
+    o->n = d - o->p;
+    return 0;
+}
+static inline uint64_t zz64(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
+static inline int uvarint_size(uint64_t v) { int k = 1; while (v >= 0x80) { v >>= 7; k++; } return k; }
+
+/* bytes or None -> (ptr, len) with len -1 for None; 1 = not bytes (Python handles it) */
+static inline int bytes_or_none(PyObject *o, const char **p, Py_ssize_t *n) {
+    if (o == Py_None) { *p = NULL; *n = -1; return 0; }
+    if (!PyBytes_CheckExact(o)) return 1;
+    *p = PyBytes_AS_STRING(o); *n = PyBytes_GET_SIZE(o);
+    return 0;
+}
+
+/*
+ * encode_records(records, base_ts) -> bytes | None
+ * ``records`` is a list of (offset_delta, timestamp, key, value, headers) as build_v2_batch takes
+ * them; the result is exactly batch._encode_v2_records(records, base_ts). None when something is
+ * not plain (not bytes, out of range): the Python encoder then does it, with its errors.
+ */
+static PyObject *encode_records(PyObject *self, PyObject *args) {
+    PyObject *records;
+    long long base_ts;
+    if (!PyArg_ParseTuple(args, "O!L", &PyList_Type, &records, &base_ts)) return NULL;
+    obuf o = {0};
+    Py_ssize_t nrec = PyList_GET_SIZE(records);
+    PyObject *result = NULL;
+    int defer = 0;
+    for (Py_ssize_t r = 0; r < nrec && !defer; r++) {
+        PyObject *t = PyList_GET_ITEM(records, r);
+        if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != 5) { defer = 1; break; }
+        int of1 = 0, of2 = 0;
+        long long od = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(t, 0), &of1);
+        long long ts = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(t, 1), &of2);
+        if (PyErr_Occurred()) { PyErr_Clear(); defer = 1; break; }
+        if (of1 || of2 || od < INT32_MIN || od > INT32_MAX) { defer = 1; break; }
+        int64_t d;
+        if (__builtin_sub_overflow((int64_t)ts, (int64_t)base_ts, &d)) { defer = 1; break; }
+        const char *kp, *vp;
+        Py_ssize_t kl, vl;
+        if (bytes_or_none(PyTuple_GET_ITEM(t, 2), &kp, &kl) || bytes_or_none(PyTuple_GET_ITEM(t, 3), &vp, &vl)) {
+            defer = 1; break;
+        }
+        PyObject *hs = PyTuple_GET_ITEM(t, 4);
+        Py_ssize_t nh = 0;
+        int hs_true = PyObject_IsTrue(hs);
+        if (hs_true < 0) { PyErr_Clear(); defer = 1; break; }
+        if (hs_true) {
+            if (!PyTuple_CheckExact(hs) && !PyList_CheckExact(hs)) { defer = 1; break; }
+            nh = PySequence_Fast_GET_SIZE(hs);
+        }
+        /* body size first (the length varint comes before it) */
+        uint64_t body = 1 + uvarint_size(zz64(d)) + uvarint_size(zz64(od)) +
+                        (kl < 0 ? 1 : uvarint_size(zz64(kl)) + kl) + (vl < 0 ? 1 : uvarint_size(zz64(vl)) + vl) +
+                        uvarint_size(zz64(nh));
+        for (Py_ssize_t h = 0; h < nh; h++) {
+            PyObject *pair = PySequence_Fast_ITEMS(hs)[h];
+            if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2) { defer = 1; break; }
+            PyObject *hk = PyTuple_GET_ITEM(pair, 0), *hv = PyTuple_GET_ITEM(pair, 1);
+            Py_ssize_t hkl, hvl;
+            if (PyUnicode_CheckExact(hk)) {
+                if (!PyUnicode_AsUTF8AndSize(hk, &hkl)) { PyErr_Clear(); defer = 1; break; }
+            } else if (PyBytes_CheckExact(hk)) hkl = PyBytes_GET_SIZE(hk);
+            else { defer = 1; break; }
+            const char *hvp;
+            if (bytes_or_none(hv, &hvp, &hvl)) { defer = 1; break; }
+            if (hkl > INT32_MAX || hvl > INT32_MAX) { defer = 1; break; }
+            body += uvarint_size(zz64(hkl)) + hkl + (hvl < 0 ? 1 : uvarint_size(zz64(hvl)) + hvl);
+        }
+        if (defer) break;
+        if (kl > INT32_MAX || vl > INT32_MAX || body > INT32_MAX) { defer = 1; break; }
+        if (ob_reserve(&o, (Py_ssize_t)body + 5)) goto done;
+        ob_uvarint(&o, zz64((int64_t)body));
+        o.p[o.n++] = 0;
+        ob_uvarint(&o, zz64(d));
+        ob_uvarint(&o, zz64(od));
+        if (kl < 0) o.p[o.n++] = 1;
+        else { ob_uvarint(&o, zz64(kl)); memcpy(o.p + o.n, kp, kl); o.n += kl; }
+        if (vl < 0) o.p[o.n++] = 1;
+        else { ob_uvarint(&o, zz64(vl)); memcpy(o.p + o.n, vp, vl); o.n += vl; }
+        ob_uvarint(&o, zz64(nh));
+        for (Py_ssize_t h = 0; h < nh; h++) {
+            PyObject *pair = PySequence_Fast_ITEMS(hs)[h];
+            PyObject *hk = PyTuple_GET_ITEM(pair, 0), *hv = PyTuple_GET_ITEM(pair, 1);
+            const char *hkp;
+            Py_ssize_t hkl;
+            if (PyUnicode_CheckExact(hk)) hkp = PyUnicode_AsUTF8AndSize(hk, &hkl);
+            else { hkp = PyBytes_AS_STRING(hk); hkl = PyBytes_GET_SIZE(hk); }
+            ob_uvarint(&o, zz64(hkl));
+            memcpy(o.p + o.n, hkp, hkl); o.n += hkl;
+            if (hv == Py_None) o.p[o.n++] = 1;
+            else {
+                Py_ssize_t hvl = PyBytes_GET_SIZE(hv);
+                ob_uvarint(&o, zz64(hvl));
+                memcpy(o.p + o.n, PyBytes_AS_STRING(hv), hvl); o.n += hvl;
+            }
+        }
+    }
+    if (defer) { result = Py_None; Py_INCREF(result); }
+    else result = PyBytes_FromStringAndSize(o.p ? o.p : "", o.n);
+done:
+    PyMem_Free(o.p);
+    return result;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * JSON lines reader for append: the plain lines of the record schema in C, the rest deferred to
+ * commands/append.parse_json_record (the reference: its results and its error messages).
+ */
+typedef struct {
+    const unsigned char *p;
+    Py_ssize_t i, n;
+} jcur;
+
+#define DEFER 1
+static inline void jws(jcur *c) {
+    while (c->i < c->n) {
+        unsigned char ch = c->p[c->i];
+        if (ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r') c->i++;
+        else break;
+    }
+}
+static inline int hexv(unsigned char ch) {
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+    return -1;
+}
+static int read_u4(jcur *c, uint32_t *out) {
+    if (c->n - c->i < 4) return DEFER;
+    uint32_t v = 0;
+    for (int k = 0; k < 4; k++) {
+        int h = hexv(c->p[c->i + k]);
+        if (h < 0) return DEFER;
+        v = (v << 4) | (uint32_t)h;
+    }
+    c->i += 4;
+    *out = v;
+    return 0;
+}
+/* A JSON string at c (opening quote); its UTF-8 text goes to o when o is not NULL. 0, DEFER, -1 */
+static int jstring(jcur *c, obuf *o) {
+    if (c->i >= c->n || c->p[c->i] != '"') return DEFER;
+    c->i++;
+    for (;;) {
+        Py_ssize_t start = c->i;
+        while (c->i < c->n) {
+            unsigned char ch = c->p[c->i];
+            if (ch == '"' || ch == '\\' || ch < 0x20) break;
+            c->i++;
+        }
+        if (o && c->i > start && ob_put(o, (const char *)c->p + start, c->i - start)) return -1;
+        if (c->i >= c->n) return DEFER;
+        unsigned char ch = c->p[c->i];
+        if (ch == '"') { c->i++; return 0; }
+        if (ch < 0x20) return DEFER;
+        c->i++;  /* backslash */
+        if (c->i >= c->n) return DEFER;
+        unsigned char e = c->p[c->i++];
+        char out = 0;
+        switch (e) {
+        case '"': out = '"'; break;
+        case '\\': out = '\\'; break;
+        case '/': out = '/'; break;
+        case 'b': out = '\b'; break;
+        case 'f': out = '\f'; break;
+        case 'n': out = '\n'; break;
+        case 'r': out = '\r'; break;
+        case 't': out = '\t'; break;
+        case 'u': {
+            uint32_t u;
+            if (read_u4(c, &u)) return DEFER;
+            if (u >= 0xDC00 && u <= 0xDFFF) return DEFER;  /* a lone low surrogate */
+            if (u >= 0xD800 && u <= 0xDBFF) {
+                uint32_t lo;
+                if (c->n - c->i < 6 || c->p[c->i] != '\\' || c->p[c->i + 1] != 'u') return DEFER;
+                c->i += 2;
+                if (read_u4(c, &lo) || lo < 0xDC00 || lo > 0xDFFF) return DEFER;
+                u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
+            }
+            if (o) {
+                char b[4];
+                int k;
+                if (u < 0x80) { b[0] = (char)u; k = 1; }
+                else if (u < 0x800) { b[0] = (char)(0xC0 | (u >> 6)); b[1] = (char)(0x80 | (u & 63)); k = 2; }
+                else if (u < 0x10000) {
+                    b[0] = (char)(0xE0 | (u >> 12)); b[1] = (char)(0x80 | ((u >> 6) & 63));
+                    b[2] = (char)(0x80 | (u & 63)); k = 3;
+                } else {
+                    b[0] = (char)(0xF0 | (u >> 18)); b[1] = (char)(0x80 | ((u >> 12) & 63));
+                    b[2] = (char)(0x80 | ((u >> 6) & 63)); b[3] = (char)(0x80 | (u & 63)); k = 4;
+                }
+                if (ob_put(o, b, k)) return -1;
+            }
+            continue;
+        }
+        default: return DEFER;
+        }
+        if (o && ob_put(o, &out, 1)) return -1;
+    }
+}
+/* An integer literal that fits int64 (not a float form): 0, DEFER */
+static int jint(jcur *c, int64_t *v) {
+    Py_ssize_t i = c->i;
+    int neg = 0;
+    if (i < c->n && c->p[i] == '-') { neg = 1; i++; }
+    if (i >= c->n || c->p[i] < '0' || c->p[i] > '9') return DEFER;
+    if (c->p[i] == '0' && i + 1 < c->n && c->p[i + 1] >= '0' && c->p[i + 1] <= '9') return DEFER;
+    uint64_t acc = 0;
+    int digits = 0;
+    while (i < c->n && c->p[i] >= '0' && c->p[i] <= '9') {
+        if (++digits > 18) return DEFER;
+        acc = acc * 10 + (uint64_t)(c->p[i] - '0');
+        i++;
+    }
+    if (i < c->n && (c->p[i] == '.' || c->p[i] == 'e' || c->p[i] == 'E')) return DEFER;
+    *v = neg ? -(int64_t)acc : (int64_t)acc;
+    c->i = i;
+    return 0;
+}
+static int jlit(jcur *c, const char *lit) {
+    size_t k = strlen(lit);
+    if ((size_t)(c->n - c->i) < k || memcmp(c->p + c->i, lit, k) != 0) return DEFER;
+    c->i += (Py_ssize_t)k;
+    return 0;
+}
+/* Any JSON value, checked and skipped (no NaN/Infinity forms: those are deferred). */
+static int jskip(jcur *c, int depth) {
+    if (depth > 64 || c->i >= c->n) return DEFER;
+    unsigned char ch = c->p[c->i];
+    if (ch == '"') return jstring(c, NULL);
+    if (ch == 't') return jlit(c, "true");
+    if (ch == 'f') return jlit(c, "false");
+    if (ch == 'n') return jlit(c, "null");
+    if (ch == '-' || (ch >= '0' && ch <= '9')) {
+        Py_ssize_t i = c->i;
+        if (c->p[i] == '-') i++;
+        if (i >= c->n || c->p[i] < '0' || c->p[i] > '9') return DEFER;
+        if (c->p[i] == '0') i++;
+        else while (i < c->n && c->p[i] >= '0' && c->p[i] <= '9') i++;
+        if (i < c->n && c->p[i] == '.') {
+            i++;
+            if (i >= c->n || c->p[i] < '0' || c->p[i] > '9') return DEFER;
+            while (i < c->n && c->p[i] >= '0' && c->p[i] <= '9') i++;
+        }
+        if (i < c->n && (c->p[i] == 'e' || c->p[i] == 'E')) {
+            i++;
+            if (i < c->n && (c->p[i] == '+' || c->p[i] == '-')) i++;
+            if (i >= c->n || c->p[i] < '0' || c->p[i] > '9') return DEFER;
+            while (i < c->n && c->p[i] >= '0' && c->p[i] <= '9') i++;
+        }
+        c->i = i;
+        return 0;
+    }
+    if (ch == '[' || ch == '{') {
+        unsigned char close = ch == '[' ? ']' : '}';
+        c->i++;
+        jws(c);
+        if (c->i < c->n && c->p[c->i] == close) { c->i++; return 0; }
+        for (;;) {
+            int rc;
+            if (ch == '{') {
+                if ((rc = jstring(c, NULL))) return rc;
+                jws(c);
+                if (c->i >= c->n || c->p[c->i] != ':') return DEFER;
+                c->i++;
+                jws(c);
+            }
+            if ((rc = jskip(c, depth + 1))) return rc;
+            jws(c);
+            if (c->i >= c->n) return DEFER;
+            if (c->p[c->i] == ',') { c->i++; jws(c); continue; }
+            if (c->p[c->i] == close) { c->i++; return 0; }
+            return DEFER;
+        }
+    }
+    return DEFER;
+}
+/* A member name without escapes: its span. */
+static int jname(jcur *c, const unsigned char **s, Py_ssize_t *k) {
+    if (c->i >= c->n || c->p[c->i] != '"') return DEFER;
+    Py_ssize_t start = ++c->i;
+    while (c->i < c->n && c->p[c->i] != '"') {
+        if (c->p[c->i] == '\\' || c->p[c->i] < 0x20) return DEFER;
+        c->i++;
+    }
+    if (c->i >= c->n) return DEFER;
+    *s = c->p + start;
+    *k = c->i - start;
+    c->i++;
+    return 0;
+}
+#define NAME_IS(s, k, lit) ((k) == (Py_ssize_t)(sizeof(lit) - 1) && memcmp((s), (lit), (k)) == 0)
+
+/* A string or null as bytes / None (new reference in *out). */
+static int jbytes(jcur *c, obuf *tmp, PyObject **out) {
+    if (c->i < c->n && c->p[c->i] == 'n') {
+        if (jlit(c, "null")) return DEFER;
+        Py_INCREF(Py_None);
+        *out = Py_None;
+        return 0;
+    }
+    tmp->n = 0;
+    int rc = jstring(c, tmp);
+    if (rc) return rc;
+    *out = PyBytes_FromStringAndSize(tmp->p ? tmp->p : "", tmp->n);
+    return *out ? 0 : -1;
+}
+
+/* headers: [] / {} / null -> (); a list of {"key": str, "value": str|null} -> tuple of pairs */
+static int jheaders(jcur *c, obuf *tmp, PyObject **out) {
+    if (c->i >= c->n) return DEFER;
+    unsigned char ch = c->p[c->i];
+    if (ch == 'n') {
+        if (jlit(c, "null")) return DEFER;
+        *out = PyTuple_New(0);
+        return *out ? 0 : -1;
+    }
+    if (ch == '{') {
+        c->i++;
+        jws(c);
+        if (c->i < c->n && c->p[c->i] == '}') { c->i++; *out = PyTuple_New(0); return *out ? 0 : -1; }
+        return DEFER;
+    }
+    if (ch != '[') return DEFER;
+    c->i++;
+    PyObject *list = PyList_New(0);
+    if (!list) return -1;
+    int rc = 0;
+    jws(c);
+    if (c->i < c->n && c->p[c->i] == ']') { c->i++; goto finish; }
+    for (;;) {
+        if (c->i >= c->n || c->p[c->i] != '{') { rc = DEFER; goto fail; }
+        c->i++;
+        jws(c);
+        PyObject *hk = NULL, *hv = NULL;
+        for (;;) {
+            const unsigned char *nm;
+            Py_ssize_t nk;
+            if ((rc = jname(c, &nm, &nk))) break;
+            jws(c);
+            if (c->i >= c->n || c->p[c->i] != ':') { rc = DEFER; break; }
+            c->i++;
+            jws(c);
+            PyObject **slot;
+            if (NAME_IS(nm, nk, "key")) slot = &hk;
+            else if (NAME_IS(nm, nk, "value")) slot = &hv;
+            else { rc = DEFER; break; }
+            if (*slot) { rc = DEFER; break; }
+            if ((rc = jbytes(c, tmp, slot))) break;
+            jws(c);
+            if (c->i < c->n && c->p[c->i] == ',') { c->i++; jws(c); continue; }
+            if (c->i < c->n && c->p[c->i] == '}') { c->i++; break; }
+            rc = DEFER;
+            break;
+        }
+        if (!rc && (hk == NULL || hk == Py_None)) rc = DEFER;
+        if (rc) { Py_XDECREF(hk); Py_XDECREF(hv); goto fail; }
+        if (!hv) { hv = Py_None; Py_INCREF(hv); }
+        PyObject *pair = PyTuple_Pack(2, hk, hv);
+        Py_DECREF(hk);
+        Py_DECREF(hv);
+        if (!pair || PyList_Append(list, pair) < 0) { Py_XDECREF(pair); rc = -1; goto fail; }
+        Py_DECREF(pair);
+        jws(c);
+        if (c->i < c->n && c->p[c->i] == ',') { c->i++; jws(c); continue; }
+        if (c->i < c->n && c->p[c->i] == ']') { c->i++; break; }
+        rc = DEFER;
+        goto fail;
+    }
+finish:
+    *out = PyList_AsTuple(list);
+    Py_DECREF(list);
+    return *out ? 0 : -1;
+fail:
+    Py_DECREF(list);
+    return rc;
+}
+
+static inline int strip_ws(unsigned char ch) {
+    return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == 0x0b || ch == 0x0c || (ch >= 0x1c && ch <= 0x1f);
+}
+
+/* One line: 0 with *out set (a new reference: None, skip or a tuple), DEFER, -1 */
+static int json_line(const unsigned char *p, Py_ssize_t n, PyObject *skip, obuf *tmp, PyObject **out) {
+    Py_ssize_t a = 0, b = n;
+    while (a < b && strip_ws(p[a])) a++;
+    while (b > a && strip_ws(p[b - 1])) b--;
+    if (a == b) { Py_INCREF(Py_None); *out = Py_None; return 0; }
+    if (!utf8_valid(p + a, b - a)) return DEFER;
+    jcur c = {p, a, b};
+    if (p[a] != '{') return DEFER;
+    c.i++;
+    jws(&c);
+    PyObject *f[3] = {NULL, NULL, NULL};  /* key, value, headers */
+    int have_ts = 0, have_part = 0, have_type = 0, have_ctrl = 0, skipit = 0;
+    int64_t ts = 0, part = 0;
+    int ts_null = 1, part_null = 1;
+    int rc = 0;
+    if (c.i < c.n && p[c.i] == '}') { c.i++; goto end; }
+    for (;;) {
+        const unsigned char *nm;
+        Py_ssize_t nk;
+        if ((rc = jname(&c, &nm, &nk))) goto fail;
+        jws(&c);
+        if (c.i >= c.n || p[c.i] != ':') { rc = DEFER; goto fail; }
+        c.i++;
+        jws(&c);
+        if (NAME_IS(nm, nk, "key") || NAME_IS(nm, nk, "value")) {
+            int w = nm[0] == 'k' ? 0 : 1;
+            if (f[w]) { rc = DEFER; goto fail; }
+            if ((rc = jbytes(&c, tmp, &f[w]))) goto fail;
+        } else if (NAME_IS(nm, nk, "headers")) {
+            if (f[2]) { rc = DEFER; goto fail; }
+            if ((rc = jheaders(&c, tmp, &f[2]))) goto fail;
+        } else if (NAME_IS(nm, nk, "timestamp") || NAME_IS(nm, nk, "partition")) {
+            int is_ts = nm[0] == 't';
+            if (is_ts ? have_ts++ : have_part++) { rc = DEFER; goto fail; }
+            int isnull = c.i < c.n && p[c.i] == 'n';
+            int64_t v = 0;
+            if (isnull ? jlit(&c, "null") : jint(&c, &v)) { rc = DEFER; goto fail; }
+            if (is_ts) { ts = v; ts_null = isnull; } else { part = v; part_null = isnull; }
+        } else if (NAME_IS(nm, nk, "type")) {
+            if (have_type++) { rc = DEFER; goto fail; }
+            if (c.i < c.n && p[c.i] == 'n') { if (jlit(&c, "null")) { rc = DEFER; goto fail; } }
+            else {
+                const unsigned char *tv;
+                Py_ssize_t tk;
+                if ((rc = jname(&c, &tv, &tk))) goto fail;  /* a string without escapes */
+                if (!NAME_IS(tv, tk, "record")) skipit = 1;
+            }
+        } else if (NAME_IS(nm, nk, "control")) {
+            if (have_ctrl++) { rc = DEFER; goto fail; }
+            if (c.i < c.n && p[c.i] == 'n') { if (jlit(&c, "null")) { rc = DEFER; goto fail; } }
+            else {
+                if ((rc = jskip(&c, 1))) goto fail;
+                skipit = 1;
+            }
+        } else {
+            if ((rc = jskip(&c, 1))) goto fail;
+        }
+        jws(&c);
+        if (c.i < c.n && p[c.i] == ',') { c.i++; jws(&c); continue; }
+        if (c.i < c.n && p[c.i] == '}') { c.i++; break; }
+        rc = DEFER;
+        goto fail;
+    }
+end:
+    if (c.i != c.n) { rc = DEFER; goto fail; }
+    if (skipit) {
+        Py_INCREF(skip);
+        *out = skip;
+        rc = 0;
+        goto fail;  /* releases the fields */
+    }
+    for (int k = 0; k < 2; k++) if (!f[k]) { f[k] = Py_None; Py_INCREF(Py_None); }
+    if (!f[2]) { f[2] = PyTuple_New(0); if (!f[2]) { rc = -1; goto fail; } }
+    PyObject *tso = ts_null ? (Py_INCREF(Py_None), Py_None) : PyLong_FromLongLong(ts);
+    PyObject *po = part_null ? (Py_INCREF(Py_None), Py_None) : PyLong_FromLongLong(part);
+    if (!tso || !po) { Py_XDECREF(tso); Py_XDECREF(po); rc = -1; goto fail; }
+    *out = PyTuple_Pack(5, f[0], f[1], f[2], tso, po);
+    Py_DECREF(tso);
+    Py_DECREF(po);
+    rc = *out ? 0 : -1;
+fail:
+    for (int k = 0; k < 3; k++) Py_XDECREF(f[k]);
+    return rc;
+}
+
+/*
+ * parse_json_lines(block, skip) -> list, one item per line of block (lines end with "\n"; the last may
+ * not): None for a blank line, ``skip`` for a line that is not a data record, a tuple (key, value,
+ * headers, timestamp, partition) for a plain record, False where append.parse_json_record must
+ * read the line itself (anything less plain, and every error).
+ */
+static PyObject *parse_json_lines(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    PyObject *skip;
+    if (!PyArg_ParseTuple(args, "y*O", &view, &skip)) return NULL;
+    PyObject *list = PyList_New(0);
+    obuf tmp = {0};
+    const unsigned char *p = view.buf;
+    Py_ssize_t n = view.len, i = 0;
+    while (list && i < n) {
+        const unsigned char *nl = memchr(p + i, '\n', (size_t)(n - i));
+        Py_ssize_t e = nl ? (Py_ssize_t)(nl - p) + 1 : n;
+        PyObject *item = NULL;
+        int rc = json_line(p + i, e - i, skip, &tmp, &item);
+        if (rc < 0) { Py_CLEAR(list); break; }
+        if (rc == DEFER) { item = Py_False; Py_INCREF(item); }
+        if (PyList_Append(list, item) < 0) Py_CLEAR(list);
+        Py_DECREF(item);
+        i = e;
+    }
+    PyMem_Free(tmp.p);
+    PyBuffer_Release(&view);
+    return list;
+}
+
 static PyMethodDef methods[] = {
     {"decode_v2", decode_v2, METH_VARARGS, "Decode the records of an uncompressed v2 payload into columns."},
     {"crc32c", py_crc32c, METH_VARARGS, "CRC-32C of a buffer, continuing from value (crc32c package convention)."},
     {"hw_crc", py_crc_hw, METH_VARARGS, "Whether the SSE4.2 CRC-32C path is used; hw_crc(0) turns it off, hw_crc(1) on."},
     {"walk_v2", walk_v2, METH_VARARGS, "Walk the plain, valid v2 batches of a buffer window in one call."},
     {"check_v2", check_v2, METH_VARARGS, "Whether an uncompressed v2 payload's records are what decode_records accepts."},
+    {"encode_records", encode_records, METH_VARARGS, "The records of a v2 batch, encoded (None: not plain)."},
+    {"parse_json_lines", parse_json_lines, METH_VARARGS, "Plain record lines of append's JSON input, parsed."},
     {"format_v2", format_v2, METH_VARARGS, "The dump --records lines (text or JSON) of a v2 payload."},
     {NULL, NULL, 0, NULL},
 };

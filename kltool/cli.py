@@ -27,6 +27,7 @@ COMMANDS = {
     "offsets": ("kltool.commands.offsets", "Offsets by time, earliest/latest, true record counts."),
     "retention": ("kltool.commands.retention", "Apply time, size and start-offset retention offline."),
     "spark-report": ("kltool.commands.spark_report", "Batch analytics on a local or remote Spark."),
+    "completion": ("kltool.commands.completion", "Print the shell completion script (bash, zsh, fish)."),
 }
 
 

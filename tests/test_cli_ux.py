@@ -434,3 +434,56 @@ def test_retention_on_a_file_names_the_partition_directory(kl, copy_fixture):
     d = copy_fixture("real/william0423-indexed-zk/debug_topic-0")
     r = kl("retention", "--dry-run", d / "00000000000000000000.log")
     assert r.code == 2 and str(d) in r.err and "whole partitions" in r.err
+
+
+# -- shell completion ------------------------------------------------------------------------
+
+def _complete(words: str, cword: int) -> list[str]:
+    import os
+    import subprocess
+    import sys
+
+    from .conftest import ROOT
+
+    env = dict(os.environ, _KLTOOL_COMPLETE="bash_complete", COMP_WORDS=words, COMP_CWORD=str(cword),
+               PYTHONPATH=str(ROOT))
+    p = subprocess.run([sys.executable, "-m", "kltool"], capture_output=True, text=True, env=env, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    return p.stdout.splitlines()
+
+
+@pytest.mark.parametrize("shell,marker", [("bash", "complete -o nosort -F _kltool_completion kltool"),
+                                          ("zsh", "#compdef kltool"), ("fish", "complete --no-files --command kltool")])
+def test_completion_prints_the_script(kl, shell, marker):
+    r = kl("completion", shell)
+    assert r.code == 0 and marker in r.out and "_KLTOOL_COMPLETE" in r.out
+
+
+def test_completion_unknown_shell(kl):
+    r = kl("completion", "tcsh")
+    assert r.code == 2
+
+
+def test_completion_completes_commands_options_and_choices():
+    assert "plain,verify" in _complete("kltool ve", 1)
+    assert "plain,completion" in _complete("kltool comp", 1)
+    assert "plain,--decoder" in _complete("kltool dump --dec", 2)
+    assert {"plain,consumer-offsets", "plain,cluster-metadata"} <= set(_complete("kltool dump --decoder ", 3))
+
+
+def test_completion_script_loads_in_bash(tmp_path):
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from .conftest import ROOT
+
+    bash = shutil.which("bash")
+    assert bash
+    script = subprocess.run([sys.executable, "-m", "kltool", "completion", "bash"], capture_output=True, text=True,
+                            cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT))).stdout
+    (tmp_path / "c.sh").write_text(script)
+    p = subprocess.run([bash, "-c", f"source {tmp_path / 'c.sh'} && complete -p kltool"], capture_output=True,
+                       text=True)
+    assert p.returncode == 0 and "_kltool_completion" in p.stdout, p.stderr

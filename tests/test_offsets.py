@@ -257,7 +257,7 @@ def test_cli_json(kl):
     assert d == {"type": "offsets", "topic": "debug_topic", "partition": 0, "log_start_offset": 0, "log_end_offset": 40,
                  "time": 1534300200000, "offset": 30, "timestamp": 1534300904967, "leader_epoch": 0,
                  "max_timestamp": 1534300904976, "max_timestamp_offset": 39, "records": 40, "control_records": 0,
-                 "batches": 3, "log_start_offset": 0, "log_end_offset": 40, "offset_span": 40}
+                 "batches": 3, "offset_span": 40}
     assert s == {"type": "summary", "partitions": 1, "records": 40, "found": 1}
 
 

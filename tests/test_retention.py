@@ -201,7 +201,7 @@ def test_all_segments_expire_roll_like_the_broker(kl, tmp_path):
     r = kl("--json", "offsets", ld, "--earliest", "--latest", "--count")
     assert r.json()[0] | {"type": None} == {"type": None, "topic": "t", "partition": 0, "log_start_offset": 5,
                                             "log_end_offset": 5, "records": 0, "control_records": 0, "batches": 0,
-                                            "log_start_offset": 5, "log_end_offset": 5, "offset_span": 0}
+                                            "offset_span": 0}
 
 
 def test_empty_active_segment_is_never_deleted_and_no_roll(kl, tmp_path):

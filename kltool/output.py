@@ -14,36 +14,7 @@ SCHEMA_VERSION = 1
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 
-
-def encode_bytes(b: bytes | None, encoding: str = "text") -> Any:
-    """Bytes for JSON: null stays null; ``text`` gives a str when the bytes are valid UTF-8,
-    else ``{"base64": ...}``; ``base64``/``hex`` always give ``{"base64": ...}``/``{"hex": ...}``."""
-    if b is None:
-        return None
-    if encoding == "text":
-        try:
-            return b.decode("utf-8")
-        except UnicodeDecodeError:
-            return {"base64": base64.b64encode(b).decode("ascii")}
-    if encoding == "hex":
-        return {"hex": b.hex()}
-    return {"base64": base64.b64encode(b).decode("ascii")}
-
-
-def decode_bytes(v: Any) -> bytes | None:
-    """Inverse of :func:`encode_bytes` (used by ``append`` to read ``dump --json`` output back)."""
-    if v is None:
-        return None
-    if isinstance(v, str):
-        return v.encode("utf-8")
-    if isinstance(v, dict):
-        if "base64" in v:
-            return base64.b64decode(v["base64"], validate=True)
-        if "hex" in v:
-            return bytes.fromhex(v["hex"])
-        if "text" in v:
-            return str(v["text"]).encode("utf-8")
-    raise ValueError(f"cannot read bytes from {v!r}: expected a string, null, or {{\"base64\": ...}}")
+from .jsonl import decode_bytes, encode_bytes  # noqa: E402,F401  (the record schema lives in jsonl.py)
 
 
 def text_bytes(b: bytes | None, encoding: str = "text", limit: int | None = None) -> str:

@@ -3,119 +3,16 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 
 import click
 
-from ..errors import KltoolError, UsageError
+from ..errors import UsageError
 from ..format import speedups
-from ..output import decode_bytes
+from ..jsonl import SKIP
+from ..jsonl import parse_record_line as parse_json_record
 from .common import human_bytes, parse_time
-
-SKIP = object()
-_BYTES_FORMS = ({"base64"}, {"hex"}, {"text"})
-
-
-def _bytes_field(v, what: str) -> bytes | None:
-    """A key, value or header value of the JSON input: text (UTF-8), null, ``{"base64": ...}``,
-    ``{"hex": ...}`` (the dump schema), or any other JSON value, written as its compact JSON text."""
-    if v is None:
-        return None
-    if isinstance(v, str):
-        try:
-            return v.encode("utf-8")
-        except UnicodeEncodeError:
-            raise ValueError(f"{what} is not valid Unicode text (a lone surrogate?)") from None
-    if isinstance(v, dict) and set(v) in _BYTES_FORMS:
-        try:
-            return decode_bytes(v)
-        except (ValueError, TypeError) as e:
-            raise ValueError(f"{what}: {e}") from None
-    return json.dumps(v, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-
-
-def _headers_field(v) -> tuple:
-    if v is None:
-        return ()
-    if isinstance(v, dict):
-        items = list(v.items())
-    elif isinstance(v, list):
-        items = []
-        for h in v:
-            if isinstance(h, dict) and "key" in h:
-                items.append((h["key"], h.get("value")))
-            elif isinstance(h, list | tuple) and len(h) == 2:
-                items.append((h[0], h[1]))
-            else:
-                raise ValueError('headers must be a list of {"key": ..., "value": ...}, or an object')
-    else:
-        raise ValueError('headers must be a list of {"key": ..., "value": ...}, or an object')
-    out = []
-    for k, val in items:
-        kb = _bytes_field(k, "header key")
-        if kb is None:
-            raise ValueError("a header key must not be null")
-        out.append((kb, _bytes_field(val, "header value")))
-    return tuple(out)
-
-
-def _timestamp_field(v) -> int | None:
-    if v is None:
-        return None
-    if isinstance(v, bool):
-        raise ValueError("timestamp must be epoch milliseconds or ISO-8601 text")
-    if isinstance(v, int):
-        return v
-    if isinstance(v, float) and v.is_integer():
-        return int(v)
-    if isinstance(v, str):
-        try:
-            return parse_time(v)
-        except KltoolError as e:
-            raise ValueError(e.message) from None
-    raise ValueError("timestamp must be epoch milliseconds or ISO-8601 text")
-
-
-_DECODER = json.JSONDecoder()
-
-
-def parse_json_record(raw: bytes):
-    """One input line → ``(key, value, headers, timestamp, partition)``, or SKIP for lines that are not
-    records (``dump --json`` batch, finding and summary lines, control records), or None (blank)."""
-    try:
-        text = raw.decode("utf-8").strip()
-    except UnicodeDecodeError:
-        raise ValueError("invalid JSON: not UTF-8") from None
-    if not text:
-        return None
-    try:
-        obj, end = _DECODER.raw_decode(text)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"invalid JSON: {e.msg} (column {e.colno})") from None
-    if end != len(text):
-        raise ValueError(f"invalid JSON: Extra data (column {end + 1})")
-    if type(obj) is not dict:
-        raise ValueError("expected a JSON object with key, value, headers, timestamp, partition")
-    get = obj.get
-    t = get("type")
-    if (t is not None and t != "record") or get("control") is not None:
-        return SKIP
-    partition = get("partition")
-    if partition is not None and type(partition) is not int:
-        raise ValueError("partition must be an integer")
-    key = get("key")
-    value = get("value")
-    headers = get("headers")
-    ts = get("timestamp")
-    try:
-        return (key.encode("utf-8") if type(key) is str else _bytes_field(key, "key"),
-                value.encode("utf-8") if type(value) is str else _bytes_field(value, "value"),
-                _headers_field(headers) if headers else (),
-                ts if type(ts) is int else _timestamp_field(ts), partition)
-    except UnicodeEncodeError:
-        raise ValueError("a key or value is not valid Unicode text (a lone surrogate escape?)") from None
 
 
 def parse_text_record(raw: bytes, sep: bytes | None, lineno: int):

@@ -7,7 +7,8 @@ import click
 from ..errors import CorruptDataError, UsageError
 from ..format import decode_records, speedups
 from ..format.records import CONTROL_IDS, BatchHeader
-from ..output import _dumps, encode_bytes, text_bytes
+from ..jsonl import record_json
+from ..output import _dumps, text_bytes
 from ..storage.scan import Damage, walk
 from .common import parse_time, select, selection_options
 
@@ -246,20 +247,9 @@ class Dumper:
                     out.write(self.fmt(self.topic, self.partition, off, ts, key, val, hdrs, enc))
                 continue
             if out.json_mode:
-                rec = {"type": "record", "offset": off, "timestamp": ts, "timestamp_type": h.timestamp_type,
-                       "key": encode_bytes(key, enc), "value": encode_bytes(val, enc),
-                       "headers": [{"key": encode_bytes(k, "text"), "value": encode_bytes(v, enc)} for k, v in hdrs],
-                       "sequence": seq, "size": cols.sizes[i], "batch_offset": h.base_offset}
-                if self.topic is not None:
-                    rec["topic"] = self.topic
-                    rec["partition"] = self.partition
-                if ctrl is not None:
-                    rec["control"] = ctrl
-                if decoded is not None:
-                    rec["decoded"] = decoded
-                elif derr is not None:
-                    rec["decode_error"] = derr
-                out.emit(rec)
+                out.emit(record_json(off, ts, h.timestamp_type, key, val, hdrs, encoding=enc, sequence=seq,
+                                     size=cols.sizes[i], batch_offset=h.base_offset, topic=self.topic,
+                                     partition=self.partition, control=ctrl, decoded=decoded, decode_error=derr))
             else:
                 if self.skip_metadata:  # kafka-dump-log --skip-record-metadata: "| key: K payload: V"
                     parts = ["|"]

@@ -1,0 +1,178 @@
+"""The JSON-lines record schema (DESIGN's ``record``), written and read in one place.
+
+``kltool dump --records --json`` writes one object per record with :func:`record_json` (and, for whole
+plain v2 batches, ``_speedups.format_v2``, which writes the same bytes: tests/test_dump.py compares
+them); ``kltool append`` reads such lines back with :func:`parse_record_line`, so a dump appends back
+unchanged. Bytes are :func:`encode_bytes`'d: a string when they are valid UTF-8 (``text``), else
+``{"base64": ...}``; ``{"hex": ...}`` with ``--encoding hex``; null stays null.
+
+The functions take and return plain values (bytes, ints, dicts) so that a faster implementation (C
+formatting, orjson parsing) can sit behind the same names."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from .errors import KltoolError
+from .timeutil import parse_time
+
+__all__ = ["encode_bytes", "decode_bytes", "record_json", "parse_record_line", "SKIP"]
+
+
+def encode_bytes(b: bytes | None, encoding: str = "text") -> Any:
+    """Bytes for JSON: null stays null; ``text`` gives a str when the bytes are valid UTF-8,
+    else ``{"base64": ...}``; ``base64``/``hex`` always give ``{"base64": ...}``/``{"hex": ...}``."""
+    if b is None:
+        return None
+    if encoding == "text":
+        try:
+            return b.decode("utf-8")
+        except UnicodeDecodeError:
+            return {"base64": base64.b64encode(b).decode("ascii")}
+    if encoding == "hex":
+        return {"hex": b.hex()}
+    return {"base64": base64.b64encode(b).decode("ascii")}
+
+
+def decode_bytes(v: Any) -> bytes | None:
+    """Inverse of :func:`encode_bytes` (used by ``append`` to read ``dump --json`` output back)."""
+    if v is None:
+        return None
+    if isinstance(v, str):
+        return v.encode("utf-8")
+    if isinstance(v, dict):
+        if "base64" in v:
+            return base64.b64decode(v["base64"], validate=True)
+        if "hex" in v:
+            return bytes.fromhex(v["hex"])
+        if "text" in v:
+            return str(v["text"]).encode("utf-8")
+    raise ValueError(f"cannot read bytes from {v!r}: expected a string, null, or {{\"base64\": ...}}")
+
+
+def record_json(offset: int, timestamp: int, timestamp_type: str, key: bytes | None, value: bytes | None,
+                headers, *, encoding: str = "text", sequence: int = -1, size: int | None = None,
+                batch_offset: int | None = None, topic: str | None = None, partition: int | None = None,
+                control: dict | None = None, decoded: Any = None, decode_error: str | None = None) -> dict:
+    """One ``record`` object: ``headers`` is a list of (key, value) bytes pairs; header keys are always
+    ``text``-encoded, as Kafka's header keys are strings."""
+    rec = {"type": "record", "offset": offset, "timestamp": timestamp, "timestamp_type": timestamp_type,
+           "key": encode_bytes(key, encoding), "value": encode_bytes(value, encoding),
+           "headers": [{"key": encode_bytes(k, "text"), "value": encode_bytes(v, encoding)} for k, v in headers],
+           "sequence": sequence, "size": size, "batch_offset": batch_offset}
+    if topic is not None:
+        rec["topic"] = topic
+        rec["partition"] = partition
+    if control is not None:
+        rec["control"] = control
+    if decoded is not None:
+        rec["decoded"] = decoded
+    elif decode_error is not None:
+        rec["decode_error"] = decode_error
+    return rec
+
+
+SKIP = object()
+_BYTES_FORMS = ({"base64"}, {"hex"}, {"text"})
+
+
+def _bytes_field(v, what: str) -> bytes | None:
+    """A key, value or header value of the JSON input: text (UTF-8), null, ``{"base64": ...}``,
+    ``{"hex": ...}`` (the dump schema), or any other JSON value, written as its compact JSON text."""
+    if v is None:
+        return None
+    if isinstance(v, str):
+        try:
+            return v.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"{what} is not valid Unicode text (a lone surrogate?)") from None
+    if isinstance(v, dict) and set(v) in _BYTES_FORMS:
+        try:
+            return decode_bytes(v)
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"{what}: {e}") from None
+    return json.dumps(v, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def _headers_field(v) -> tuple:
+    if v is None:
+        return ()
+    if isinstance(v, dict):
+        items = list(v.items())
+    elif isinstance(v, list):
+        items = []
+        for h in v:
+            if isinstance(h, dict) and "key" in h:
+                items.append((h["key"], h.get("value")))
+            elif isinstance(h, list | tuple) and len(h) == 2:
+                items.append((h[0], h[1]))
+            else:
+                raise ValueError('headers must be a list of {"key": ..., "value": ...}, or an object')
+    else:
+        raise ValueError('headers must be a list of {"key": ..., "value": ...}, or an object')
+    out = []
+    for k, val in items:
+        kb = _bytes_field(k, "header key")
+        if kb is None:
+            raise ValueError("a header key must not be null")
+        out.append((kb, _bytes_field(val, "header value")))
+    return tuple(out)
+
+
+def _timestamp_field(v) -> int | None:
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        raise ValueError("timestamp must be epoch milliseconds or ISO-8601 text")
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    if isinstance(v, str):
+        try:
+            return parse_time(v)
+        except KltoolError as e:
+            raise ValueError(e.message) from None
+    raise ValueError("timestamp must be epoch milliseconds or ISO-8601 text")
+
+
+_DECODER = json.JSONDecoder()
+
+
+def parse_record_line(raw: bytes):
+    """One input line → ``(key, value, headers, timestamp, partition)``, or SKIP for lines that are not
+    records (``dump --json`` batch, finding and summary lines, control records), or None (blank)."""
+    try:
+        text = raw.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise ValueError("invalid JSON: not UTF-8") from None
+    if not text:
+        return None
+    try:
+        obj, end = _DECODER.raw_decode(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"invalid JSON: {e.msg} (column {e.colno})") from None
+    if end != len(text):
+        raise ValueError(f"invalid JSON: Extra data (column {end + 1})")
+    if type(obj) is not dict:
+        raise ValueError("expected a JSON object with key, value, headers, timestamp, partition")
+    get = obj.get
+    t = get("type")
+    if (t is not None and t != "record") or get("control") is not None:
+        return SKIP
+    partition = get("partition")
+    if partition is not None and type(partition) is not int:
+        raise ValueError("partition must be an integer")
+    key = get("key")
+    value = get("value")
+    headers = get("headers")
+    ts = get("timestamp")
+    try:
+        return (key.encode("utf-8") if type(key) is str else _bytes_field(key, "key"),
+                value.encode("utf-8") if type(value) is str else _bytes_field(value, "value"),
+                _headers_field(headers) if headers else (),
+                ts if type(ts) is int else _timestamp_field(ts), partition)
+    except UnicodeEncodeError:
+        raise ValueError("a key or value is not valid Unicode text (a lone surrogate escape?)") from None

@@ -157,7 +157,7 @@ def _read_input(out, appender, input_path: str, source: str, fmt: str, key_separ
         with out.progress(total if total and total > (8 << 20) else None, "reading") as prog:
             pending = 0
             if fmt == "json" and speedups.C is not None:
-                return _read_json_blocks(stream, add, source, partition, prog)
+                return _read_json_blocks(stream, appender, source, partition, prog)
             for lineno, raw in enumerate(stream, 1):
                 try:
                     rec = parse_json_record(raw) if fmt == "json" else parse_text_record(raw, sep, lineno)
@@ -180,14 +180,19 @@ def _read_input(out, appender, input_path: str, source: str, fmt: str, key_separ
     return skipped
 
 
-def _read_json_blocks(stream, add, source: str, partition: int | None, prog) -> int:
+def _read_json_blocks(stream, appender, source: str, partition: int | None, prog) -> int:
     """The JSON-lines loop of :func:`_read_input` on blocks of about 1 MiB of whole lines: the C
     reader parses the plain lines of a block in one call, :func:`parse_json_record` the others (so
-    results and error messages are the reference's). Returns the number of skipped lines."""
+    results and error messages are the reference's); runs of plain records that go to the partition
+    of the record before them are queued in one call (:meth:`Appender.add_run`), the others by
+    :meth:`Appender.add`. Returns the number of skipped lines."""
     parse = speedups.C.parse_json_lines
+    add = appender.add
+    add_run = appender.add_run
     skipped = 0
-    lineno = 0
+    lineno = 0  # lines before this block
     rest = b""
+    last = None  # the partition of the last record added
     while True:
         chunk = stream.read(1 << 20)
         if chunk:
@@ -197,22 +202,31 @@ def _read_json_blocks(stream, add, source: str, partition: int | None, prog) -> 
         else:
             block, rest = rest, b""
         if block:
-            items = parse(block, SKIP)
-            raws = block.split(b"\n") if False in items else None
-            for k, rec in enumerate(items):
-                lineno += 1
+            items, deferred = parse(block, SKIP)
+            raws = block.split(b"\n") if deferred else None
+            k = 0
+            n = len(items)
+            while k < n:
+                if last is not None:
+                    k, sk = add_run(items, k, last, partition, lineno + 1, SKIP)
+                    skipped += sk
+                    if k >= n:
+                        break
+                rec = items[k]
+                k += 1
                 if rec is False:
                     try:
-                        rec = parse_json_record(raws[k])
+                        rec = parse_json_record(raws[k - 1])
                     except ValueError as e:
-                        raise UsageError(f"line {lineno}: {e}", path=source) from None
+                        raise UsageError(f"line {lineno + k}: {e}", path=source) from None
                 if rec is None:
                     continue
                 if rec is SKIP:
                     skipped += 1
                     continue
                 key, value, headers, ts, part = rec
-                add(key, value, headers, ts, partition if partition is not None else part, line=lineno)
+                last = add(key, value, headers, ts, partition if partition is not None else part, line=lineno + k)
+            lineno += n
             prog.advance(len(block))
         if not chunk:
             return skipped

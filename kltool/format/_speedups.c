@@ -1273,10 +1273,10 @@ fail:
 }
 
 /*
- * parse_json_lines(block, skip) -> list, one item per line of block (lines end with "\n"; the last may
+ * parse_json_lines(block, skip) -> (list, deferred), one item per line of block (lines end with "\n"; the last may
  * not): None for a blank line, ``skip`` for a line that is not a data record, a tuple (key, value,
  * headers, timestamp, partition) for a plain record, False where append.parse_json_record must
- * read the line itself (anything less plain, and every error).
+ * read the line itself (anything less plain, and every error); ``deferred`` counts those.
  */
 static PyObject *parse_json_lines(PyObject *self, PyObject *args) {
     Py_buffer view;
@@ -1285,21 +1285,97 @@ static PyObject *parse_json_lines(PyObject *self, PyObject *args) {
     PyObject *list = PyList_New(0);
     obuf tmp = {0};
     const unsigned char *p = view.buf;
-    Py_ssize_t n = view.len, i = 0;
+    Py_ssize_t n = view.len, i = 0, deferred = 0;
     while (list && i < n) {
         const unsigned char *nl = memchr(p + i, '\n', (size_t)(n - i));
         Py_ssize_t e = nl ? (Py_ssize_t)(nl - p) + 1 : n;
         PyObject *item = NULL;
         int rc = json_line(p + i, e - i, skip, &tmp, &item);
         if (rc < 0) { Py_CLEAR(list); break; }
-        if (rc == DEFER) { item = Py_False; Py_INCREF(item); }
+        if (rc == DEFER) { item = Py_False; Py_INCREF(item); deferred++; }
         if (PyList_Append(list, item) < 0) Py_CLEAR(list);
         Py_DECREF(item);
         i = e;
     }
     PyMem_Free(tmp.p);
     PyBuffer_Release(&view);
-    return list;
+    if (!list) return NULL;
+    return Py_BuildValue("(Nn)", list, deferred);
+}
+
+/*
+ * fill_records(items, i, records, lines, partition, override, first_line, now, rec_overhead,
+ *              batch_overhead, est, batch_bytes, batch_records, headers_ok, skip) -> (i, est, skipped)
+ * Appender.add() for items[i:] (parse_json_lines' output) in one call, as long as each is plain: a
+ * tuple whose partition (``override`` if not None, else its own) is ``partition``, with bytes or None
+ * key/value, an int timestamp in [-1, 2^63) or None (``now``), bytes header pairs (only when
+ * ``headers_ok``), and that fits the open batch (``records``/``lines``, ``est`` bytes so far). Blank
+ * lines and ``skip`` items are passed over (counted in ``skipped``). Stops at the first item that
+ * is not so: Appender.add() does it, with its checks, flushes and errors.
+ */
+static PyObject *fill_records(PyObject *self, PyObject *args) {
+    PyObject *items, *records, *lines, *override, *skip;
+    Py_ssize_t i, first_line;
+    long long partition, now, rec_overhead, batch_overhead, est, batch_bytes, batch_records;
+    int headers_ok;
+    if (!PyArg_ParseTuple(args, "O!nO!O!LOnLLLLLLpO", &PyList_Type, &items, &i, &PyList_Type, &records, &PyList_Type,
+                          &lines, &partition, &override, &first_line, &now, &rec_overhead, &batch_overhead, &est,
+                          &batch_bytes, &batch_records, &headers_ok, &skip))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(items), skipped = 0;
+    int has_override = override != Py_None;
+    if (has_override) {
+        long long ov = PyLong_AsLongLong(override);
+        if (ov == -1 && PyErr_Occurred()) return NULL;
+        if (ov != partition) return Py_BuildValue("(nLn)", i, est, skipped);
+    }
+    for (; i < n; i++) {
+        PyObject *t = PyList_GET_ITEM(items, i);
+        if (t == Py_None || t == skip) { skipped += t == skip; continue; }
+        if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != 5) break;
+        PyObject *k = PyTuple_GET_ITEM(t, 0), *v = PyTuple_GET_ITEM(t, 1), *hs = PyTuple_GET_ITEM(t, 2);
+        PyObject *tso = PyTuple_GET_ITEM(t, 3), *po = PyTuple_GET_ITEM(t, 4);
+        if (!has_override) {
+            if (!PyLong_CheckExact(po)) break;
+            int of = 0;
+            long long pv = PyLong_AsLongLongAndOverflow(po, &of);
+            if (of || pv != partition) break;
+        }
+        if ((k != Py_None && !PyBytes_CheckExact(k)) || (v != Py_None && !PyBytes_CheckExact(v))) break;
+        int of = 0;
+        long long ts = now;
+        if (tso != Py_None) {
+            if (!PyLong_CheckExact(tso)) break;
+            ts = PyLong_AsLongLongAndOverflow(tso, &of);
+            if (of || ts < -1) break;
+        }
+        long long e = rec_overhead + (k == Py_None ? 0 : PyBytes_GET_SIZE(k)) + (v == Py_None ? 0 : PyBytes_GET_SIZE(v));
+        if (!PyTuple_CheckExact(hs)) break;
+        Py_ssize_t nh = PyTuple_GET_SIZE(hs);
+        if (nh && !headers_ok) break;
+        int bad = 0;
+        for (Py_ssize_t h = 0; h < nh; h++) {
+            PyObject *pair = PyTuple_GET_ITEM(hs, h);
+            if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2 || !PyBytes_CheckExact(PyTuple_GET_ITEM(pair, 0))) { bad = 1; break; }
+            PyObject *hv = PyTuple_GET_ITEM(pair, 1);
+            if (hv != Py_None && !PyBytes_CheckExact(hv)) { bad = 1; break; }
+            e += PyBytes_GET_SIZE(PyTuple_GET_ITEM(pair, 0)) + (hv == Py_None ? 0 : PyBytes_GET_SIZE(hv)) + 2;
+        }
+        if (bad) break;
+        Py_ssize_t nrec = PyList_GET_SIZE(records);
+        if (nrec && (est + e > batch_bytes || nrec >= batch_records)) break;  /* full: add() flushes */
+        if (!nrec) est = batch_overhead;
+        PyObject *rec = Py_BuildValue("(nLOOO)", nrec, ts, k, v, hs);
+        PyObject *ln = rec ? PyLong_FromSsize_t(first_line + i) : NULL;
+        if (!ln || PyList_Append(records, rec) < 0 || PyList_Append(lines, ln) < 0) {
+            Py_XDECREF(rec); Py_XDECREF(ln);
+            return NULL;
+        }
+        Py_DECREF(rec);
+        Py_DECREF(ln);
+        est += e;
+    }
+    return Py_BuildValue("(nLn)", i, est, skipped);
 }
 
 static PyMethodDef methods[] = {
@@ -1310,6 +1386,7 @@ static PyMethodDef methods[] = {
     {"check_v2", check_v2, METH_VARARGS, "Whether an uncompressed v2 payload's records are what decode_records accepts."},
     {"encode_records", encode_records, METH_VARARGS, "The records of a v2 batch, encoded (None: not plain)."},
     {"parse_json_lines", parse_json_lines, METH_VARARGS, "Plain record lines of append's JSON input, parsed."},
+    {"fill_records", fill_records, METH_VARARGS, "Appender.add() for a run of plain parsed lines."},
     {"format_v2", format_v2, METH_VARARGS, "The dump --records lines (text or JSON) of a v2 payload."},
     {NULL, NULL, 0, NULL},
 };
@@ -1323,6 +1400,6 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     use_hw_crc = __builtin_cpu_supports("sse4.2") ? 1 : 0;
 #endif
     PyObject *m = PyModule_Create(&module);
-    if (m && PyModule_AddIntConstant(m, "ABI", 2) < 0) { Py_DECREF(m); return NULL; }
+    if (m && PyModule_AddIntConstant(m, "ABI", 3) < 0) { Py_DECREF(m); return NULL; }
     return m;
 }

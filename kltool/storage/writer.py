@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import BrokerLockHeld, CorruptDataError, KltoolError, UnsafeOperation, UsageError
-from ..format import build_batch, decode_records, parse_header
+from ..format import build_batch, decode_records, parse_header, speedups
 from ..format.batch import build_end_txn_marker, build_v2_batch, encode_control_key, encode_end_txn_value
 from ..format.checkpoints import (
     encode_leader_epoch_checkpoint,
@@ -957,6 +957,23 @@ class Appender:
         pa.lines.append(line)
         pa.est += est
         return partition
+
+    def add_run(self, items: list, i: int, partition: int, override: int | None, first_line: int,
+                skip) -> tuple[int, int]:
+        """:meth:`add` for parsed JSON lines ``items[i:]`` (``_speedups.parse_json_lines``' output: record
+        tuples, None for blank lines, ``skip`` for lines that are not records) in one call of the C
+        accelerator, as long as they go to ``partition`` (``override``, else their own) and fit its
+        open batch; ``items[j]`` is input line ``first_line + j``. A record without a timestamp gets
+        the time of this call. Returns (index of the first item not done, lines skipped); the caller
+        gives that item to :meth:`add`. Without the accelerator, or before ``partition`` is open: (i, 0)."""
+        c = speedups.C
+        pa = self._parts.get(partition)
+        if c is None or pa is None:
+            return i, 0
+        i, pa.est, skipped = c.fill_records(items, i, pa.records, pa.lines, partition, override, first_line, _now_ms(),
+                                            self._rec_overhead, self._batch_overhead, pa.est, self._batch_bytes,
+                                            self._batch_records, self._magic >= 2, skip)
+        return i, skipped
 
     def _build(self, pa: _Part, recs: list, base_offset: int, lines: list) -> bytes:
         try:

@@ -487,3 +487,75 @@ def test_completion_script_loads_in_bash(tmp_path):
     p = subprocess.run([bash, "-c", f"source {tmp_path / 'c.sh'} && complete -p kltool"], capture_output=True,
                        text=True)
     assert p.returncode == 0 and "_kltool_completion" in p.stdout, p.stderr
+
+
+# -- retention --offset-json-file (kafka-delete-records.sh) -------------------------------------
+
+def _two_topics(tmp_path):
+    from .test_retention_build import T0, build_partition
+
+    ld = tmp_path / "ld"
+    for t in ("a", "b"):
+        build_partition(ld, t, [[[T0 + 1000 * (s * 10 + i)] for i in range(10 if s < 2 else 5)] for s in range(3)])
+    return ld
+
+
+def _lso(ld):
+    from kltool.format.checkpoints import parse_offset_checkpoint
+
+    f = ld / "log-start-offset-checkpoint"
+    return parse_offset_checkpoint(f.read_text()) if f.exists() else {}
+
+
+def _logs(pdir):
+    return sorted(int(p.name.split(".")[0]) for p in pdir.glob("*.log"))
+
+
+def test_offset_json_file_moves_each_partition_start(kl, tmp_path):
+    ld = _two_topics(tmp_path)
+    spec = tmp_path / "delete.json"
+    spec.write_text(json.dumps({"partitions": [{"topic": "a", "partition": 0, "offset": 15},
+                                               {"topic": "b", "partition": 0, "offset": 20}], "version": 1}))
+    dry = kl("retention", "--dry-run", "--offset-json-file", spec, ld)
+    assert dry.code == 1, dry
+    r = kl("--json", "retention", "--offset-json-file", spec, ld)
+    assert r.code == 0, r
+    assert _lso(ld) == {("a", 0): 15, ("b", 0): 20}
+    assert _logs(ld / "a-0") == [10, 20] and _logs(ld / "b-0") == [20]
+    assert kl("verify", ld).code == 0
+
+
+def test_offset_json_file_minus_one_and_untouched_partitions(kl, tmp_path):
+    ld = _two_topics(tmp_path)
+    spec = tmp_path / "delete.json"
+    spec.write_text(json.dumps({"partitions": [{"topic": "b", "partition": 0, "offset": -1}]}))
+    r = kl("retention", "--offset-json-file", spec, ld)
+    assert r.code == 0, r
+    lso = _lso(ld)
+    assert lso.get(("b", 0)) == 25 and lso.get(("a", 0), 0) == 0
+    assert _logs(ld / "a-0") == [0, 10, 20]
+
+
+@pytest.mark.parametrize("content,msg", [
+    ("not json", "not JSON"),
+    ('{"partitions": [{"topic": "a", "partition": 0}]}', "partitions[0]"),
+    ('{"partitions": [{"topic": "a", "partition": 0, "offset": 1}, {"topic": "a", "partition": 0, "offset": 2}]}',
+     "appears twice"),
+    ('{"partitions": [{"topic": "zz", "partition": 3, "offset": 1}]}', "zz-3"),
+    ('{"partitions": []}', "names no partitions"),
+    ('[1]', "partitions"),
+])
+def test_offset_json_file_bad_input(kl, tmp_path, content, msg):
+    ld = _two_topics(tmp_path)
+    spec = tmp_path / "delete.json"
+    spec.write_text(content)
+    r = kl("retention", "--offset-json-file", spec, ld)
+    assert r.code == 2 and msg in r.err and "delete.json" in r.err, r
+    assert len(r.err.strip().splitlines()) == 1
+
+
+def test_offset_json_file_excludes_before_offset(kl, tmp_path):
+    ld = _two_topics(tmp_path)
+    spec = tmp_path / "delete.json"
+    spec.write_text('{"partitions": [{"topic": "a", "partition": 0, "offset": 1}]}')
+    assert kl("retention", "--offset-json-file", spec, "--before-offset", "3", ld).code == 2

@@ -26,7 +26,48 @@ def parse_size(value: str | None) -> int | None:
     return n * 1024 ** " kmgt".index(m.group(2).lower() or " ")
 
 
-def _policy(retention_ms, retention_hours, retention_bytes, before_offset, before_time, now) -> ret.Policy:
+def read_offset_json_file(path: str) -> dict[tuple[str, int], int]:
+    """kafka-delete-records.sh's --offset-json-file: ``{"partitions": [{"topic": "t", "partition": 0,
+    "offset": 42}, ...], "version": 1}`` (offset -1: the high watermark) → {(topic, partition): offset}."""
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except UnicodeDecodeError:
+        raise UsageError("not a JSON file (not UTF-8 text)", path=path) from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UsageError(f"not JSON: {e.msg} (line {e.lineno}, column {e.colno})", path=path,
+                         position=e.pos) from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("partitions"), list):
+        raise UsageError('expected kafka-delete-records\' {"partitions": [{"topic": ..., "partition": ..., '
+                         '"offset": ...}], "version": 1}', path=path)
+    if doc.get("version", 1) != 1:
+        raise UsageError(f"unsupported version {doc.get('version')!r} (kafka-delete-records writes 1)", path=path)
+    out: dict[tuple[str, int], int] = {}
+    for i, e in enumerate(doc["partitions"]):
+        ok = (isinstance(e, dict) and isinstance(e.get("topic"), str) and type(e.get("partition")) is int
+              and type(e.get("offset")) is int)
+        if not ok:
+            raise UsageError(f"partitions[{i}]: needs \"topic\" (text), \"partition\" and \"offset\" (integers), "
+                             f"got {json.dumps(e)[:120]}", path=path)
+        key = (e["topic"], e["partition"])
+        if key in out:
+            raise UsageError(f"partitions[{i}]: {key[0]}-{key[1]} appears twice (kafka-delete-records refuses "
+                             f"duplicate partitions too)", path=path)
+        if e["offset"] < -1:
+            raise UsageError(f"partitions[{i}]: offset {e['offset']}: an offset, or -1 for the high watermark",
+                             path=path)
+        out[key] = e["offset"]
+    if not out:
+        raise UsageError("names no partitions", path=path)
+    return out
+
+
+def _policy(retention_ms, retention_hours, retention_bytes, before_offset, before_time, now,
+            before_offsets: dict | None = None) -> ret.Policy:
     if retention_ms is not None and retention_hours is not None:
         raise UsageError("give --retention-ms or --retention-hours, not both")
     if before_offset is not None and before_time is not None:
@@ -42,9 +83,10 @@ def _policy(retention_ms, retention_hours, retention_bytes, before_offset, befor
     bt = parse_time(before_time)
     if bt is not None and bt < 0:
         raise UsageError("--before-time must be a time (ISO-8601 or epoch ms)")
-    only_start = (before_offset is not None or bt is not None) and retention_ms is None and size is None
+    only_start = (before_offset is not None or bt is not None or before_offsets is not None) and \
+        retention_ms is None and size is None
     return ret.Policy(now=now_ms, retention_ms=retention_ms, retention_bytes=size, before_offset=before_offset,
-                      before_time=bt, time_and_size=not only_start)
+                      before_time=bt, time_and_size=not only_start, before_offsets=before_offsets)
 
 
 def _time_range(info: dict) -> str:
@@ -99,19 +141,37 @@ def _print_plan(out, plan: ret.RetentionPlan) -> None:
 @click.option("--before-offset", type=int, metavar="OFFSET", help="New log start offset, like kafka-delete-records "
               "(-1: the high watermark). Alone, no time or size retention is applied.")
 @click.option("--before-time", metavar="T", help="New log start offset at the first record with timestamp >= T.")
+@click.option("--offset-json-file", type=click.Path(path_type=str, dir_okay=False, readable=False), metavar="FILE",
+              help="kafka-delete-records.sh's JSON file: a new log start offset per partition (-1: the high "
+              "watermark). Only the partitions it names change; alone, no time or size retention.")
 @click.option("--now", metavar="T", help="Evaluate time retention at T (ISO-8601 or epoch ms) instead of now.")
 @click.option("--dry-run", is_flag=True, help="Print the plan, change nothing (exit 1 when there is work).")
 @click.option("--backup-dir", type=click.Path(path_type=str, readable=False), help="Move removed files here (with a manifest) "
               "instead of deleting them.")
 @click.pass_obj
 def command(out, paths, topic, partition_spec, retention_ms, retention_hours, retention_bytes, before_offset,
-            before_time, now, dry_run, backup_dir):
+            before_time, offset_json_file, now, dry_run, backup_dir):
     """Delete old segments like the broker's retention check: log start offset, size, then time;
     oldest first, stopping at the first segment that must stay. Topics whose cleanup.policy is only
     compact are left alone. Refuses (exit 3) while a broker holds the log dir's .lock.
     """
-    policy = _policy(retention_ms, retention_hours, retention_bytes, before_offset, before_time, now)
+    offsets_by_partition = None
+    if offset_json_file is not None:
+        if before_offset is not None or before_time is not None:
+            raise UsageError("give --offset-json-file, --before-offset or --before-time, not two of them")
+        offsets_by_partition = read_offset_json_file(offset_json_file)
+    policy = _policy(retention_ms, retention_hours, retention_bytes, before_offset, before_time, now,
+                     offsets_by_partition)
     sel = select(paths, topic, partition_spec)
+    if offsets_by_partition is not None:
+        have = {(p.topic, p.partition) for p in sel.partitions}
+        missing = sorted(k for k in offsets_by_partition if k not in have)
+        if missing:
+            names = ", ".join(f"{t}-{n}" for t, n in missing[:10]) + (" ..." if len(missing) > 10 else "")
+            raise UsageError(f"names partitions that are not in {', '.join(paths)}"
+                             f"{' (with the filters given)' if topic or partition_spec else ''}: {names}",
+                             path=offset_json_file)
+        sel.partitions = [p for p in sel.partitions if (p.topic, p.partition) in offsets_by_partition]
     if sel.files:  # retention removes whole segments of a partition: a file cannot stand for that
         f = sel.files[0]
         raise UsageError(f"retention works on whole partitions: give the partition directory ({f.parent}) or "

@@ -74,6 +74,9 @@ class Policy:
     before_offset: int | None = None  # -1: the high watermark
     before_time: int | None = None
     time_and_size: bool = True
+    # per-partition new log start offsets ({(topic, partition): offset}, -1: the high watermark), as
+    # kafka-delete-records.sh's --offset-json-file gives them; partitions not in it keep their start
+    before_offsets: dict | None = field(default=None, hash=False, compare=False)
 
 
 @dataclass
@@ -326,8 +329,13 @@ class _Planner:
 
     def new_start_offset(self, lso: int, leo: int, hw: int) -> int | None:
         policy = self.policy
-        if policy.before_offset is not None:
-            target = hw if policy.before_offset == -1 else policy.before_offset
+        before_offset = policy.before_offset
+        if policy.before_offsets is not None:
+            before_offset = policy.before_offsets.get((self.p.topic, self.p.partition))
+            if before_offset is None:
+                return None
+        if before_offset is not None:
+            target = hw if before_offset == -1 else before_offset
             if target > hw:
                 raise UsageError(f"{self.p.name}: cannot move the log start offset to {target}: it is larger than "
                                  f"the high watermark {hw} (DeleteRecords refuses this too)")

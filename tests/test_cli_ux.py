@@ -559,3 +559,11 @@ def test_offset_json_file_excludes_before_offset(kl, tmp_path):
     spec = tmp_path / "delete.json"
     spec.write_text('{"partitions": [{"topic": "a", "partition": 0, "offset": 1}]}')
     assert kl("retention", "--offset-json-file", spec, "--before-offset", "3", ld).code == 2
+
+
+@pytest.mark.parametrize("name", ["verify", "dump", "rebuild-index", "info", "offsets"])
+def test_a_non_kafka_file_alone_is_exit_2(kl, name):
+    from .conftest import ROOT
+
+    r = kl(name, ROOT / "README.md")
+    assert r.code == 2 and "README.md" in r.err and r.out == "", r

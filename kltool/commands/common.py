@@ -6,7 +6,8 @@ import click
 
 from ..errors import UsageError
 from ..output import human_bytes
-from ..storage.select import parse_partitions, select
+from ..storage.select import parse_partitions
+from ..storage.select import select as _select
 from ..timeutil import format_time, parse_time
 
 __all__ = ["parse_time", "format_time", "parse_partitions", "select", "human_bytes", "selection_options",
@@ -45,4 +46,19 @@ def partitions_of_files(out, sel, command: str):
             sel.partitions.append(open_partition(d))
             out.info(f"{f}: {command} of its partition {d}")
     sel.files = []
+    return sel
+
+
+def select(paths, topic, partition_spec):
+    """The PATH arguments with --topic/--partition applied (storage.select.select: a filter that
+    selects nothing is an error). When PATHs name only files kltool does not know (a README.md, a
+    typo'd name), that is bad input too: exit 2, not a "clean" result over nothing."""
+    sel = _select(paths, topic, partition_spec)
+    if sel.files and not sel.partitions and not sel.logdirs:
+        from ..storage.files import classify
+
+        if all(classify(f)[0] == "unknown" for f in sel.files):
+            raise UsageError("not a Kafka file (.log, .index, .timeindex, .txnindex, .snapshot, checkpoint, "
+                             "partition.metadata, meta.properties), partition directory or log dir",
+                             path=sel.files[0])
     return sel

@@ -9,6 +9,7 @@ from ..format import decode_records, speedups
 from ..format.records import CONTROL_IDS, BatchHeader
 from ..jsonl import record_json
 from ..output import _dumps, text_bytes
+from ..storage.read import RecordFilter
 from ..storage.scan import Damage, walk
 from .common import parse_time, select, selection_options
 
@@ -64,35 +65,6 @@ def batch_text(h: BatchHeader) -> str:
                 f"magic: {h.magic} compresscodec: {h.compression_name} crc: {h.crc} isvalid: {valid}")
     return (f"offset: {h.last_offset} position: {h.position} {ts}: {h.max_timestamp} size: {h.size} "
             f"magic: {h.magic} compresscodec: {h.compression_name} crc: {h.crc} isvalid: {valid}")
-
-
-class RecordFilter:
-    def __init__(self, from_offset, to_offset, from_time, to_time, key: bytes | None):
-        self.from_offset, self.to_offset = from_offset, to_offset
-        self.from_time, self.to_time = from_time, to_time
-        self.key = key
-
-    def batch_may_match(self, h: BatchHeader) -> bool:
-        if self.from_offset is not None and h.last_offset < self.from_offset:
-            return False
-        if self.to_offset is not None and h.base_offset_exact and h.base_offset > self.to_offset:
-            return False
-        if self.from_time is not None and h.magic > 0 and h.max_timestamp < self.from_time:
-            return False
-        return True
-
-    def record_matches(self, offset: int, ts: int, key: bytes | None) -> bool:
-        if self.from_offset is not None and offset < self.from_offset:
-            return False
-        if self.to_offset is not None and offset > self.to_offset:
-            return False
-        if self.from_time is not None and ts < self.from_time:
-            return False
-        if self.to_time is not None and ts > self.to_time:
-            return False
-        if self.key is not None and key != self.key:
-            return False
-        return True
 
 
 class Dumper:
@@ -159,9 +131,6 @@ class Dumper:
         """The "Dumping FILE" and batch lines (not with --json or --format)."""
         return not self.out.json_mode and self.fmt is None
 
-    def past_to_time(self, ts: int, magic: int) -> bool:
-        return self.flt.to_time is not None and magic > 0 and ts > self.flt.to_time
-
     def damage(self, d: Damage, file: str) -> None:
         self.errors += 1
         if self.out.json_mode:
@@ -198,9 +167,7 @@ class Dumper:
                 if cols is not None:
                     n = len(cols)
                     for i in range(n):  # --to-time: nothing after the first record stamped later
-                        if self.flt.from_offset is not None and cols.offsets[i] < self.flt.from_offset:
-                            continue
-                        if self.past_to_time(cols.timestamps[i], h.magic):
+                        if self.flt.past_end(cols.offsets[i], cols.timestamps[i], h.magic):
                             self.stopped = True
                             n = i
                             break
@@ -222,12 +189,11 @@ class Dumper:
         out = self.out
         flt = self.flt
         dec = self.decoder()
-        flt_to_time = flt.to_time if flt.to_time is not None else float("inf")
         for i in range(len(cols)):
             off = cols.offsets[i]
             ts = cols.timestamps[i]
             key = cols.key(i)
-            if ts > flt_to_time and h.magic > 0 and (flt.from_offset is None or off >= flt.from_offset):
+            if flt.past_end(off, ts, h.magic):
                 self.stopped = True  # --to-time: stop at the first record stamped after it (as kcat's end)
                 return
             if not flt.record_matches(off, ts, key):

@@ -180,31 +180,10 @@ def offset_for_time(p, timestamp: int) -> tuple[int, int] | None:
     """(offset, timestamp) of the first record of partition ``p`` whose timestamp is >= ``timestamp``
     (the broker's ListOffsets by time: segments by largest timestamp, .timeindex, .index, scan);
     None when there is none. Control records count, as in the broker's lookup."""
-    try:
-        from ..storage.offsets import offset_for_time as lookup
-    except ImportError:
-        lookup = None
-    if lookup is not None:
-        hit = lookup(p, timestamp)
-        return None if hit is None else (hit.offset, hit.timestamp)
-    from ..errors import CorruptDataError
-    from ..format import decode_records
-    from ..format.records import BatchHeader
-    from ..storage.read import read_partition
+    from ..storage.offsets import offset_for_time as lookup
 
-    for _seg, item in read_partition(p, from_time=timestamp, with_data=True):
-        if not isinstance(item, BatchHeader) or not item.crc_valid:
-            continue
-        if item.magic > 0 and item.max_timestamp < timestamp:
-            continue
-        try:
-            cols = decode_records(item)
-        except CorruptDataError:
-            continue
-        for o, t in zip(cols.offsets, cols.timestamps, strict=True):
-            if t >= timestamp:
-                return o, t
-    return None
+    hit = lookup(p, timestamp)
+    return None if hit is None else (hit.offset, hit.timestamp)
 
 
 def _selection(opts):
@@ -281,11 +260,12 @@ def plan_segments(opts) -> list[SegmentRead]:
         if kind not in ("log", "kraft_snapshot"):
             continue
         topic = part = None
-        try:
-            from ..format.topics import parse_partition_dir_name
+        from ..errors import CorruptDataError
+        from ..format.topics import parse_partition_dir_name
 
+        try:
             topic, part, _k, _u = parse_partition_dir_name(f.parent.name)
-        except Exception:  # a lone file outside a partition directory
+        except CorruptDataError:  # a lone file outside a partition directory
             pass
         out.append(SegmentRead(str(f), topic, part, base, g_start, g_end, f.stat().st_size, str(f.parent)))
     return out
@@ -383,6 +363,7 @@ def read_records(part: SegmentRead, *, include_control: bool = False, include_he
     """pyarrow.RecordBatches of the records of one segment in [part.start, part.end)."""
     from ..errors import CorruptDataError
     from ..format import decode_records
+    from ..storage.read import RecordFilter
     from ..storage.scan import walk
     from ..storage.segment import Segment
 
@@ -391,6 +372,7 @@ def read_records(part: SegmentRead, *, include_control: bool = False, include_he
     if start is not None and part.segment is not None:
         seg = Segment(os.path.dirname(part.file), part.segment, _path(part.file))
         pos = seg.position_for_offset(start)
+    flt = RecordFilter(from_offset=start, to_offset=None if end is None else end - 1)  # end is exclusive
     chunk = _RecordChunk()
     tt_ids = TIMESTAMP_TYPE_IDS
     for h in walk(part.file, start=pos, with_data=True):
@@ -411,10 +393,8 @@ def read_records(part: SegmentRead, *, include_control: bool = False, include_he
         if n == 0:
             continue
         buf = cols.buffer
-        if (start is not None and offs[0] < start) or (end is not None and offs[-1] >= end):
-            lo = start if start is not None else offs[0]
-            hi = end if end is not None else offs[-1] + 1
-            idx = [i for i in range(n) if lo <= offs[i] < hi]
+        idx = flt.indices(cols)
+        if len(idx) < n:
             if not idx:
                 continue
             ks, ke = [cols.key_starts[i] for i in idx], [cols.key_ends[i] for i in idx]

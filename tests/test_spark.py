@@ -116,8 +116,10 @@ def test_offsets_by_time_equal_brute_force(spark):
     parts = open_paths([str(p) for p in paths]).partitions
     for ts in (stamps[len(stamps) // 2], stamps[-1] - 1, stamps[-1] + 1):
         brute = brute_offset_for_time(paths, ts)
-        got = {(r.topic, r.partition): (r.offset, r.record_timestamp)
-               for r in offsets_by_time(spark, [str(p) for p in paths], ts).collect()}
+        rows = offsets_by_time(spark, [str(p) for p in paths], ts).collect()
+        assert {r.time.timestamp() * 1000 for r in rows} == {ts}  # the time asked, apart from the record's
+        got = {(r.topic, r.partition): (r.offset, None if r.timestamp is None else round(r.timestamp.timestamp() * 1000))
+               for r in rows}
         assert set(got) == {(p.topic, p.partition) for p in parts}
         assert {k: v for k, v in got.items() if v[0] is not None} == brute, ts
         for p in parts:  # and kltool's own per-partition answer (through the indexes)
@@ -139,6 +141,11 @@ def test_counts_and_timeline(spark):
             assert (r.first_offset, r.last_offset) == (mine[0][2], mine[-1][2])
             assert int(r.min_timestamp.timestamp() * 1000) == min(x[3] for x in mine)
     assert got[("v2-compacted", 0)].offset_span > got[("v2-compacted", 0)].records  # compaction gaps
+    from kltool.storage import open_paths
+
+    for p in open_paths([str(x) for x in paths]).partitions:  # Kafka's names and values, as kltool info
+        r = got[(p.topic, p.partition)]
+        assert (r.log_start_offset, r.log_end_offset) == (p.log_start_offset(), p.log_end_offset()), p
     tl = timeline(spark, [str(p) for p in paths]).collect()
     assert sum(r.records for r in tl) == len(allr)
 
@@ -162,7 +169,11 @@ def test_cli_writes_parquet(spark, kl, tmp_path):
     lines = res.json()
     assert lines[-1]["type"] == "summary" and lines[-1]["rows"] == len(lines) - 1
     assert all(d["type"] == "offsets_by_time" for d in lines[:-1])
-    assert (tmp_path / "o.csv").read_text().splitlines()[0].startswith('"topic","partition"')
+    csv = (tmp_path / "o.csv").read_text().splitlines()
+    assert csv[0] == '"topic","partition","time","offset","timestamp"'
+    assert csv[1].startswith('"__consumer_offsets",17,"1970-01-01T00:00:00.000Z",0,"2022-12-03T12:40:52.901Z"'), csv
+    assert [(d["time"], d["offset"], d["timestamp"]) for d in lines if d.get("partition") == 17] == [
+        (0, 0, 1670071252901)]  # as kltool --json offsets --time 0 gives
     assert spark.sparkContext._jsc is not None  # the shared session is still alive
 
 

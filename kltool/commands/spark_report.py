@@ -11,7 +11,9 @@ import time
 import click
 
 from ..errors import UsageError
-from .common import format_time, human_bytes, paths_argument, select, selection_options
+from ..storage.select import select
+from ..timeutil import format_time
+from .common import human_bytes, paths_argument, selection_options
 
 REPORT_NAMES = ("sizes", "offsets-by-time", "counts", "timeline")
 OUTPUT_SUFFIXES = (".csv", ".json", ".jsonl", ".parquet")
@@ -31,15 +33,26 @@ def _text(col: str, v):
         return "-" if col not in ("topic", "partition") else ""
     if isinstance(v, _dt.datetime):
         return format_time(_cell(v))
-    if col.endswith("timestamp") and isinstance(v, int) and col != "timestamp_type":
-        return format_time(v)
     if col in ("bytes", "batch_bytes", "damaged_bytes") and isinstance(v, int):
         return human_bytes(v)
     return str(v)
 
 
+def _csv_times(table):
+    """Timestamp columns as ISO-8601 text with milliseconds (``2024-05-01T12:00:00.000Z``), as kltool
+    prints times everywhere (pyarrow's CSV writer would give ``2024-05-01 12:00:00.000000Z``)."""
+    import pyarrow as pa
+
+    for i, field in enumerate(table.schema):
+        if pa.types.is_timestamp(field.type):
+            text = [None if v is None else format_time(_cell(v)) for v in table.column(i).to_pylist()]
+            table = table.set_column(i, field.name, pa.array(text, pa.string()))
+    return table
+
+
 def write_output(table, path: str) -> None:
-    """Write a pyarrow Table as one file, the format chosen by the suffix."""
+    """Write a pyarrow Table as one file, the format chosen by the suffix: Parquet keeps timestamp
+    columns as timestamps, JSON lines gives them as epoch ms, CSV as ISO-8601 text with ms."""
     low = path.lower()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     if low.endswith(".parquet"):
@@ -49,7 +62,7 @@ def write_output(table, path: str) -> None:
     elif low.endswith(".csv"):
         import pyarrow.csv as pcsv
 
-        pcsv.write_csv(table, path)
+        pcsv.write_csv(_csv_times(table), path)
     else:  # .json / .jsonl: JSON lines
         import json
 
@@ -59,18 +72,50 @@ def write_output(table, path: str) -> None:
                 f.write("\n")
 
 
+def _pairs(items, flag: str) -> dict:
+    out = {}
+    for item in items:
+        k, sep, v = item.partition("=")
+        if not sep or not k.strip():
+            raise UsageError(f"{flag} takes KEY=VALUE, not {item!r}")
+        out[k.strip()] = v
+    return out
+
+
+def check_selection(paths, topic, partition_spec, storage_options=None) -> list[str]:
+    """What spark-report will read, checked before Spark starts: a path that does not exist, a
+    --topic/--partition that selects nothing, or paths that hold no Kafka segment (a README.md)
+    are bad input. Returns the paths as the data source takes them (local ones absolute)."""
+    from ..storage.files import classify
+
+    sel = select(paths, topic, partition_spec)
+    if not sel.partitions and not any(classify(f)[0] in ("log", "kraft_snapshot") for f in sel.files):
+        where = ", ".join(str(p) for p in paths)
+        raise UsageError(f"{where}: no Kafka log dir, partition directory or .log segment to read")
+    return [os.path.abspath(p) for p in paths]
+
+
 @click.command("spark-report")
 @click.argument("report", type=click.Choice(REPORT_NAMES))
 @paths_argument
 @selection_options
-@click.option("--master", default="local[*]", show_default=True, help="Spark master URL.")
+@click.option("--master", default="local[*]", show_default=True,
+              help="Spark master URL (local[N], spark://HOST:7077, yarn, k8s://..., local-cluster[N,C,MB]).")
+@click.option("--conf", "confs", multiple=True, metavar="K=V",
+              help="A Spark setting (repeatable), as spark-submit --conf; applied last.")
+@click.option("--storage-option", "storage_options", multiple=True, metavar="K=V",
+              help="For object-store paths (s3://, gs://, abfs://, hdfs://): endpoint_override, access_key, "
+                   "secret_key, region, ... (repeatable; the usual AWS_*/GOOGLE_* environment works too).")
+@click.option("--ship-kltool", is_flag=True,
+              help="Send kltool (a zip of its Python files) to executors whose Python lacks it.")
 @click.option("--time", "time_spec", metavar="T", help="offsets-by-time: ISO-8601 time or epoch ms.")
 @click.option("--unit", type=click.Choice(["minute", "hour", "day"]), default="hour", show_default=True,
               help="timeline: bucket size.")
 @click.option("--output", "-o", "output", type=click.Path(dir_okay=False, path_type=str, readable=False),
               help="Also write the result to FILE (.csv, .json/.jsonl or .parquet, by suffix).")
 @click.pass_obj
-def command(out, report, paths, topic, partition_spec, master, time_spec, unit, output):
+def command(out, report, paths, topic, partition_spec, master, confs, storage_options, ship_kltool, time_spec,
+            unit, output):
     """Run REPORT with Spark over log dirs (PATH...): sizes, offsets-by-time (--time T), counts,
     timeline. Starting Spark takes ~15 s; needs Java 17+ and kltool[spark].
 
@@ -80,15 +125,16 @@ def command(out, report, paths, topic, partition_spec, master, time_spec, unit, 
     counts           true record counts, first/last offsets and timestamps per partition
     timeline         batches, records and bytes per topic and hour (--unit)
     """
-    from .common import parse_time
+    from ..timeutil import parse_time
 
     ts = parse_time(time_spec)
     if report == "offsets-by-time" and ts is None:
         raise UsageError("offsets-by-time needs --time T (ISO-8601 or epoch ms)")
     if output is not None and not output.lower().endswith(OUTPUT_SUFFIXES):
         raise UsageError(f"--output {output}: use a .csv, .json, .jsonl or .parquet file name")
-    select(paths, topic, partition_spec)  # check the paths now: errors before Spark starts
-    paths = [os.path.abspath(p) for p in paths]
+    conf = _pairs(confs, "--conf")
+    storage = _pairs(storage_options, "--storage-option")
+    paths = check_selection(paths, topic, partition_spec, storage)  # errors before Spark starts
 
     from ..spark import session
 
@@ -105,13 +151,20 @@ def command(out, report, paths, topic, partition_spec, master, time_spec, unit, 
 
         jvm_log = os.path.join(tempfile.gettempdir(), f"kltool-spark-{os.getpid()}.log")
         out.info(f"spark-report: starting Spark ({master}) ...")
-    spark = existing if existing is not None else session(master, "kltool spark-report", jvm_log=jvm_log)
+    spark = existing if existing is not None else session(master, "kltool spark-report", jvm_log=jvm_log,
+                                                          conf=conf, ship=ship_kltool)
+    if existing is not None and ship_kltool:
+        from ..spark import ship_kltool as _ship
+
+        _ship(spark)
     ok = False
     try:
         from ..spark import reports
 
         fn = reports.REPORTS[report]
         kw = {"topic": topic, "partition": partition_spec}
+        if storage:
+            kw["storage_options"] = storage
         if report == "offsets-by-time":
             df = fn(spark, paths, ts, **kw)
         elif report == "timeline":

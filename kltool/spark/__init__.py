@@ -27,6 +27,9 @@ appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 """
 
 
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+
+
 class SparkUnavailable(KltoolError):
     """Spark (or Java, or pyspark) cannot be started."""
 
@@ -39,8 +42,15 @@ def register(spark) -> None:
 
 
 def _check_java() -> None:
+    """Spark starts ``$JAVA_HOME/bin/java`` when JAVA_HOME is set (else ``java`` on PATH): check it
+    here, so that a wrong JAVA_HOME is one clear line rather than Py4J's "Java gateway process
+    exited before sending its port number"."""
     home = os.environ.get("JAVA_HOME")
-    if home and os.path.exists(os.path.join(home, "bin", "java")):
+    if home:
+        java = os.path.join(home, "bin", "java")
+        if not os.path.isfile(java) or not os.access(java, os.X_OK):
+            raise SparkUnavailable(f"JAVA_HOME={home} has no bin/java: point JAVA_HOME at a Java 17+ "
+                                   "installation (the directory holding bin/java) or unset it to use java on PATH")
         return
     if shutil.which("java") is None:
         raise SparkUnavailable("Java not found: spark-report needs Java 17 or later on PATH (or JAVA_HOME)")
@@ -61,10 +71,19 @@ def _log4j_file() -> str:
     return path
 
 
+def _is_local_master(master: str) -> bool:
+    return master == "local" or master.startswith("local[")
+
+
 def session(master: str = "local[*]", app_name: str = "kltool", *, quiet: bool = True, conf: dict | None = None,
-            jvm_log: bool | str = False):
-    """A SparkSession for kltool: Python workers run this interpreter, Spark logs only errors (on
-    stderr), no UI, few shuffle partitions, and ``kafka-log`` registered.
+            jvm_log: bool | str = False, ship: bool = False):
+    """A SparkSession for kltool: Python workers run this interpreter (unless ``PYSPARK_PYTHON`` or
+    ``spark.pyspark.python`` says otherwise: a user's choice is kept), Spark logs only errors (on
+    stderr), no UI, few shuffle partitions, Python data source filter pushdown on, and ``kafka-log``
+    registered. ``conf`` entries (``--conf k=v``) are applied last and win.
+
+    ``ship`` sends kltool itself to the executors (:func:`ship_kltool`), for clusters whose Python
+    does not have kltool installed.
 
     ``jvm_log`` (True or a file name) sends the JVM's own stderr (its start-up banner, log lines and
     the Python workers' stderr) to that file instead of this process's stderr.
@@ -78,20 +97,29 @@ def session(master: str = "local[*]", app_name: str = "kltool", *, quiet: bool =
     except ImportError as e:
         raise SparkUnavailable(f"{e.name} is not installed: pip install 'kltool[spark]'") from None
     _check_java()
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    conf = dict(conf or {})
     b = (SparkSession.builder.master(master).appName(app_name)
          .config("spark.ui.enabled", "false")
          .config("spark.ui.showConsoleProgress", "false")
          .config("spark.sql.shuffle.partitions", "8")
          .config("spark.sql.session.timeZone", "UTC")
-         .config("spark.pyspark.python", sys.executable)
-         .config("spark.pyspark.driver.python", sys.executable))
+         .config(PUSHDOWN_CONF, "true"))
+    if not os.environ.get("PYSPARK_PYTHON") and "spark.pyspark.python" not in conf:
+        # Workers run this interpreter (it has kltool, pyarrow and the same pyspark); on a cluster
+        # whose nodes keep Python elsewhere, set PYSPARK_PYTHON or --conf spark.pyspark.python.
+        os.environ["PYSPARK_PYTHON"] = sys.executable  # (Spark's planner workers read the environment)
+        b = b.config("spark.pyspark.python", sys.executable)
+    if not os.environ.get("PYSPARK_DRIVER_PYTHON") and "spark.pyspark.driver.python" not in conf:
+        # the driver's Python workers (data source planning) run this interpreter: it is the driver
+        os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+        b = b.config("spark.pyspark.driver.python", sys.executable)
     if quiet:
         opt = f"-Dlog4j2.configurationFile=file:{_log4j_file()}"
-        b = b.config("spark.driver.extraJavaOptions", opt).config("spark.executor.extraJavaOptions", opt)
-    for k, v in (conf or {}).items():
-        b = b.config(k, v)
+        for k in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
+            if k not in conf:
+                b = b.config(k, opt)
+    for k, v in conf.items():
+        b = b.config(k, str(v))
     log_path = None
     saved = None
     if jvm_log:
@@ -120,8 +148,37 @@ def session(master: str = "local[*]", app_name: str = "kltool", *, quiet: bool =
             os.close(saved)
     if quiet:
         spark.sparkContext.setLogLevel("ERROR")
+    if ship:
+        ship_kltool(spark)
     register(spark)
     return spark
+
+
+def kltool_zip(directory: str | None = None) -> str:
+    """A zip of the kltool package's Python files (no C extension: the pure-Python decoder runs
+    instead), for ``SparkContext.addPyFile`` / ``spark.submit.pyFiles`` / ``--py-files``."""
+    import zipfile
+
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../kltool
+    root = os.path.dirname(pkg)
+    directory = directory or tempfile.mkdtemp(prefix="kltool-pyfiles-")
+    out = os.path.join(directory, "kltool.zip")
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        for dirpath, dirnames, filenames in os.walk(pkg):
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+            for name in sorted(filenames):
+                if name.endswith(".py"):
+                    full = os.path.join(dirpath, name)
+                    z.write(full, os.path.relpath(full, root))
+    return out
+
+
+def ship_kltool(spark) -> str:
+    """Send kltool to the executors of ``spark`` (for Python environments without it): a zip of its
+    Python files added with ``addPyFile``. Returns the zip's path."""
+    path = kltool_zip()
+    spark.sparkContext.addPyFile(path)
+    return path
 
 
 def _log_hint(log_path: str | None, msg: str) -> str:
@@ -174,4 +231,4 @@ def _first_line(e: BaseException) -> str:
     return text.splitlines()[0][:300]
 
 
-__all__ = ["register", "session", "spark_error", "SparkUnavailable"]
+__all__ = ["register", "session", "ship_kltool", "kltool_zip", "spark_error", "SparkUnavailable"]

@@ -16,7 +16,7 @@ Options (all strings, as Spark passes them):
 
 ``path`` / ``paths``
     A log dir, a partition directory, a tree holding log dirs, or ``.log`` files. Several: ``paths`` as a
-    JSON list, or ``path`` separated by ``os.pathsep`` (``:``).
+    JSON list (what ``load([p1, p2])`` passes).
 ``topic``, ``partition``
     A topic glob (``orders*``) and partition numbers (``0,2,5-7``).
 ``assign``
@@ -69,7 +69,8 @@ BATCH_SCHEMA = ("topic string, partition int, segment long, position long, size 
                 "is_control boolean, timestamp_type string, file string")
 DAMAGE_SCHEMA = ("topic string, partition int, segment long, position long, length long, kind string, "
                  "message string, resumed_at long, file string")
-SEGMENT_SCHEMA = "topic string, partition int, segment long, bytes long, file string, partition_dir string"
+SEGMENT_SCHEMA = ("topic string, partition int, segment long, bytes long, file string, partition_dir string, "
+                  "log_start_offset long")
 SCHEMAS = {"records": RECORD_SCHEMA, "batches": BATCH_SCHEMA, "damage": DAMAGE_SCHEMA, "segments": SEGMENT_SCHEMA}
 
 TIMESTAMP_TYPE_IDS = {"create": 0, "log_append": 1, "none": -1}  # Kafka's TimestampType.id
@@ -95,7 +96,7 @@ ARROW_DAMAGE_SCHEMA = pa.schema([
 ])
 ARROW_SEGMENT_SCHEMA = pa.schema([
     ("topic", pa.string()), ("partition", pa.int32()), ("segment", pa.int64()), ("bytes", pa.int64()),
-    ("file", pa.string()), ("partition_dir", pa.string()),
+    ("file", pa.string()), ("partition_dir", pa.string()), ("log_start_offset", pa.int64()),
 ])
 
 EARLIEST, LATEST = -2, -1
@@ -135,7 +136,7 @@ def option_paths(opts) -> list[str]:
             ps = [ps]
         return [str(p) for p in ps]
     if opts.get("path"):
-        return [p for p in str(opts["path"]).split(os.pathsep) if p]
+        return [str(opts["path"])]  # one path (a local dir may be named a:b); several: ``paths``
     from ..errors import UsageError
 
     raise UsageError('kafka-log needs a path: .option("path", LOGDIR) or .load(LOGDIR)')
@@ -174,6 +175,7 @@ class SegmentRead:
     end: int | None = None  # exclusive, None = to the end
     bytes: int = 0
     partition_dir: str | None = None
+    log_start_offset: int | None = None  # the partition's (segments level)
 
 
 def offset_for_time(p, timestamp: int) -> tuple[int, int] | None:
@@ -241,8 +243,8 @@ def plan_segments(opts) -> list[SegmentRead]:
                 start = v if start is None else max(start, v)
             else:
                 end = v if end is None else min(end, v)
+        lso = p.log_start_offset() if segs else None  # below it, records are deleted
         if records and _bool(opts.get("respectlogstartoffset"), True) and segs:
-            lso = p.log_start_offset()  # below it, records are deleted (DeleteRecords, retention)
             if lso > segs[0].base_offset:
                 start = lso if start is None else max(start, lso)
         if start is not None and end is not None and start >= end:
@@ -254,7 +256,7 @@ def plan_segments(opts) -> list[SegmentRead]:
             if end is not None and s.base_offset >= end:
                 break  # this and later segments are at or past end
             out.append(SegmentRead(str(s.log_path), p.topic, p.partition, s.base_offset, start, end,
-                                   s.size, str(p.path)))
+                                   s.size, str(p.path), lso))
     for f in files:
         kind, base = classify(f)
         if kind not in ("log", "kraft_snapshot"):
@@ -514,6 +516,7 @@ def read_segments(parts: list[SegmentRead]):
             "topic": [p.topic for p in parts], "partition": [p.partition for p in parts],
             "segment": [p.segment for p in parts], "bytes": [p.bytes for p in parts],
             "file": [p.file for p in parts], "partition_dir": [p.partition_dir for p in parts],
+            "log_start_offset": [p.log_start_offset for p in parts],
         }, schema=ARROW_SEGMENT_SCHEMA)
 
 
@@ -583,5 +586,7 @@ class KafkaLogDataSource(DataSource):
 
 
 def register(spark) -> None:
-    """Make ``spark.read.format("kafka-log")`` available in this session."""
+    """Make ``spark.read.format("kafka-log")`` available in this session, and turn on Python data
+    source filter pushdown (``spark.sql.python.filterPushdown.enabled``, a runtime SQL setting)."""
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     spark.dataSource.register(KafkaLogDataSource)

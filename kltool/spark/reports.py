@@ -27,11 +27,14 @@ KEYS = ["topic", "partition"]
 
 
 def load(spark: SparkSession, paths, level: str = "records", topic: str | None = None,
-         partition: str | Iterable[int] | None = None, **options) -> DataFrame:
-    """``spark.read.format("kafka-log")`` with kltool's options."""
+         partition: str | Iterable[int] | None = None, storage_options: dict | None = None, **options) -> DataFrame:
+    """``spark.read.format("kafka-log")`` with kltool's options (``storage_options`` become
+    ``storage.K`` options: endpoint and credentials for object-store paths)."""
     if isinstance(paths, str):
         paths = [paths]
     r = spark.read.format(NAME).option("paths", json.dumps([str(p) for p in paths])).option("level", level)
+    for k, v in (storage_options or {}).items():
+        r = r.option(f"storage.{k}", str(v))
     if topic:
         r = r.option("topic", topic)
     if partition is not None and partition != "":
@@ -55,21 +58,21 @@ def _keyed(df: DataFrame) -> DataFrame:
     return df.fillna({"topic": ""}).withColumn("partition", F.coalesce("partition", F.lit(-1)))
 
 
-def sizes(spark: SparkSession, paths, topic=None, partition=None) -> DataFrame:
+def sizes(spark: SparkSession, paths, topic=None, partition=None, storage_options=None) -> DataFrame:
     """Per partition, per topic (partition null) and in total (topic and partition null); ``scope``
     says which. ``bytes`` is the size of the .log files (= ``kltool info``), ``batches``/``records``/
     ``batch_bytes`` are what ``kltool verify --deep`` counts, ``damaged_bytes`` its damaged regions
     (the same topic-partition under several log dirs, e.g. replicas in a backup, adds up)."""
-    segs = _keyed(load(spark, paths, "segments", topic, partition)).groupBy(KEYS).agg(
+    segs = _keyed(load(spark, paths, "segments", topic, partition, storage_options)).groupBy(KEYS).agg(
         F.count("*").alias("segments"), F.sum("bytes").alias("bytes"))
     codec_cols = [F.sum(F.when(F.col("compression") == c, 1).otherwise(0)).alias(f"b_{c}") for c in CODECS]
-    bats = _keyed(load(spark, paths, "batches", topic, partition)).groupBy(KEYS).agg(
+    bats = _keyed(load(spark, paths, "batches", topic, partition, storage_options)).groupBy(KEYS).agg(
         F.count("*").alias("batches"), F.sum(F.coalesce("count", F.lit(0))).alias("records"),
         F.sum("size").alias("batch_bytes"),
         F.sum(F.when(F.col("crc_valid"), 0).otherwise(1)).alias("crc_errors"),
         F.sum(F.when(F.col("is_control"), F.col("count")).otherwise(0)).alias("control_records"),
         *codec_cols)
-    dmg = _keyed(load(spark, paths, "damage", topic, partition)).filter(F.col("kind") != "crc_mismatch") \
+    dmg = _keyed(load(spark, paths, "damage", topic, partition, storage_options)).filter(F.col("kind") != "crc_mismatch") \
         .groupBy(KEYS).agg(F.sum("length").alias("damaged_bytes"))
     per = segs.join(F.broadcast(bats), KEYS, "left").join(F.broadcast(dmg), KEYS, "left").fillna(0)
     sums = ["segments", "bytes", "batches", "records", "control_records", "batch_bytes", "damaged_bytes",
@@ -88,21 +91,22 @@ def sizes(spark: SparkSession, paths, topic=None, partition=None) -> DataFrame:
     return _sorted(out, F.col("topic").asc_nulls_last(), F.col("partition").asc_nulls_last())
 
 
-def offsets_by_time(spark: SparkSession, paths, timestamp: int, topic=None, partition=None) -> DataFrame:
-    """For each partition: ``offset`` = the first offset whose record timestamp is >= ``timestamp``
-    (epoch ms) and that record's ``record_timestamp``; null when no record is that new (Kafka then
-    answers the log end offset).
+def offsets_by_time(spark: SparkSession, paths, timestamp: int, topic=None, partition=None,
+                    storage_options=None) -> DataFrame:
+    """For each partition, as ``kltool offsets --time``: ``time`` = the time asked (``timestamp``,
+    epoch ms), ``offset`` = the first offset whose record timestamp is >= it and ``timestamp`` = that
+    record's timestamp; both null when no record is that new (Kafka then answers the log end offset).
 
     Two Spark aggregations: over batch headers, the lowest batch whose max timestamp is >= T
     (collected: one row per partition); then over the records of only those batches (the reader
     seeks to them through the offset index). Control records count, as in the broker's lookup.
     """
     timestamp = int(timestamp)
-    bats = load(spark, paths, "batches", topic, partition).filter(
+    bats = load(spark, paths, "batches", topic, partition, storage_options).filter(
         F.col("crc_valid") & (F.col("max_timestamp") >= timestamp) & F.col("topic").isNotNull())
     first = bats.groupBy(KEYS).agg(F.min(F.struct("base_offset", "last_offset")).alias("b")).collect()
-    parts = load(spark, paths, "segments", topic, partition).select(KEYS).distinct()
-    schema = "topic string, partition int, offset long, record_timestamp long"
+    parts = load(spark, paths, "segments", topic, partition, storage_options).select(KEYS).distinct()
+    schema = "topic string, partition int, offset long, record_ts long"
     if not first:
         found = spark.createDataFrame([], schema)
     else:
@@ -112,42 +116,48 @@ def offsets_by_time(spark: SparkSession, paths, timestamp: int, topic=None, part
             starts.setdefault(r["topic"], {})[str(r["partition"])] = r["b"]["base_offset"]
             ends.setdefault(r["topic"], {})[str(r["partition"])] = r["b"]["last_offset"] + 1
         assign = {t: sorted(int(p) for p in ps) for t, ps in starts.items()}
-        recs = load(spark, paths, "records", None, None, assign=json.dumps(assign),
+        recs = load(spark, paths, "records", None, None, storage_options, assign=json.dumps(assign),
                     startingOffsets=json.dumps(starts), endingOffsets=json.dumps(ends),
                     includeControl=True, includeHeaders=False)
         ts_ms = F.unix_millis("timestamp")
         found = (recs.filter(ts_ms >= timestamp)
                  .groupBy(KEYS).agg(F.min(F.struct("offset", ts_ms.alias("ts"))).alias("m"))
-                 .select(*KEYS, F.col("m.offset").alias("offset"), F.col("m.ts").alias("record_timestamp")))
+                 .select(*KEYS, F.col("m.offset").alias("offset"), F.col("m.ts").alias("record_ts")))
     out = parts.join(F.broadcast(found), KEYS, "left").select(
-        *KEYS, F.lit(timestamp).cast("long").alias("timestamp"), "offset", "record_timestamp")
+        *KEYS, F.timestamp_millis(F.lit(timestamp).cast("long")).alias("time"), "offset",
+        F.timestamp_millis("record_ts").alias("timestamp"))
     return _sorted(out, *KEYS)
 
 
-def counts(spark: SparkSession, paths, topic=None, partition=None) -> DataFrame:
+def counts(spark: SparkSession, paths, topic=None, partition=None, storage_options=None) -> DataFrame:
     """True record counts per partition from the decoded records (a consumer's view: ``records``
     excludes control records, counted apart from the batch headers), first/last offsets and
-    the lowest/highest record timestamps; ``offset_span`` - ``records`` is what compaction, aborted-
-    transaction markers and gaps take."""
-    recs = _keyed(load(spark, paths, "records", topic, partition, includeHeaders=False)).groupBy(KEYS).agg(
+    the lowest/highest record timestamps, and Kafka's ``log_start_offset`` (the log-start-offset
+    checkpoint or the first segment, as ``kltool info``) and ``log_end_offset`` (after the last valid
+    batch); ``offset_span`` - ``records`` is what compaction, aborted-transaction markers, deleted
+    records and gaps take."""
+    recs = _keyed(load(spark, paths, "records", topic, partition, storage_options, includeHeaders=False)).groupBy(KEYS).agg(
         F.count("*").alias("records"), F.min("offset").alias("first_offset"), F.max("offset").alias("last_offset"),
         F.min("timestamp").alias("min_timestamp"), F.max("timestamp").alias("max_timestamp"))
-    bats = _keyed(load(spark, paths, "batches", topic, partition)).filter("crc_valid").groupBy(KEYS).agg(
+    bats = _keyed(load(spark, paths, "batches", topic, partition, storage_options)).filter("crc_valid").groupBy(KEYS).agg(
         F.sum(F.when(F.col("is_control"), F.col("count")).otherwise(0)).cast("long").alias("control_records"),
-        F.min("base_offset").alias("start_offset"), (F.max("last_offset") + 1).alias("end_offset"))
-    parts = _keyed(load(spark, paths, "segments", topic, partition)).select(KEYS).distinct()
+        (F.max("last_offset") + 1).alias("log_end_offset"))
+    parts = _keyed(load(spark, paths, "segments", topic, partition, storage_options)).groupBy(KEYS).agg(
+        F.min("log_start_offset").alias("log_start_offset"))
     return _sorted(parts.join(F.broadcast(recs), KEYS, "left").join(F.broadcast(bats), KEYS, "left")
             .select(*KEYS, F.coalesce("records", F.lit(0)).alias("records"),
                     F.coalesce("control_records", F.lit(0)).alias("control_records"),
-                    "first_offset", "last_offset", "start_offset", "end_offset",
-                    (F.col("end_offset") - F.col("start_offset")).alias("offset_span"),
+                    "first_offset", "last_offset", "log_start_offset",
+                    F.coalesce("log_end_offset", "log_start_offset").alias("log_end_offset"),
+                    (F.coalesce("log_end_offset", "log_start_offset") - F.col("log_start_offset")).alias("offset_span"),
                     "min_timestamp", "max_timestamp"), *KEYS)
 
 
-def timeline(spark: SparkSession, paths, topic=None, partition=None, unit: str = "hour") -> DataFrame:
+def timeline(spark: SparkSession, paths, topic=None, partition=None, unit: str = "hour",
+             storage_options=None) -> DataFrame:
     """Batches, records and bytes per topic and ``unit`` (hour, day, minute), bucketed by each
     batch's max timestamp (batch headers only: no decompression)."""
-    b = load(spark, paths, "batches", topic, partition).filter(F.col("max_timestamp") >= 0)
+    b = load(spark, paths, "batches", topic, partition, storage_options).filter(F.col("max_timestamp") >= 0)
     out = (b.withColumn("time", F.date_trunc(unit, F.timestamp_millis("max_timestamp")))
            .groupBy("topic", "time").agg(F.count("*").alias("batches"),
                                          F.sum(F.coalesce("count", F.lit(0))).alias("records"),

@@ -355,6 +355,56 @@ def test_json_lines_reader_reads_dump_output_back(kl, tmp_path):
             assert item is False or item == _reference(raw)
 
 
+def _append_both(kl, tmp_path, lines: bytes, *args):
+    results = []
+    for mode in ("fast", "pure"):
+        ld = tmp_path / mode
+        kl("create", ld, "t", "--partitions", "3")
+        src = tmp_path / f"{mode}.jsonl"
+        src.write_bytes(lines)
+        if mode == "pure":
+            with pure():
+                r = kl("append", ld, "t", "-i", src, *args)
+        else:
+            r = kl("append", ld, "t", "-i", src, *args)
+        logs = {p.relative_to(ld).as_posix(): p.read_bytes() for p in sorted(ld.rglob("*.log"))}
+        results.append((r.code, r.err.replace(str(src), "SRC"), logs))
+    assert results[0] == results[1]
+    return results[0]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32), n=st.integers(0, 300), batch=st.sampled_from(["3", "50", "100000"]),
+       fixed=st.booleans())
+def test_append_same_with_and_without_the_accelerator(kl, tmp_path_factory, seed, n, batch, fixed):
+    """Mixed input (explicit partitions, keys, headers, blank, skipped and odd lines, sometimes an
+    error): the same exit, message and segment bytes. Timestamps are given (a missing one is the
+    clock's)."""
+    rnd = random.Random(seed)
+    out = []
+    for i in range(n):
+        r = rnd.random()
+        if r < 0.03:
+            out.append(b"")
+        elif r < 0.06:
+            out.append(b'{"type":"batch","offset":1}')
+        elif r < 0.08:
+            out.append(b'{"key":"k","value":{"base64":"AAE="},"timestamp":1700000000000,"partition":1}')
+        elif r < 0.081:
+            out.append(b'{"value":"x","timestamp":1.5}')
+        else:
+            obj = {"value": "v" * rnd.randint(0, 300), "timestamp": 1_700_000_000_000 + rnd.randint(0, 10**6)}
+            if rnd.random() < 0.5:
+                obj["key"] = f"key-{rnd.randint(0, 20)}"
+            if rnd.random() < 0.7:
+                obj["partition"] = rnd.choice([0, 0, 0, 1, 2])
+            if rnd.random() < 0.1:
+                obj["headers"] = [{"key": "h", "value": "x"}]
+            out.append(json.dumps(obj).encode())
+    args = ["--batch-records", batch, "--partitioner", "round-robin"] + (["-p", "1"] if fixed else [])
+    _append_both(kl, tmp_path_factory.mktemp("a"), b"\n".join(out) + b"\n", *args)
+
+
 # --- the pure-Python fallback runs the key checks on its own -----------------------------------
 
 @pytest.mark.slow

@@ -30,7 +30,7 @@ lint: $(BIN)/.installed
 
 bench: $(BIN)/.installed
 	$(BIN)/python bench/gen_segment.py
-	$(BIN)/python bench/bench_verify.py
+	$(BIN)/python bench/bench_all.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis bench/out

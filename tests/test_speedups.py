@@ -309,7 +309,7 @@ def _line(obj, how):
 
 
 def _reference(raw):
-    from kltool.commands.append import parse_json_record
+    from kltool.jsonl import parse_record_line as parse_json_record
 
     try:
         return parse_json_record(raw)
@@ -322,7 +322,7 @@ def _reference(raw):
        cuts=st.lists(st.tuples(st.integers(0, 10**6), st.binary(max_size=3)), max_size=2),
        ends=st.sampled_from([b"\n", b"\r\n", b" \x1f\n", b"\n\n", b"\n \n", b"\xc2\xa0\n"]))
 def test_json_lines_reader_same_as_the_reference(objs, cuts, ends):
-    from kltool.commands.append import SKIP
+    from kltool.jsonl import SKIP
 
     lines = [_line(o, how) for o, how in objs]
     for pos, junk in cuts:  # damage: bytes replaced inside a line
@@ -345,7 +345,7 @@ def test_json_lines_reader_same_as_the_reference(objs, cuts, ends):
 def test_json_lines_reader_reads_dump_output_back(kl, tmp_path):
     """``dump --json --records`` lines: batch lines skipped, text records parsed in C (those with
     base64 or decoded fields go to the reference reader), all as the reference reads them."""
-    from kltool.commands.append import SKIP
+    from kltool.jsonl import SKIP
 
     for path in (FIXTURES / "sample-logdir", ORACLE / "v2-txn-0"):
         out = kl("--json", "dump", "--records", path).out.encode()

@@ -122,3 +122,9 @@ def pytest_sessionstart(session):
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "-e", str(ROOT)], check=False,
                    stdout=subprocess.DEVNULL)
     raise SystemExit("conftest: the C accelerator was rebuilt; run pytest again")
+
+
+@pytest.fixture(autouse=True)
+def _no_terminal_width(monkeypatch):
+    """Tables follow $COLUMNS even off a terminal: tests that want a width set it themselves."""
+    monkeypatch.delenv("COLUMNS", raising=False)

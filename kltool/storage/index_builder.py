@@ -34,17 +34,15 @@ entry's (initially -1), so segments of v0 data (timestamp -1) get an empty time 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from ..errors import CorruptDataError, UnsafeOperation
 from ..format.index import (
     OFFSET_ENTRY,
     TIME_ENTRY,
-    AbortedTxn,
-    encode_aborted_txn,
     encode_offset_entry,
     encode_time_entry,
 )
+from .producer_state import ProducerStateManager
 
 __all__ = [
     "DEFAULT_INDEX_INTERVAL_BYTES", "DEFAULT_MAX_INDEX_BYTES", "NO_TIMESTAMP",
@@ -278,90 +276,11 @@ def check_offset_index_invariant(entries: list[tuple[int, int]], batches: list) 
 # ---------------------------------------------------------------------------------------- txn index
 
 
-@dataclass(slots=True)
-class _Producer:
-    txn_first_offset: int | None = None  # ProducerStateEntry.currentTxnFirstOffset
-
-
-class TxnIndexBuilder:
-    """Aborted transactions by ``ProducerStateManager``'s rules, as ``LogSegment.recover`` writes them.
-
-    Feed every v2 batch with a producer id (others are ignored, as Kafka does) in log order through
-    :meth:`on_batch`, with the control type of a control batch's first record (``"ABORT"``,
-    ``"COMMIT"``; ``None`` for an empty control batch, which changes nothing):
-
-    * a transactional data batch of a producer with no open transaction opens one at its base offset;
-    * a COMMIT/ABORT marker closes the producer's open transaction (a marker with none open completes
-      nothing); an ABORT yields ``AbortedTxn(pid, firstOffset, markerOffset, lastStableOffset)`` where
-      LSO = first offset of the earliest transaction still open for *another* producer, else
-      marker offset + 1 (``ProducerStateManager.lastStableOffset``).
-
-    State carries over segment boundaries: call :meth:`take` at the end of each segment to get (and
-    clear) that segment's entries. Transactions begun before the first segment fed come in as
-    ``open_txns`` ({producer id: first offset}, e.g. ``currentTxnFirstOffset`` of a producer snapshot).
-    """
+class TxnIndexBuilder(ProducerStateManager):
+    """The aborted transactions of a segment (its ``.txnindex``), from the one producer state: a
+    :class:`~kltool.storage.producer_state.ProducerStateManager` started from the transactions open
+    before the first batch fed ({producer id: first offset}, e.g. a snapshot's
+    ``currentTxnFirstOffset``), as ``LogSegment.recover`` collects them."""
 
     def __init__(self, open_txns: dict[int, int] | None = None):
-        self._producers: dict[int, _Producer] = {}
-        self._ongoing: dict[int, int] = {}  # first offset → producer id (ProducerStateManager.ongoingTxns)
-        self.aborted: list[AbortedTxn] = []
-        for pid, first in (open_txns or {}).items():
-            self._producers[pid] = _Producer(first)
-            self._ongoing[first] = pid
-
-    @property
-    def open_txns(self) -> dict[int, int]:
-        """{producer id: first offset} of the transactions still open."""
-        return {pid: first for first, pid in sorted(self._ongoing.items())}
-
-    def _lso(self, pid: int, marker_offset: int) -> int:
-        for first in sorted(self._ongoing):
-            if self._ongoing[first] != pid:
-                return first
-        return marker_offset + 1
-
-    def on_batch(self, header, control_type: str | None = None) -> AbortedTxn | None:
-        """Update the state with one batch (``BatchHeader``); returns the AbortedTxn it completes, if any."""
-        if header.magic < 2 or header.producer_id < 0:
-            return None
-        pid = header.producer_id
-        p = self._producers.setdefault(pid, _Producer())
-        if not header.is_control:
-            if p.txn_first_offset is not None and not header.is_transactional:
-                raise CorruptDataError(f"Expected transactional write from producer {pid} at offset "
-                                       f"{header.base_offset}", position=header.position)
-            if p.txn_first_offset is None and header.is_transactional:
-                p.txn_first_offset = header.base_offset
-                self._ongoing[header.base_offset] = pid
-            return None
-        if control_type is None:  # empty control batch: the transaction was cleaned away
-            return None
-        if control_type not in ("ABORT", "COMMIT"):
-            # EndTransactionMarker.deserialize → IllegalArgumentException: Kafka's load fails here.
-            raise CorruptDataError(f"Invalid control record type for end transaction marker: {control_type}",
-                                   position=header.position)
-        first = p.txn_first_offset
-        if first is None:  # a marker without data completes nothing
-            return None
-        marker = header.base_offset
-        result = None
-        if control_type == "ABORT":
-            result = AbortedTxn(0, pid, first, marker, self._lso(pid, marker))
-            if self.aborted and marker <= self.aborted[-1].last_offset:
-                raise CorruptDataError(f"The last offset of appended transactions must increase sequentially, "
-                                       f"but {marker} is not greater than current last offset "
-                                       f"{self.aborted[-1].last_offset} of index", position=header.position)
-            self.aborted.append(result)
-        p.txn_first_offset = None
-        self._ongoing.pop(first, None)
-        return result
-
-    def take(self) -> list[AbortedTxn]:
-        """This segment's aborted transactions (cleared; the open transactions are kept)."""
-        out, self.aborted = self.aborted, []
-        return out
-
-    def txn_index_bytes(self) -> bytes:
-        """The ``.txnindex`` bytes of the entries collected since the last :meth:`take`."""
-        return b"".join(encode_aborted_txn(t.producer_id, t.first_offset, t.last_offset, t.last_stable_offset)
-                        for t in self.aborted)
+        super().__init__(open_txns=open_txns)

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import BrokerLockHeld, CorruptDataError, KltoolError, UnsafeOperation, UsageError
-from ..format import build_batch, decode_records, parse_header, speedups
+from ..format import build_batch, parse_header, speedups
 from ..format.batch import build_end_txn_marker, build_v2_batch, encode_control_key, encode_end_txn_value
 from ..format.checkpoints import (
     encode_leader_epoch_checkpoint,
@@ -57,12 +57,12 @@ from ..format.checkpoints import (
 from ..format.compression import CODEC_IDS, NONE, ZSTD
 from ..format.index import AbortedTxn, encode_txn_index
 from ..format.partitioner import default_partition
-from ..format.records import LOG_OVERHEAD, BatchHeader
-from ..format.snapshot import ProducerEntry, encode_snapshot, parse_snapshot
+from ..format.records import LOG_OVERHEAD
 from ..format.topics import parse_partition_dir_name, validate_topic
 from .fsutil import LOCK_FILE_NAME, BrokerLock, atomic_write, fsync_dir, lock_holder_present
-from .index_builder import IndexBuilder, TxnIndexBuilder
+from .index_builder import IndexBuilder
 from .partition import Partition
+from .producer_state import ProducerStateManager, control_of
 from .scan import Damage
 from .segment import Segment, filename_prefix
 from .topic_config import TopicConfig, load_topic_config, load_topic_entry, validate_config
@@ -72,6 +72,7 @@ __all__ = [
     "AppendResult", "PartitionResult", "topic_partition_dirs", "create_topic", "CreateResult",
 ]
 
+ProducerState = ProducerStateManager  # the name this module used; producer_state.py is its home
 DEFAULT_BATCH_BYTES = 16384  # the producer's batch.size
 DEFAULT_MEMORY_LIMIT = 64 << 20
 INT32_MAX = 2**31 - 1
@@ -82,92 +83,6 @@ _SIZE = struct.Struct(">i")
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-# ------------------------------------------------------------------------------------------ producer state
-
-
-@dataclass(slots=True)
-class _Producer:
-    """``ProducerStateEntry`` with the last batch's metadata (what a snapshot keeps)."""
-
-    producer_id: int
-    epoch: int = -1
-    last_sequence: int = -1
-    last_offset: int = -1  # last data offset; -1 = no batch metadata
-    offset_delta: int = 0
-    timestamp: int = -1
-    coordinator_epoch: int = -1
-    txn_first_offset: int = -1
-
-
-class ProducerState:
-    """``ProducerStateManager`` as far as snapshots and the ``.txnindex`` need it (no expiration)."""
-
-    def __init__(self, entries=()):
-        self.producers: dict[int, _Producer] = {}
-        for e in entries:
-            self.producers[e.producer_id] = _Producer(e.producer_id, e.producer_epoch, e.last_sequence,
-                                                      e.last_offset, e.offset_delta, e.timestamp,
-                                                      e.coordinator_epoch, e.current_txn_first_offset)
-        self.txn = TxnIndexBuilder({p.producer_id: p.txn_first_offset for p in self.producers.values()
-                                    if p.txn_first_offset >= 0})
-
-    def get(self, producer_id: int) -> _Producer | None:
-        return self.producers.get(producer_id)
-
-    def update(self, h: BatchHeader, control: dict | None = None) -> AbortedTxn | None:
-        """``ProducerAppendInfo.append`` for one batch (``control``: the decoded first record of a
-        control batch); returns the aborted transaction an ABORT marker completes (a ``.txnindex``
-        entry), if any."""
-        if h.magic < 2 or h.producer_id < 0:
-            return None
-        pid = h.producer_id
-        p = self.producers.get(pid)
-        if p is None:
-            p = self.producers[pid] = _Producer(pid)
-        if h.producer_epoch != p.epoch:  # maybeUpdateProducerEpoch: a new epoch drops the batch metadata
-            p.epoch = h.producer_epoch
-            p.last_sequence, p.last_offset, p.offset_delta = -1, -1, 0
-        ctype = None if control is None else control.get("type")
-        aborted = self.txn.on_batch(h, ctype)
-        if h.is_control:
-            if ctype in ("ABORT", "COMMIT"):  # appendEndTxnMarker
-                p.txn_first_offset = -1
-                p.coordinator_epoch = control.get("coordinator_epoch", -1)
-                p.timestamp = h.max_timestamp
-            return aborted
-        p.last_sequence = h.last_sequence
-        p.last_offset = h.last_offset
-        p.offset_delta = h.last_offset - h.base_offset
-        p.timestamp = h.max_timestamp
-        if h.is_transactional and p.txn_first_offset < 0:
-            p.txn_first_offset = h.base_offset
-        return aborted
-
-    def entries(self) -> list[ProducerEntry]:
-        return [ProducerEntry(p.producer_id, p.epoch, p.last_sequence, p.last_offset, p.offset_delta, p.timestamp,
-                              p.coordinator_epoch, p.txn_first_offset)
-                for _pid, p in sorted(self.producers.items())]
-
-    def snapshot_bytes(self) -> bytes:
-        return encode_snapshot(self.entries())
-
-
-def _marker_of(path_or_data, h: BatchHeader) -> dict | None:
-    if isinstance(path_or_data, Path):
-        with open(path_or_data, "rb") as f:
-            f.seek(h.position)
-            data = f.read(h.size)
-    else:
-        data = path_or_data
-    if not h.count:
-        return None
-    try:
-        cols = decode_records(h, data)
-    except CorruptDataError:
-        return None
-    return cols.controls[0] if cols.controls else None
 
 
 # ------------------------------------------------------------------------------------------------ writer
@@ -328,38 +243,9 @@ class PartitionWriter:
         self.last_epoch_in_log = last_epoch
 
     def _load_producer_state(self) -> None:
-        """Latest valid snapshot at or below the LEO, then a replay of the batches after it. Without one,
-        replay the last two segments (the broker assumes empty state before them)."""
-        snap_off, state = None, None
-        for off, spath in sorted(self.partition.snapshots, reverse=True):
-            if off > self.leo:
-                continue
-            try:
-                snap = parse_snapshot(spath.read_bytes(), strict=True)
-            except (OSError, CorruptDataError):
-                continue
-            snap_off, state = off, ProducerState(snap.entries)
-            break
-        segs = self.partition.segments
-        if state is None:
-            state = ProducerState()
-            snap_off = segs[-2].base_offset if len(segs) >= 2 else (segs[0].base_offset if segs else self.leo)
-        self.producer_state = state
-        self.snapshot_offset = snap_off
-        if snap_off >= self.leo:
-            return
-        for i, seg in enumerate(segs):
-            nxt = segs[i + 1].base_offset if i + 1 < len(segs) else None
-            if nxt is not None and nxt <= snap_off:
-                continue
-            for h in seg.batches():
-                if h.last_offset < snap_off or h.magic < 2 or h.producer_id < 0:
-                    continue
-                try:
-                    state.update(h, _marker_of(seg.log_path, h) if h.is_control else None)
-                except CorruptDataError:
-                    pass  # data the broker accepted once; keep the state we have
-        state.txn.take()  # entries of the past are in the .txnindex files already
+        """Latest valid snapshot at or below the LEO, then a replay of the batches after it
+        (:meth:`ProducerStateManager.load`)."""
+        self.producer_state, self.snapshot_offset = ProducerStateManager.load(self.partition, self.leo)
 
     def _load_leader_epochs(self, leader_epoch: int | None) -> None:
         path = self.path / LEADER_EPOCH_FILE
@@ -390,7 +276,7 @@ class PartitionWriter:
         return self.leo
 
     def producer(self, producer_id: int):
-        """The producer's state (epoch, last_sequence, txn_first_offset ...) or None."""
+        """The producer's :class:`ProducerStateEntry` (epoch, last_sequence, current_txn_first_offset ...) or None."""
         return self.producer_state.get(producer_id)
 
     # ---------------------------------------------------------------------------------------- writing
@@ -452,7 +338,7 @@ class PartitionWriter:
                 self._roll(h.base_offset if h.magic == 2 else self.leo)
             self.index.on_append(self.seg_size, size, h.last_offset, h.max_timestamp, h.last_offset)
             if h.magic == 2 and h.producer_id >= 0:
-                control = _marker_of(bytes(mv[pos:pos + size]), h) if h.is_control else None
+                control = control_of(bytes(mv[pos:pos + size]), h) if h.is_control else None
                 aborted = self.producer_state.update(h, control)
                 if aborted is not None:
                     self._txn_new.append(aborted)
@@ -884,9 +770,9 @@ class Appender:
             else:
                 seq = 0
             pa.epoch, pa.next_seq = epoch, seq
-            if st is not None and st.txn_first_offset >= 0 and not o.transactional and not o.end_transaction:
+            if st is not None and st.current_txn_first_offset is not None and not o.transactional and not o.end_transaction:
                 raise self._err(f"producer {o.producer_id} has an open transaction in partition {partition} (from "
-                                f"offset {st.txn_first_offset}): append with --transactional, or end it with "
+                                f"offset {st.current_txn_first_offset}): append with --transactional, or end it with "
                                 f"--end-transaction commit|abort", None)
         self._parts[partition] = pa
         return pa
@@ -1062,7 +948,7 @@ class Appender:
         for p in self.available:
             pa = self._part(p)
             st = pa.writer.producer(o.producer_id)
-            if pa.count or (st is not None and st.txn_first_offset >= 0):
+            if pa.count or (st is not None and st.current_txn_first_offset is not None):
                 targets.append(pa)
         if not targets:
             raise UsageError(f"producer {o.producer_id} has no open transaction in topic {self.topic}")

@@ -1,0 +1,232 @@
+"""Producer state, once: Kafka's ``ProducerStateManager`` as far as offline tools need it.
+
+One :class:`ProducerStateManager` serves every place that follows producers through a log:
+
+* ``append`` (:class:`~kltool.storage.writer.PartitionWriter`): epochs, sequences and the open
+  transaction of each producer, loaded from the latest snapshot and replayed
+  (:meth:`ProducerStateManager.load`, like ``UnifiedLog.rebuildProducerState``), written back as
+  ``.snapshot`` files on roll and close;
+* ``repair`` and index rebuilds: the aborted transactions of each segment (its ``.txnindex``), as
+  ``LogSegment.recover`` collects them through ``ProducerStateManager`` (``TxnIndexBuilder`` in
+  :mod:`kltool.storage.index_builder` is this class, started from the open transactions).
+
+An open transaction is ``current_txn_first_offset`` (None when there is none, as Kafka's
+``OptionalLong``); on disk, in a snapshot, "none" is -1. Producer expiration is not modelled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import CorruptDataError
+from ..format import decode_records
+from ..format.index import AbortedTxn, encode_aborted_txn
+from ..format.records import BatchHeader
+from ..format.snapshot import ProducerEntry, encode_snapshot, parse_snapshot
+
+__all__ = ["ProducerStateEntry", "ProducerStateManager", "control_of"]
+
+
+@dataclass(slots=True)
+class ProducerStateEntry:
+    """Kafka's ``ProducerStateEntry`` with the last batch's metadata (what a snapshot keeps)."""
+
+    producer_id: int
+    epoch: int = -1
+    last_sequence: int = -1
+    last_offset: int = -1  # last data offset; -1 = no batch metadata
+    offset_delta: int = 0
+    timestamp: int = -1
+    coordinator_epoch: int = -1
+    current_txn_first_offset: int | None = None  # the open transaction's first offset
+
+    # the name the writer and ``kltool append`` used before; kept for scripts
+    @property
+    def txn_first_offset(self) -> int | None:
+        return self.current_txn_first_offset
+
+
+class ProducerStateManager:
+    """Producers by id, their open transactions and the aborted transactions completed so far.
+
+    Feed every batch in log order through :meth:`update` (batches without a producer id and v0/v1
+    messages are ignored, as Kafka does), with the decoded first record of a control batch:
+
+    * a transactional data batch of a producer with no open transaction opens one at its base offset;
+      a non-transactional one while a transaction is open is an error (Kafka's
+      ``InvalidTxnStateException``: "Expected transactional write");
+    * a COMMIT/ABORT marker closes the producer's open transaction (a marker with none open completes
+      nothing); an ABORT yields ``AbortedTxn(pid, firstOffset, markerOffset, lastStableOffset)`` where
+      LSO = first offset of the earliest transaction still open for *another* producer, else marker
+      offset + 1 (``ProducerStateManager.lastStableOffset``);
+    * a new producer epoch drops the batch metadata (``ProducerAppendInfo.maybeUpdateProducerEpoch``).
+
+    State carries over segment boundaries: :meth:`take` returns (and clears) the aborted transactions
+    collected since the last call, i.e. one segment's ``.txnindex`` entries.
+    """
+
+    def __init__(self, entries=(), open_txns: dict[int, int] | None = None):
+        """``entries``: a snapshot's :class:`~kltool.format.snapshot.ProducerEntry` list; ``open_txns``:
+        {producer id: first offset} of transactions begun before the first batch fed."""
+        self.producers: dict[int, ProducerStateEntry] = {}
+        self._ongoing: dict[int, int] = {}  # first offset -> producer id (ProducerStateManager.ongoingTxns)
+        self.aborted: list[AbortedTxn] = []
+        for e in entries or ():
+            first = e.current_txn_first_offset if e.current_txn_first_offset >= 0 else None
+            self.producers[e.producer_id] = ProducerStateEntry(
+                e.producer_id, e.producer_epoch, e.last_sequence, e.last_offset, e.offset_delta, e.timestamp,
+                e.coordinator_epoch, first)
+        for pid, first in (open_txns or {}).items():
+            self.producers.setdefault(pid, ProducerStateEntry(pid)).current_txn_first_offset = first
+        for p in self.producers.values():
+            if p.current_txn_first_offset is not None:
+                self._ongoing[p.current_txn_first_offset] = p.producer_id
+
+    # -- queries ------------------------------------------------------------------------------------
+    def get(self, producer_id: int) -> ProducerStateEntry | None:
+        return self.producers.get(producer_id)
+
+    @property
+    def open_txns(self) -> dict[int, int]:
+        """{producer id: first offset} of the transactions still open."""
+        return {pid: first for first, pid in sorted(self._ongoing.items())}
+
+    def _lso(self, pid: int, marker_offset: int) -> int:
+        for first in sorted(self._ongoing):
+            if self._ongoing[first] != pid:
+                return first
+        return marker_offset + 1
+
+    # -- updates ------------------------------------------------------------------------------------
+    def update(self, h: BatchHeader, control: dict | None = None) -> AbortedTxn | None:
+        """``ProducerAppendInfo.append`` for one batch (``control``: the decoded first record of a
+        control batch, None for an empty one); returns the aborted transaction an ABORT marker
+        completes (a ``.txnindex`` entry), if any."""
+        if h.magic < 2 or h.producer_id < 0:
+            return None
+        pid = h.producer_id
+        p = self.producers.get(pid)
+        if p is None:
+            p = self.producers[pid] = ProducerStateEntry(pid)
+        if h.producer_epoch != p.epoch:  # maybeUpdateProducerEpoch: a new epoch drops the batch metadata
+            p.epoch = h.producer_epoch
+            p.last_sequence, p.last_offset, p.offset_delta = -1, -1, 0
+        if not h.is_control:
+            if p.current_txn_first_offset is not None and not h.is_transactional:
+                raise CorruptDataError(f"Expected transactional write from producer {pid} at offset "
+                                       f"{h.base_offset}", position=h.position)
+            if p.current_txn_first_offset is None and h.is_transactional:
+                p.current_txn_first_offset = h.base_offset
+                self._ongoing[h.base_offset] = pid
+            p.last_sequence = h.last_sequence
+            p.last_offset = h.last_offset
+            p.offset_delta = h.last_offset - h.base_offset
+            p.timestamp = h.max_timestamp
+            return None
+        ctype = None if control is None else control.get("type")
+        if ctype is None:  # empty control batch: the transaction was cleaned away
+            return None
+        if ctype not in ("ABORT", "COMMIT"):
+            # EndTransactionMarker.deserialize -> IllegalArgumentException: Kafka's load fails here.
+            raise CorruptDataError(f"Invalid control record type for end transaction marker: {ctype}",
+                                   position=h.position)
+        # appendEndTxnMarker
+        first = p.current_txn_first_offset
+        p.current_txn_first_offset = None
+        p.coordinator_epoch = control.get("coordinator_epoch", -1)
+        p.timestamp = h.max_timestamp
+        if first is None:  # a marker without data completes nothing
+            return None
+        marker = h.base_offset
+        result = None
+        if ctype == "ABORT":
+            result = AbortedTxn(0, pid, first, marker, self._lso(pid, marker))
+            if self.aborted and marker <= self.aborted[-1].last_offset:
+                raise CorruptDataError(f"The last offset of appended transactions must increase sequentially, "
+                                       f"but {marker} is not greater than current last offset "
+                                       f"{self.aborted[-1].last_offset} of index", position=h.position)
+            self.aborted.append(result)
+        self._ongoing.pop(first, None)
+        return result
+
+    def on_batch(self, header: BatchHeader, control_type: str | None = None) -> AbortedTxn | None:
+        """:meth:`update` with only the control type of a control batch's first record (``"ABORT"``,
+        ``"COMMIT"``; None for an empty control batch), for callers that do not decode markers."""
+        return self.update(header, None if control_type is None else {"type": control_type})
+
+    # -- output -------------------------------------------------------------------------------------
+    def take(self) -> list[AbortedTxn]:
+        """The aborted transactions since the last call (cleared; the open transactions are kept)."""
+        out, self.aborted = self.aborted, []
+        return out
+
+    def txn_index_bytes(self) -> bytes:
+        """The ``.txnindex`` bytes of the entries collected since the last :meth:`take`."""
+        return b"".join(encode_aborted_txn(t.producer_id, t.first_offset, t.last_offset, t.last_stable_offset)
+                        for t in self.aborted)
+
+    def entries(self) -> list[ProducerEntry]:
+        """The snapshot entries, by producer id (-1 for no open transaction)."""
+        return [ProducerEntry(p.producer_id, p.epoch, p.last_sequence, p.last_offset, p.offset_delta, p.timestamp,
+                              p.coordinator_epoch,
+                              -1 if p.current_txn_first_offset is None else p.current_txn_first_offset)
+                for _pid, p in sorted(self.producers.items())]
+
+    def snapshot_bytes(self) -> bytes:
+        return encode_snapshot(self.entries())
+
+    # -- loading ------------------------------------------------------------------------------------
+    @classmethod
+    def load(cls, partition, log_end_offset: int) -> tuple[ProducerStateManager, int]:
+        """(state, snapshot offset): the latest valid snapshot at or below the log end offset, then a
+        replay of the batches after it (``UnifiedLog.rebuildProducerState``). Without one, the last two
+        segments are replayed (the broker assumes empty state before them). Aborted transactions met
+        in the replay are in the ``.txnindex`` files already and are not kept."""
+        snap_off, state = None, None
+        for off, spath in sorted(partition.snapshots, reverse=True):
+            if off > log_end_offset:
+                continue
+            try:
+                snap = parse_snapshot(spath.read_bytes(), strict=True)
+            except (OSError, CorruptDataError):
+                continue
+            snap_off, state = off, cls(snap.entries)
+            break
+        segs = partition.segments
+        if state is None:
+            state = cls()
+            snap_off = segs[-2].base_offset if len(segs) >= 2 else (segs[0].base_offset if segs else log_end_offset)
+        if snap_off >= log_end_offset:
+            return state, snap_off
+        for i, seg in enumerate(segs):
+            nxt = segs[i + 1].base_offset if i + 1 < len(segs) else None
+            if nxt is not None and nxt <= snap_off:
+                continue
+            for h in seg.batches():
+                if h.last_offset < snap_off or h.magic < 2 or h.producer_id < 0:
+                    continue
+                try:
+                    state.update(h, control_of(seg.log_path, h) if h.is_control else None)
+                except CorruptDataError:
+                    pass  # data the broker accepted once; keep the state we have
+        state.take()
+        return state, snap_off
+
+
+def control_of(path_or_data, h: BatchHeader) -> dict | None:
+    """The decoded first record of control batch ``h`` (from the file at ``path_or_data``, or its
+    bytes), None when it has none or cannot be decoded."""
+    if isinstance(path_or_data, Path):
+        with open(path_or_data, "rb") as f:
+            f.seek(h.position)
+            data = f.read(h.size)
+    else:
+        data = path_or_data
+    if not h.count:
+        return None
+    try:
+        cols = decode_records(h, data)
+    except CorruptDataError:
+        return None
+    return cols.controls[0] if cols.controls else None

@@ -11,7 +11,7 @@ __version__ = "0.1.0"
 
 
 _STORAGE = ("open_path", "open_paths", "open_log_dir", "open_partition", "LogDir", "Partition", "Segment", "walk")
-_WRITER = ("create_topic", "Appender", "AppendOptions", "PartitionWriter")
+_WRITER = {"create_topic": "create", "Appender": "appender", "AppendOptions": "appender", "PartitionWriter": "writer"}
 
 
 def __getattr__(name):  # lazy re-exports keep `import kltool` cheap
@@ -20,9 +20,9 @@ def __getattr__(name):  # lazy re-exports keep `import kltool` cheap
 
         return getattr(storage, name)
     if name in _WRITER:
-        from .storage import writer
+        import importlib
 
-        return getattr(writer, name)
+        return getattr(importlib.import_module(f".storage.{_WRITER[name]}", __name__), name)
     if name in ("decode_records", "parse_header", "build_batch"):
         from . import format as _format
 

@@ -7,13 +7,13 @@ import json
 import pytest
 
 from kltool.format.checkpoints import parse_partition_metadata
+from kltool.storage.create import create_topic
 from kltool.storage.topic_config import (
     CONFIG_FILE_NAME,
     DEFAULTS,
     load_topic_config,
     parse_config_items,
 )
-from kltool.storage.writer import create_topic
 
 
 def test_create_layout(kl, tmp_path):

@@ -1,5 +1,5 @@
 """kltool append: records from JSON lines, text lines or the command line, written as real batches
-(see kltool-append(1)). The work is done by :class:`kltool.storage.writer.Appender`."""
+(see kltool-append(1)). The work is done by :class:`kltool.storage.appender.Appender`."""
 
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ def command(out, logdir, topic, partition, input_path, fmt, key_separator, key_o
     or text lines (--format text, --key-separator), or one record from --key/--value.
     The whole input is read and checked before anything is written.
     """
-    from ..storage.writer import Appender, AppendOptions
+    from ..storage.appender import Appender, AppendOptions
 
     single = key_opt is not None or value_opt is not None or bool(header_opts) or timestamp_opt is not None
     if single and input_path != "-":

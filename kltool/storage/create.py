@@ -1,0 +1,156 @@
+"""``kltool create``: a topic's partition directories with ``partition.metadata``, the way a broker
+creates them (settings kept in ``kltool-topics.json``)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import BrokerLockHeld, CorruptDataError, UsageError
+from ..format.topics import parse_partition_dir_name, validate_topic
+from .appender import topic_partition_dirs
+from .fsutil import LOCK_FILE_NAME, BrokerLock, atomic_write, fsync_dir, lock_holder_present
+from .segment import filename_prefix
+from .topic_config import load_topic_entry
+from .writer import LEADER_EPOCH_FILE
+
+__all__ = ["create_topic", "CreateResult", "COLLISION_WARNING"]
+
+# ------------------------------------------------------------------------------------------------ create
+
+
+@dataclass
+class CreateResult:
+    topic: str
+    topic_id: str
+    logdir: Path
+    existed: bool  # the topic had partition directories before
+    partitions_before: int
+    partitions: int  # the topic's partition count afterwards
+    created: list[Path]  # partition directories created (or, in a dry run, to create)
+    config: dict[str, str]  # the settings stored for the topic afterwards (overrides only)
+    config_changed: bool
+    warnings: list[str]
+    dry_run: bool
+
+
+COLLISION_WARNING = ("topic names with a period ('.') or underscore ('_') could collide in Kafka's metric names; "
+                     "to avoid issues it is best to use either, but not both")
+
+
+def _topics_in(logdir: Path) -> set[str]:
+    out = set()
+    try:
+        names = os.listdir(logdir)
+    except FileNotFoundError:
+        return out
+    for name in names:
+        try:
+            t, _p, kind, _u = parse_partition_dir_name(name)
+        except CorruptDataError:
+            continue
+        if kind is None and (logdir / name).is_dir():
+            out.add(t)
+    return out
+
+
+def _existing_topic_id(dirs: dict[int, Path]) -> str | None:
+    from ..format.checkpoints import parse_partition_metadata
+
+    for _p, path in sorted(dirs.items()):
+        pm = path / "partition.metadata"
+        try:
+            return parse_partition_metadata(pm.read_text(encoding="utf-8"))[1]
+        except FileNotFoundError:
+            continue
+        except (UnicodeDecodeError, CorruptDataError) as e:
+            raise CorruptDataError(getattr(e, "message", str(e)), path=pm) from None
+    return None
+
+
+def create_topic(logdir, topic: str, partitions: int, *, config: dict[str, str] | None = None,
+                 if_not_exists: bool = False, topic_id: str | None = None, dry_run: bool = False) -> CreateResult:
+    """Create ``topic`` with ``partitions`` partition directories in ``logdir`` (made if missing), or add
+    partitions to an existing topic when ``partitions`` is larger than its count. Each new directory gets
+    what a broker leaves in a new, never-written partition after a clean shutdown: an empty
+    ``00000000000000000000.log`` with empty ``.index``/``.timeindex``, an empty ``leader-epoch-checkpoint``
+    and ``partition.metadata`` (``version: 0`` + the topic id, written last). ``config`` (validated
+    settings) is merged into ``kltool-topics.json`` (see :mod:`kltool.storage.topic_config`)."""
+    from ..format.checkpoints import encode_partition_metadata, new_topic_id, uuid_from_string
+    from ..format.topics import CLUSTER_METADATA_TOPIC_NAME, has_collision, has_collision_chars
+    from .topic_config import save_topic_entry
+
+    logdir = Path(logdir)
+    validate_topic(topic)
+    if topic == CLUSTER_METADATA_TOPIC_NAME:
+        raise UsageError(f"{topic} is the KRaft metadata log, not a topic")
+    if partitions < 1:
+        raise UsageError("--partitions must be at least 1")
+    if topic_id is not None:
+        try:
+            uuid_from_string(topic_id)
+            encode_partition_metadata(topic_id)
+        except ValueError as e:
+            raise UsageError(f"invalid topic id {topic_id!r}: {e}") from None
+    config = dict(config or {})
+    warnings = [COLLISION_WARNING] if has_collision_chars(topic) else []
+    if logdir.exists() and not logdir.is_dir():
+        raise UsageError("not a directory", path=logdir)
+    is_new = not logdir.exists() or not any(logdir.iterdir())
+    lock = None
+    if dry_run:
+        if logdir.exists() and lock_holder_present(logdir):
+            raise BrokerLockHeld(f"a running broker holds {logdir / LOCK_FILE_NAME}; stop it first",
+                                 path=logdir / LOCK_FILE_NAME)
+    else:
+        logdir.mkdir(parents=True, exist_ok=True)
+        lock = BrokerLock(logdir, create=True if is_new else None).acquire()
+    try:
+        for other in sorted(_topics_in(logdir)):
+            if other != topic and has_collision(topic, other):
+                raise UsageError(f"Topic '{topic}' collides with existing topic: {other}", path=logdir)
+        dirs = topic_partition_dirs(logdir, topic) if logdir.exists() else {}
+        entry = (load_topic_entry(logdir, topic) if logdir.exists() else None) or {}
+        stored = dict(entry.get("config", {}))
+        before = max(dirs) + 1 if dirs else 0
+        existed = bool(dirs)
+        tid = _existing_topic_id(dirs) if dirs else None
+        if tid is not None and topic_id is not None and tid != topic_id:
+            raise UsageError(f"topic {topic} already has topic id {tid}, not {topic_id}")
+        tid = tid or topic_id or entry.get("topic_id") or new_topic_id()
+        if existed and partitions <= before:
+            if not if_not_exists:
+                if partitions < before:
+                    raise UsageError(f"The number of partitions for a topic can only be increased. Topic {topic} "
+                                     f"currently has {before} partitions, {partitions} would not be an increase.")
+                raise UsageError(f"Topic '{topic}' already exists (use --if-not-exists to accept that, or a "
+                                 f"larger --partitions to add partitions).")
+            new = []
+        else:
+            new = [logdir / f"{topic}-{p}" for p in range(before, partitions)]
+        merged = {**stored, **config}
+        result = CreateResult(topic, tid, logdir, existed, before, max(partitions, before), new, merged,
+                              merged != stored, warnings, dry_run)
+        if dry_run:
+            return result
+        meta = encode_partition_metadata(tid)
+        seg = filename_prefix(0)
+        for d in new:
+            d.mkdir()
+            for name in (f"{seg}.log", f"{seg}.index", f"{seg}.timeindex", LEADER_EPOCH_FILE):
+                fd = os.open(d / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            atomic_write(d / "partition.metadata", meta)  # fsyncs the partition directory too
+        if new:
+            fsync_dir(logdir)
+        if new or merged != stored:
+            save_topic_entry(logdir, topic, partitions=max(partitions, before, int(entry.get("partitions") or 0)),
+                             topic_id=tid, config=config)
+        return result
+    finally:
+        if lock is not None:
+            lock.release()

@@ -217,10 +217,13 @@ class Dumper:
                                      size=cols.sizes[i], batch_offset=h.base_offset, topic=self.topic,
                                      partition=self.partition, control=ctrl, decoded=decoded, decode_error=derr))
             else:
-                if self.skip_metadata:  # kafka-dump-log --skip-record-metadata: "| key: K payload: V"
-                    parts = ["|"]
+                if self.skip_metadata:
+                    # kafka-dump-log --skip-record-metadata, quirks included: "| key: K payload: V", but
+                    # " payload: V" without the "|" when the key is null, and an empty line for a control record
                     if ctrl is not None:
+                        out.line("")
                         continue
+                    parts = ["|"] if key is not None else []
                 else:
                     parts = [f"| offset: {off} {TS_NAMES[h.timestamp_type]}: {ts} "
                              f"keySize: {-1 if key is None else len(key)} valueSize: {-1 if val is None else len(val)}"]
@@ -238,7 +241,7 @@ class Dumper:
                     parts.append(f" decoded: {_json.dumps(decoded, separators=(',', ':'))}" if derr is None
                                  else f" decode_error: {derr}")
                 elif self.payload:
-                    if hdrs:
+                    if hdrs and not self.skip_metadata:
                         parts.append(" headers: [" + ", ".join(f"{text_bytes(k)}={text_bytes(v, enc)}"
                                                                for k, v in hdrs) + "]")
                     if key is not None:

@@ -571,3 +571,13 @@ def test_a_non_kafka_file_alone_is_exit_2(kl, name):
 
     r = kl(name, ROOT / "README.md")
     assert r.code == 2 and "README.md" in r.err and r.out == "", r
+
+
+def test_dot_paths_inside_a_partition_directory(kl, monkeypatch):
+    monkeypatch.chdir(DEBUG0)
+    v = kl("--json", "verify", ".")
+    assert v.code == 0 and v.json()[-1]["partitions"] == 1, v
+    i = kl("--json", "info", "00000000000000000000.log")
+    assert i.code == 0 and [d["log_end_offset"] for d in i.json() if d["type"] == "partition"] == [40], i
+    up = kl("--json", "info", "..")
+    assert up.code == 0 and up.json()[-1]["partitions"] == 52

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import click
 
 from ..errors import UsageError
@@ -37,7 +40,7 @@ def partitions_of_files(out, sel, command: str):
         return sel
     seen = {p.path for p in sel.partitions}
     for f in sel.files:
-        d = f.parent
+        d = f.parent if f.parent.name else Path(os.path.abspath(f.parent))
         if _partition_name(d.resolve().name) is None:
             raise UsageError(f"{command} works per partition and this file is not in a partition directory "
                              f"(kltool dump and verify read single files)", path=f)

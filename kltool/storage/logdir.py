@@ -167,6 +167,8 @@ def open_path(path, *, max_depth: int = 4) -> Selection:
         return Selection(files=[path])
     if not os.access(path, os.R_OK | os.X_OK):
         raise PermissionError(13, "permission denied", str(path))
+    if path.name in ("", ".."):  # "." or "..": the directory's own name says whether it is a partition
+        path = Path(os.path.abspath(path))
     if looks_like_partition_dir(path) or (_partition_name(path.name) is not None and not is_log_dir(path)
                                           and not any(path.iterdir())):
         return Selection(partitions=[open_partition(path)])

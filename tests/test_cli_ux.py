@@ -231,6 +231,8 @@ def test_dump_to_time_stops_at_the_first_later_record(kl):
     assert len(batches) == 2, r.out  # no header of a later batch without its records
     rb = kl("dump", "--to-time", "1700000003000", V2)
     assert [ln.split()[1] for ln in rb.out.splitlines() if ln.startswith("baseOffset:")] == ["0", "3"]
+    early = kl("dump", "--records", "--to-time", "0", V2)
+    assert early.code == 0 and "baseOffset" not in early.out  # the first record is already later
     js = kl("--json", "dump", "--records", "--to-time", "2023-11-14T22:13:21Z", V2_LOG).json()
     assert [d["offset"] for d in js if d["type"] == "record"] == [0, 1, 2]
 
@@ -358,7 +360,7 @@ def test_dump_kcat_format_escapes_headers_and_no_control_records(kl):
     assert h.out.splitlines()[0] == "app.name=IntellijKafkaPlugin"
 
 
-@pytest.mark.parametrize("fmt,msg", [("%Z", "unknown token %Z"), ("%R", "%R")])
+@pytest.mark.parametrize("fmt,msg", [("%Z", "unknown token %Z"), ("%R", "%R"), ("", "empty")])
 def test_dump_kcat_format_bad_tokens(kl, fmt, msg):
     r = kl("dump", "--format", fmt, V2)
     assert r.code == 2 and msg in r.err

@@ -177,6 +177,13 @@ class Dumper:
             self._emit_batch(h, file)
             self.emitted += 1
             return
+        if self.flt.to_time is not None and cols is not None and h.magic > 0:
+            for i in range(len(cols)):  # --to-time: no header for a batch whose first record is past it
+                if self.flt.from_offset is None or cols.offsets[i] >= self.flt.from_offset:
+                    if cols.timestamps[i] > self.flt.to_time:
+                        self.stopped = True
+                        return
+                    break
         if self.flt.key is None and self.fmt is None:
             self._emit_batch(h, file)
         if err is not None:
@@ -604,6 +611,8 @@ def command(out, paths, topic, partition_spec, records, from_offset, to_offset, 
         raise UsageError("give one decoder (--decoder or one of kafka-dump-log's --*-decoder options)")
     if chosen:
         decoder = chosen[0]
+    if fmt == "":
+        raise UsageError("--format is empty (e.g. '%k=%s\\n')")
     if fmt is not None and out.json_mode:
         raise UsageError("--format and --json are two output formats: give one")
     # kafka-dump-log: --print-data-log and the decoders imply --deep-iteration; --deep-iteration alone

@@ -1,30 +1,50 @@
 """kltool: read, verify, repair and write Apache Kafka log directories offline.
 
-The library API (every command is a thin wrapper over these):
+The library API (every command is a thin wrapper over these); start from :class:`Logs`:
 
 >>> import kltool
->>> ld = kltool.open_path("/var/lib/kafka/data")          # a log dir, a partition dir or files
->>> for p in ld.partitions: print(p.name, p.log_end_offset())
+>>> logs = kltool.Logs("/var/lib/kafka/data")      # a log dir, partition dirs, a tree of log dirs
+>>> logs.verify().clean                            # kltool verify
+>>> logs.repair(dry_run=True).plan.actions         # kltool verify --repair --dry-run
+>>> logs.retention(retention_ms=7 * 86400_000)     # kltool retention --dry-run (a plan)
+>>> for r in logs.records(topic="orders", from_offset=100): ...
+
+Lower down: ``open_path``/``open_log_dir``/``open_partition`` give the storage objects (``LogDir``,
+``Partition``, ``Segment``), ``walk`` the batch walker, ``decode_records`` a batch's records. Every
+error a caller can cause is a :class:`KltoolError`. ``dir(kltool)`` lists all of it; importing kltool
+loads none of it until first use.
 """
 
 __version__ = "0.1.0"
 
+# name -> module that defines it (imported on first use: `import kltool` stays cheap)
+_EXPORTS = {
+    "Logs": "api", "VerifyReport": "api",
+    "KltoolError": "errors", "CorruptDataError": "errors", "UsageError": "errors", "PathNotFound": "errors",
+    "PathNotReadable": "errors", "BrokerLockHeld": "errors", "UnsafeOperation": "errors",
+    "open_path": "storage.logdir", "open_paths": "storage.logdir", "open_log_dir": "storage.logdir",
+    "open_partition": "storage.logdir", "LogDir": "storage.logdir", "Selection": "storage.logdir",
+    "Partition": "storage.partition", "Segment": "storage.segment", "walk": "storage.scan",
+    "Damage": "storage.scan", "records": "storage.read", "RecordFilter": "storage.read",
+    "LogRecord": "storage.read",
+    "create_topic": "storage.create", "Appender": "storage.appender", "AppendOptions": "storage.appender",
+    "PartitionWriter": "storage.writer",
+    "decode_records": "format", "parse_header": "format", "build_batch": "format",
+}
 
-_STORAGE = ("open_path", "open_paths", "open_log_dir", "open_partition", "LogDir", "Partition", "Segment", "walk")
-_WRITER = {"create_topic": "create", "Appender": "appender", "AppendOptions": "appender", "PartitionWriter": "writer"}
+__all__ = ["__version__", *_EXPORTS]
 
 
-def __getattr__(name):  # lazy re-exports keep `import kltool` cheap
-    if name in _STORAGE:
-        from . import storage
+def __getattr__(name):
+    mod = _EXPORTS.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'kltool' has no attribute {name!r}")
+    import importlib
 
-        return getattr(storage, name)
-    if name in _WRITER:
-        import importlib
+    value = getattr(importlib.import_module(f".{mod}", __name__), name)
+    globals()[name] = value  # the next lookup is a plain attribute
+    return value
 
-        return getattr(importlib.import_module(f".storage.{_WRITER[name]}", __name__), name)
-    if name in ("decode_records", "parse_header", "build_batch"):
-        from . import format as _format
 
-        return getattr(_format, name)
-    raise AttributeError(name)
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import errno as _errno
+
+__all__ = ["KltoolError", "CorruptDataError", "UsageError", "PathNotFound", "PathNotReadable", "BrokerLockHeld",
+           "UnsafeOperation"]
+
 
 class KltoolError(Exception):
     """Base class: a one-line message naming the file and byte position."""
@@ -35,6 +40,22 @@ class CorruptDataError(KltoolError):
 
 class UsageError(KltoolError):
     """Bad arguments or a path that is not what the command needs."""
+
+
+class PathNotFound(UsageError, FileNotFoundError):
+    """A path that does not exist (also a FileNotFoundError, for code that catches that)."""
+
+    def __init__(self, path):
+        super().__init__("no such file or directory", path=path)
+        self.errno, self.strerror, self.filename = _errno.ENOENT, "no such file or directory", str(path)
+
+
+class PathNotReadable(UsageError, PermissionError):
+    """A path kltool may not read (also a PermissionError)."""
+
+    def __init__(self, path):
+        super().__init__("permission denied", path=path)
+        self.errno, self.strerror, self.filename = _errno.EACCES, "permission denied", str(path)
 
 
 class BrokerLockHeld(KltoolError):

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import CorruptDataError, UsageError
+from ..errors import CorruptDataError, PathNotFound, PathNotReadable, UsageError
 from .partition import KRAFT_SNAPSHOT, SEGMENT_FILE, Partition
 
 ROOT_CHECKPOINTS = (
@@ -143,12 +143,27 @@ class Selection:
         self.files.extend(f for f in other.files if f not in self.files)
 
 
+def _existing_dir(path) -> Path:
+    """``path`` as a Path when it is a readable directory, else the typed error."""
+    path = Path(path)
+    if not path.exists():
+        raise PathNotFound(path)
+    if not path.is_dir():
+        raise UsageError("not a directory", path=path)
+    if not os.access(path, os.R_OK | os.X_OK):
+        raise PathNotReadable(path)
+    return path
+
+
 def open_log_dir(path) -> LogDir:
-    return LogDir(path)
+    """A log dir (one ``log.dirs`` entry). Raises :class:`~kltool.errors.PathNotFound` (a UsageError)
+    for a missing path."""
+    return LogDir(_existing_dir(path))
 
 
 def open_partition(path) -> Partition:
-    path = Path(path)
+    """A partition directory (``topic-N``), inside its log dir when its parent is one."""
+    path = _existing_dir(path)
     parent = path.parent
     ld = LogDir(parent) if is_log_dir(parent) else None
     if ld is not None:
@@ -159,14 +174,16 @@ def open_partition(path) -> Partition:
 
 
 def open_path(path, *, max_depth: int = 4) -> Selection:
-    """Resolve one PATH argument. Raises UsageError for something that is not Kafka data."""
+    """Resolve one PATH argument. Raises UsageError for something that is not Kafka data
+    (:class:`~kltool.errors.PathNotFound`, :class:`~kltool.errors.PathNotReadable` for a path that is
+    missing or may not be read)."""
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(2, "no such file or directory", str(path))
+        raise PathNotFound(path)
     if path.is_file():
         return Selection(files=[path])
     if not os.access(path, os.R_OK | os.X_OK):
-        raise PermissionError(13, "permission denied", str(path))
+        raise PathNotReadable(path)
     if path.name in ("", ".."):  # "." or "..": the directory's own name says whether it is a partition
         path = Path(os.path.abspath(path))
     if looks_like_partition_dir(path) or (_partition_name(path.name) is not None and not is_log_dir(path)

@@ -186,6 +186,20 @@ def _read_json_blocks(stream, appender, source: str, partition: int | None, prog
     results and error messages are the reference's); runs of plain records that go to the partition
     of the record before them are queued in one call (:meth:`Appender.add_run`), the others by
     :meth:`Appender.add`. Returns the number of skipped lines."""
+    import gc
+
+    # Millions of short-lived tuples and no reference cycles: the cyclic GC's passes over them would
+    # cost a quarter of the parse, so it waits until the input is read.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _read_json_blocks_1(stream, appender, source, partition, prog)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _read_json_blocks_1(stream, appender, source: str, partition: int | None, prog) -> int:
     parse = speedups.C.parse_json_lines
     add = appender.add
     add_run = appender.add_run
@@ -196,14 +210,15 @@ def _read_json_blocks(stream, appender, source: str, partition: int | None, prog
     while True:
         chunk = stream.read(1 << 20)
         if chunk:
-            data = rest + chunk if rest else chunk
-            cut = data.rfind(b"\n") + 1
-            block, rest = data[:cut], data[cut:]
+            block = rest + chunk if rest else chunk
+            cut = block.rfind(b"\n") + 1
+            rest = block[cut:]
         else:
             block, rest = rest, b""
-        if block:
-            items, deferred = parse(block, SKIP)
-            raws = block.split(b"\n") if deferred else None
+            cut = len(block)
+        if cut:
+            items, deferred = parse(block, SKIP, cut)
+            raws = block[:cut].split(b"\n") if deferred else None
             k = 0
             n = len(items)
             while k < n:
@@ -227,7 +242,7 @@ def _read_json_blocks(stream, appender, source: str, partition: int | None, prog
                 key, value, headers, ts, part = rec
                 last = add(key, value, headers, ts, partition if partition is not None else part, line=lineno + k)
             lineno += n
-            prog.advance(len(block))
+            prog.advance(cut)
         if not chunk:
             return skipped
 

@@ -86,9 +86,9 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.option("--json", "json_mode", is_flag=True, help="Print JSON lines on stdout (stable schema, version 1).")
-@click.option("--quiet", "-q", is_flag=True, help="No progress or info messages on stderr.")
-@click.option("--no-color", is_flag=True, help="No colours (also: the NO_COLOR environment variable).")
+@click.option("--json", "json_mode", is_flag=True, help=GLOBAL_OPTIONS[0][3])
+@click.option("--quiet", "-q", is_flag=True, help=GLOBAL_OPTIONS[1][3])
+@click.option("--no-color", is_flag=True, help=GLOBAL_OPTIONS[2][3])
 @click.version_option(__version__, prog_name="kltool")
 @click.pass_context
 def cli(ctx, json_mode, quiet, no_color):

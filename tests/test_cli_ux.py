@@ -299,8 +299,10 @@ def test_kafka_dump_log_deep_iteration_and_skip_record_metadata(kl):
     recs = [ln for ln in lines if ln.startswith("|")]
     assert recs[0] == "| key: k0 payload: v0" and all("offset:" not in ln for ln in recs)
     assert " payload: no-key" in lines  # Kafka's quirk: no "|" when the key is null
-    txn = kl("dump", "--skip-record-metadata", FIXTURES / "java-oracle" / "v2-txn-0").out.splitlines()
+    txn = kl("dump", "--print-data-log", "--skip-record-metadata", FIXTURES / "java-oracle" / "v2-txn-0").out.splitlines()
     assert "" in txn and not any("endTxnMarker" in ln for ln in txn)  # a control record: an empty line
+    shallow = kl("dump", "--skip-record-metadata", V2_LOG).out  # as in Kafka: alone it is still shallow
+    assert "|" not in shallow and "baseOffset: 0" in shallow
 
 
 def test_kafka_dump_log_decoder_flags(kl):

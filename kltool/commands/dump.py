@@ -618,7 +618,7 @@ def command(out, paths, topic, partition_spec, records, from_offset, to_offset, 
     # kafka-dump-log: --print-data-log and the decoders imply --deep-iteration; --deep-iteration alone
     # prints record lines without key and payload
     payload = not deep_iteration or print_data_log or bool(chosen) or records
-    records = records or print_data_log or deep_iteration or skip_record_metadata or bool(chosen) or fmt is not None
+    records = records or print_data_log or deep_iteration or bool(chosen) or fmt is not None
     tail = None
     if from_offset is not None and from_offset < 0:
         tail, from_offset = -from_offset, None

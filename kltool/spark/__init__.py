@@ -34,11 +34,12 @@ class SparkUnavailable(KltoolError):
     """Spark (or Java, or pyspark) cannot be started."""
 
 
-def register(spark) -> None:
-    """Make ``spark.read.format("kafka-log")`` available in ``spark``."""
+def register(spark, *, pushdown: bool = False) -> None:
+    """Make ``spark.read.format("kafka-log")`` available in ``spark`` (``pushdown``: see
+    :func:`kltool.spark.datasource.register`)."""
     from .datasource import register as _register
 
-    _register(spark)
+    _register(spark, pushdown=pushdown)
 
 
 def _check_java() -> None:
@@ -76,11 +77,12 @@ def _is_local_master(master: str) -> bool:
 
 
 def session(master: str = "local[*]", app_name: str = "kltool", *, quiet: bool = True, conf: dict | None = None,
-            jvm_log: bool | str = False, ship: bool = False):
+            jvm_log: bool | str = False, ship: bool = False, pushdown: bool = True):
     """A SparkSession for kltool: Python workers run this interpreter (unless ``PYSPARK_PYTHON`` or
     ``spark.pyspark.python`` says otherwise: a user's choice is kept), Spark logs only errors (on
-    stderr), no UI, few shuffle partitions, Python data source filter pushdown on, and ``kafka-log``
-    registered. ``conf`` entries (``--conf k=v``) are applied last and win.
+    stderr), no UI, few shuffle partitions, and ``kafka-log`` registered with filter pushdown
+    (``pushdown``; with pyspark 4.3.0 load a DataFrame per filtered query, see
+    :func:`kltool.spark.datasource.register`). ``conf`` entries (``--conf k=v``) are applied last and win.
 
     ``ship`` sends kltool itself to the executors (:func:`ship_kltool`), for clusters whose Python
     does not have kltool installed.
@@ -103,7 +105,7 @@ def session(master: str = "local[*]", app_name: str = "kltool", *, quiet: bool =
          .config("spark.ui.showConsoleProgress", "false")
          .config("spark.sql.shuffle.partitions", "8")
          .config("spark.sql.session.timeZone", "UTC")
-         .config(PUSHDOWN_CONF, "true"))
+         .config(PUSHDOWN_CONF, "true" if pushdown else "false"))
     if not os.environ.get("PYSPARK_PYTHON") and "spark.pyspark.python" not in conf:
         # Workers run this interpreter (it has kltool, pyarrow and the same pyspark); on a cluster
         # whose nodes keep Python elsewhere, set PYSPARK_PYTHON or --conf spark.pyspark.python.
@@ -150,7 +152,7 @@ def session(master: str = "local[*]", app_name: str = "kltool", *, quiet: bool =
         spark.sparkContext.setLogLevel("ERROR")
     if ship:
         ship_kltool(spark)
-    register(spark)
+    register(spark, pushdown=pushdown)
     return spark
 
 

@@ -208,13 +208,129 @@ def _selection(opts):
     return partitions, sel.files
 
 
-def plan_segments(opts) -> list[SegmentRead]:
-    """The segments to read, each with its offset range, in (topic, partition, offset) order."""
+@dataclass
+class Pushed:
+    """What the pushed-down filters allow (an AND of them): used to read less, never to answer.
+    Spark evaluates every filter again on the rows (they are all handed back as "partially pushed"),
+    so pruning here only has to keep every row that could match."""
+
+    topics: set | None = None
+    partitions: set | None = None
+    partition_min: int | None = None
+    partition_max: int | None = None
+    offset_min: int | None = None  # inclusive
+    offset_end: int | None = None  # exclusive
+    time_min: int | None = None  # epoch ms, inclusive
+
+    def empty(self) -> bool:
+        return all(v is None for v in vars(self).values())
+
+    def wants(self, topic, partition) -> bool:
+        if self.topics is not None and topic not in self.topics:
+            return False
+        if partition is None:
+            return self.partitions is None and self.partition_min is None and self.partition_max is None
+        if self.partitions is not None and partition not in self.partitions:
+            return False
+        if self.partition_min is not None and partition < self.partition_min:
+            return False
+        return self.partition_max is None or partition <= self.partition_max
+
+
+def _ms_ceil(v) -> int | None:
+    """A pushed timestamp value (datetime; naive ones are local time, as pyspark makes them) as the
+    smallest epoch ms >= it."""
+    import datetime as dt
+
+    if not isinstance(v, dt.datetime):
+        return None
+    if v.tzinfo is None:
+        v = v.astimezone()  # pyspark's naive datetimes are local time
+    delta = v - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+    us = (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
+    return -(-us // 1000)
+
+
+def _push(pushed: Pushed, f) -> None:
+    """Narrow ``pushed`` by one filter on topic, partition, offset or timestamp (others: ignored)."""
+    from pyspark.sql import datasource as sds
+
+    attr = getattr(f, "attribute", None)
+    if not attr or len(attr) != 1:
+        return
+    col = attr[0].lower()
+    kind = type(f).__name__
+    if kind not in ("EqualTo", "EqualNullSafe", "GreaterThan", "GreaterThanOrEqual", "LessThan",
+                    "LessThanOrEqual", "In"):
+        return
+    values = list(f.value) if isinstance(f, sds.In) else [f.value]
+    if any(v is None for v in values) or not values:
+        return
+    if col == "topic":
+        if kind in ("EqualTo", "EqualNullSafe", "In") and all(isinstance(v, str) for v in values):
+            pushed.topics = set(values) if pushed.topics is None else pushed.topics & set(values)
+        return
+    if col == "timestamp":
+        ms = [_ms_ceil(v) for v in values]
+        if any(m is None for m in ms):
+            return
+        if kind == "GreaterThan":  # ts > v: ms*1000 > v_us
+            lo = _ms_ceil(values[0] + __import__("datetime").timedelta(microseconds=1))
+        elif kind in ("GreaterThanOrEqual", "EqualTo", "EqualNullSafe", "In"):
+            lo = min(ms)
+        else:
+            return  # an upper time bound: timestamps are not ordered by offset, nothing to cut
+        pushed.time_min = lo if pushed.time_min is None else max(pushed.time_min, lo)
+        return
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return
+    lo = hi = None  # [lo, hi] inclusive
+    if kind in ("EqualTo", "EqualNullSafe", "In"):
+        lo, hi = min(values), max(values)
+    elif kind == "GreaterThan":
+        lo = values[0] + 1
+    elif kind == "GreaterThanOrEqual":
+        lo = values[0]
+    elif kind == "LessThan":
+        hi = values[0] - 1
+    else:
+        hi = values[0]
+    if col == "partition":
+        if kind in ("EqualTo", "EqualNullSafe", "In"):
+            pushed.partitions = set(values) if pushed.partitions is None else pushed.partitions & set(values)
+        if lo is not None:
+            pushed.partition_min = lo if pushed.partition_min is None else max(pushed.partition_min, lo)
+        if hi is not None:
+            pushed.partition_max = hi if pushed.partition_max is None else min(pushed.partition_max, hi)
+    elif col == "offset":
+        if lo is not None:
+            pushed.offset_min = lo if pushed.offset_min is None else max(pushed.offset_min, lo)
+        if hi is not None:
+            pushed.offset_end = hi + 1 if pushed.offset_end is None else min(pushed.offset_end, hi + 1)
+
+
+def plan_segments(opts, pushed: Pushed | None = None) -> list[SegmentRead]:
+    """The segments to read, each with its offset range, in (topic, partition, offset) order;
+    ``pushed`` (filters pushed down by Spark) narrows partitions and offset ranges through the
+    indexes, as the equivalent options would."""
     from ..storage.files import classify
 
     opts = normalize_options(opts)
     records = (opts.get("level") or "records").lower() == "records"
     partitions, files = _selection(opts)
+    if pushed is not None and not pushed.empty():
+        partitions = [p for p in partitions if pushed.wants(p.topic, p.partition)]
+        if records:
+            opts = dict(opts)
+            if pushed.offset_min is not None:
+                g = _int(opts, "startingoffset")
+                opts["startingoffset"] = str(pushed.offset_min if g is None else max(g, pushed.offset_min))
+            if pushed.offset_end is not None:
+                g = _int(opts, "endingoffset")
+                opts["endingoffset"] = str(pushed.offset_end if g is None else min(g, pushed.offset_end))
+            if pushed.time_min is not None:
+                g = _int(opts, "startingtimestamp")
+                opts["startingtimestamp"] = str(pushed.time_min if g is None else max(g, pushed.time_min))
     g_start, g_end = _int(opts, "startingoffset"), _int(opts, "endingoffset")
     m_start = _spark_offsets(opts.get("startingoffsets"), "startingOffsets")
     m_end = _spark_offsets(opts.get("endingoffsets"), "endingOffsets")
@@ -239,6 +355,10 @@ def plan_segments(opts) -> list[SegmentRead]:
                 continue
             hit = offset_for_time(p, ts)
             v = p.log_end_offset() if hit is None else hit[0]
+            if hit is None and is_start:
+                v = None
+                start, end = 0, 0  # no record at or after ts: nothing to read here
+                break
             if is_start:
                 start = v if start is None else max(start, v)
             else:
@@ -269,6 +389,8 @@ def plan_segments(opts) -> list[SegmentRead]:
             topic, part, _k, _u = parse_partition_dir_name(f.parent.name)
         except CorruptDataError:  # a lone file outside a partition directory
             pass
+        if pushed is not None and not pushed.wants(topic, part):
+            continue
         out.append(SegmentRead(str(f), topic, part, base, g_start, g_end, f.stat().st_size, str(f.parent)))
     return out
 
@@ -329,19 +451,23 @@ class _RecordChunk:
     def __len__(self):
         return len(self.offsets)
 
-    def to_arrow(self, topic: str | None, partition: int | None) -> pa.RecordBatch:
+    def to_arrow(self, topic: str | None, partition: int | None, columns: list[str] | None = None) -> pa.RecordBatch:
+        """The chunk as a RecordBatch of ``columns`` (default: all of Spark's Kafka-source schema)."""
         n = len(self.offsets)
-        ts = pc.multiply_checked(pa.array(self.timestamps, pa.int64()), 1000).cast(_TS)
-        return pa.RecordBatch.from_arrays([
-            pa.array(self.keys, pa.binary()),
-            pa.array(self.values, pa.binary()),
-            pa.repeat(pa.scalar(topic, pa.string()), n),
-            pa.repeat(pa.scalar(partition, pa.int32()), n),
-            pa.array(self.offsets, pa.int64()),
-            ts,
-            pa.array(self.types, pa.int32()),
-            self._headers(n) if self.h_rows else pa.nulls(n, _HEADERS),
-        ], schema=ARROW_RECORD_SCHEMA)
+        make = {
+            "key": lambda: pa.array(self.keys, pa.binary()),
+            "value": lambda: pa.array(self.values, pa.binary()),
+            "topic": lambda: pa.repeat(pa.scalar(topic, pa.string()), n),
+            "partition": lambda: pa.repeat(pa.scalar(partition, pa.int32()), n),
+            "offset": lambda: pa.array(self.offsets, pa.int64()),
+            "timestamp": lambda: pc.multiply_checked(pa.array(self.timestamps, pa.int64()), 1000).cast(_TS),
+            "timestampType": lambda: pa.array(self.types, pa.int32()),
+            "headers": lambda: self._headers(n) if self.h_rows else pa.nulls(n, _HEADERS),
+        }
+        if columns is None:
+            return pa.RecordBatch.from_arrays([make[f.name]() for f in ARROW_RECORD_SCHEMA], schema=ARROW_RECORD_SCHEMA)
+        schema = pa.schema([ARROW_RECORD_SCHEMA.field(c) for c in columns])
+        return pa.RecordBatch.from_arrays([make[c]() for c in columns], schema=schema)
 
     def _headers(self, n: int) -> pa.Array:
         """list<struct<key string, value binary>>: null except the rows in ``h_rows``."""
@@ -361,8 +487,11 @@ class _RecordChunk:
 
 
 def read_records(part: SegmentRead, *, include_control: bool = False, include_headers: bool = True,
-                 chunk_rows: int = 8192, chunk_bytes: int = 32 << 20):
-    """pyarrow.RecordBatches of the records of one segment in [part.start, part.end)."""
+                 chunk_rows: int = 8192, chunk_bytes: int = 32 << 20, columns: list[str] | None = None):
+    """pyarrow.RecordBatches of the records of one segment in [part.start, part.end); only
+    ``columns`` when given (keys, values and headers are not copied out when not asked for)."""
+    want_kv = columns is None or "key" in columns or "value" in columns
+    include_headers = include_headers and (columns is None or "headers" in columns)
     from ..errors import CorruptDataError
     from ..format import decode_records
     from ..storage.read import RecordFilter
@@ -411,8 +540,9 @@ def read_records(part: SegmentRead, *, include_control: bool = False, include_he
         row0 = len(chunk.offsets)
         chunk.offsets.extend(offs)
         chunk.timestamps.extend(tss)
-        chunk.keys.extend([None if s < 0 else buf[s:e] for s, e in zip(ks, ke, strict=True)])
-        chunk.values.extend([None if s < 0 else buf[s:e] for s, e in zip(vs, ve, strict=True)])
+        if want_kv:
+            chunk.keys.extend([None if s < 0 else buf[s:e] for s, e in zip(ks, ke, strict=True)])
+            chunk.values.extend([None if s < 0 else buf[s:e] for s, e in zip(vs, ve, strict=True)])
         chunk.types.extend([tt_ids.get(h.timestamp_type, -1)] * n)
         if include_headers and any(hdrs):
             h_rows, h_lens, h_keys, h_values = chunk.h_rows, chunk.h_lens, chunk.h_keys, chunk.h_values
@@ -425,10 +555,10 @@ def read_records(part: SegmentRead, *, include_control: bool = False, include_he
                     h_values.append(None if c < 0 else buf[c:d])
         chunk.nbytes += len(buf)
         if len(chunk) >= chunk_rows or chunk.nbytes >= chunk_bytes:
-            yield chunk.to_arrow(part.topic, part.partition)
+            yield chunk.to_arrow(part.topic, part.partition, columns)
             chunk = _RecordChunk()
     if len(chunk):
-        yield chunk.to_arrow(part.topic, part.partition)
+        yield chunk.to_arrow(part.topic, part.partition, columns)
 
 
 def _path(p):
@@ -520,50 +650,83 @@ def read_segments(parts: list[SegmentRead]):
         }, schema=ARROW_SEGMENT_SCHEMA)
 
 
-def read_partition_rows(opts: dict, part: SegmentGroup | SegmentRead | list):
-    """What one DataFrame partition holds, for ``opts['level']`` (also usable without Spark)."""
+def _project(batches, columns):
+    for b in batches:
+        yield b if columns is None else b.select(columns)
+
+
+def read_partition_rows(opts: dict, part: SegmentGroup | SegmentRead | list, columns: list[str] | None = None):
+    """What one DataFrame partition holds, for ``opts['level']`` (also usable without Spark); only
+    ``columns`` (a narrower schema the user gave) when given."""
     opts = normalize_options(opts)
     level = (opts.get("level") or "records").lower()
     segs = part.value if isinstance(part, InputPartition) else part
     if isinstance(segs, SegmentRead):
         segs = [segs]
     if level == "segments":
-        yield from read_segments(segs)
+        yield from _project(read_segments(segs), columns)
         return
     for seg in segs:
         if level == "records":
             yield from read_records(seg, include_control=_bool(opts.get("includecontrol"), False),
                                     include_headers=_bool(opts.get("includeheaders"), True),
-                                    chunk_rows=_int(opts, "maxrecordsperbatch") or 8192)
+                                    chunk_rows=_int(opts, "maxrecordsperbatch") or 8192, columns=columns)
         elif level == "batches":
-            yield from read_batches(seg)
+            yield from _project(read_batches(seg), columns)
         else:
-            yield from read_damage(seg)
+            yield from _project(read_damage(seg), columns)
 
 
 # -- the Data Source -----------------------------------------------------------------------------
 
+ARROW_SCHEMAS = {"records": ARROW_RECORD_SCHEMA, "batches": ARROW_BATCH_SCHEMA, "damage": ARROW_DAMAGE_SCHEMA,
+                 "segments": ARROW_SEGMENT_SCHEMA}
+
+
 class KafkaLogReader(DataSourceReader):
-    def __init__(self, options: dict):
+    """Reads the planned segments; ``columns``: a narrower schema the user gave (``.schema(...)``)."""
+
+    default_min_partitions: int | None = None
+
+    def __init__(self, options: dict, columns: list[str] | None = None, default_min_partitions: int | None = None):
         self.options = options
+        self.columns = columns
+        self.pushed = Pushed()
+        self.default_min_partitions = default_min_partitions
 
     def partitions(self):
         opts = self.options
-        segs = plan_segments(opts)
+        segs = plan_segments(opts, self.pushed)
         if (opts.get("level") or "records").lower() == "segments" or not segs:
             return [SegmentGroup(segs)]  # Spark needs at least one partition
         max_bytes = _int(opts, "maxpartitionbytes")
         groups = group_segments(segs, max_bytes=128 << 20 if max_bytes is None else max_bytes,
                                 open_cost=_int(opts, "opencostinbytes") or 4 << 20,
-                                min_partitions=_int(opts, "minpartitions") or os.cpu_count() or 1)
+                                min_partitions=_int(opts, "minpartitions") or self.default_min_partitions
+                                or os.cpu_count() or 1)
         return [SegmentGroup(g) for g in groups]
 
     def read(self, partition):
-        return read_partition_rows(self.options, partition)
+        return read_partition_rows(self.options, partition, self.columns)
+
+
+class KafkaLogPushdownReader(KafkaLogReader):
+    """With filter pushdown (``spark.sql.python.filterPushdown.enabled``; pyspark refuses a reader
+    with ``pushFilters`` when it is off): predicates on topic, partition, offset and timestamp
+    (=, <, <=, >, >=, IN, BETWEEN) choose the partitions and the offset range to read, through the
+    offset and time indexes. Every filter is handed back to Spark, which checks it on the rows read."""
+
+    def pushFilters(self, filters):
+        for f in filters:
+            _push(self.pushed, f)
+            yield f
 
 
 class KafkaLogDataSource(DataSource):
     """``spark.read.format("kafka-log")``; see the module docstring for the options."""
+
+    pushdown = False
+    default_min_partitions: int | None = None
 
     def __init__(self, options):
         super().__init__(options)
@@ -582,11 +745,39 @@ class KafkaLogDataSource(DataSource):
         return SCHEMAS[(self.options.get("level") or "records").lower()]
 
     def reader(self, schema) -> DataSourceReader:
-        return KafkaLogReader(self.options)
+        level = (self.options.get("level") or "records").lower()
+        full = ARROW_SCHEMAS[level].names
+        names = list(schema.fieldNames()) if hasattr(schema, "fieldNames") else list(full)
+        unknown = [n for n in names if n not in full]
+        if unknown:
+            from ..errors import UsageError
+
+            raise UsageError(f"kafka-log (level {level}): no column {', '.join(unknown)}; "
+                             f"the columns are {', '.join(full)}")
+        columns = None if names == list(full) else names
+        cls = KafkaLogPushdownReader if self.pushdown else KafkaLogReader
+        return cls(self.options, columns, self.default_min_partitions)
 
 
-def register(spark) -> None:
-    """Make ``spark.read.format("kafka-log")`` available in this session, and turn on Python data
-    source filter pushdown (``spark.sql.python.filterPushdown.enabled``, a runtime SQL setting)."""
-    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
-    spark.dataSource.register(KafkaLogDataSource)
+class KafkaLogPushdownDataSource(KafkaLogDataSource):
+    pushdown = True
+
+
+def register(spark, *, pushdown: bool = False) -> None:
+    """Make ``spark.read.format("kafka-log")`` available in this session. With ``pushdown`` it also
+    turns on Python data source filter pushdown (``spark.sql.python.filterPushdown.enabled``, a
+    runtime SQL setting: pyspark refuses a reader that pushes filters while it is off).
+
+    Off by default in your own sessions because pyspark 4.3.0 keeps the plan of the first filtered
+    query on a DataFrame for its later scans: ``df.where("offset > 5").count(); df.count()`` then
+    counts only offsets > 5. With pushdown, load a DataFrame per query (kltool's reports do).
+    DataFrame partitions default to the cluster's ``defaultParallelism``, not the driver's CPUs."""
+    base = KafkaLogPushdownDataSource if pushdown else KafkaLogDataSource
+    if pushdown:
+        spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    try:
+        parallelism = int(spark.sparkContext.defaultParallelism)
+    except Exception:  # Spark Connect: no SparkContext
+        parallelism = None
+    cls = type(f"{base.__name__}ForSession", (base,), {"default_min_partitions": parallelism})
+    spark.dataSource.register(cls)

@@ -194,8 +194,9 @@ static uint32_t crc_sw(uint32_t crc, const unsigned char *p, size_t n) {
     return crc;
 }
 
-/* Multiplying a CRC state by x^(8*256) and x^(8*512) mod P: tables built at start-up, so that the three
+/* Multiplying a CRC state by x^(8*CRC_BLK) and x^(16*CRC_BLK) mod P: tables built at start-up, so that the three
  * streams above can be combined. shift_tab[w][k][b]: contribution of byte b at byte k of the state. */
+#define CRC_BLK 1024  /* bytes per stream in the three-stream loop */
 static uint32_t shift_tab[2][4][256];
 
 static uint32_t crc_shift_slow(uint32_t crc, size_t zeros) {
@@ -210,10 +211,18 @@ static uint32_t crc_shift_slow(uint32_t crc, size_t zeros) {
 }
 
 static void crc_init_shift(void) {
+    /* the shift is linear: the images of the 32 one-bit states give every table entry */
     for (int w = 0; w < 2; w++) {
-        size_t zeros = w ? 512 : 256;
+        size_t zeros = w ? 2 * CRC_BLK : CRC_BLK;
+        uint32_t basis[32];
+        for (int j = 0; j < 32; j++) basis[j] = crc_shift_slow((uint32_t)1 << j, zeros);
         for (int k = 0; k < 4; k++)
-            for (uint32_t b = 0; b < 256; b++) shift_tab[w][k][b] = crc_shift_slow(b << (8 * k), zeros);
+            for (uint32_t b = 0; b < 256; b++) {
+                uint32_t v = 0;
+                for (int j = 0; j < 8; j++)
+                    if (b & (1u << j)) v ^= basis[8 * k + j];
+                shift_tab[w][k][b] = v;
+            }
     }
 }
 
@@ -230,18 +239,17 @@ static uint32_t crc_hw(uint32_t crc, const unsigned char *p, size_t n) {
     uint64_t c = crc;
     while (n && ((uintptr_t)p & 7)) { c = _mm_crc32_u8((uint32_t)c, *p++); n--; }
     /* three independent streams hide the instruction's latency on large inputs */
-    while (n >= 3 * 256) {
+    while (n >= 3 * CRC_BLK) {
         uint64_t c1 = 0, c2 = 0;
-        const unsigned char *p1 = p + 256, *p2 = p + 512;
-        for (int i = 0; i < 256; i += 8) {
+        const unsigned char *p1 = p + CRC_BLK, *p2 = p + 2 * CRC_BLK;
+        for (int i = 0; i < CRC_BLK; i += 8) {
             uint64_t a, b, d;
             memcpy(&a, p + i, 8); memcpy(&b, p1 + i, 8); memcpy(&d, p2 + i, 8);
             c = _mm_crc32_u64(c, a); c1 = _mm_crc32_u64(c1, b); c2 = _mm_crc32_u64(c2, d);
         }
-        /* combine: shift c over 512 bytes and c1 over 256 bytes (software combine via zeros) */
-        /* crc(s, A||B||D) = shift(crc(s, A), 512) ^ shift(crc(0, B), 256) ^ crc(0, D) */
+        /* crc(s, A||B||D) = shift(crc(s, A), 2 BLK) ^ shift(crc(0, B), BLK) ^ crc(0, D) */
         c = kl_crc_shift((uint32_t)c, 1) ^ kl_crc_shift((uint32_t)c1, 0) ^ (uint32_t)c2;
-        p += 768; n -= 768;
+        p += 3 * CRC_BLK; n -= 3 * CRC_BLK;
     }
     while (n >= 8) { uint64_t w; memcpy(&w, p, 8); c = _mm_crc32_u64(c, w); p += 8; n -= 8; }
     while (n--) c = _mm_crc32_u8((uint32_t)c, *p++);

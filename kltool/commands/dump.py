@@ -6,6 +6,7 @@ import click
 
 from ..errors import CorruptDataError, UsageError
 from ..format import decode_records, speedups
+from ..format.batch import V2_OVERHEAD
 from ..format.records import CONTROL_IDS, BatchHeader
 from ..jsonl import record_json
 from ..output import _dumps, text_bytes
@@ -267,7 +268,7 @@ class Dumper:
             return False  # (--format, kafka-dump-log's record-line variants and --to-time's stop: the Python loop)
         if c is None or h.magic != 2 or h.is_control or h.count is None or h.count < 0 or self.decoder() is not None:
             return False
-        data = memoryview(h.data)[61:h.size]
+        data = memoryview(h.data)[V2_OVERHEAD:h.size]
         if h.compression != 0:
             from ..format.compression import decompress
 

@@ -1,4 +1,4 @@
-"""Record batch v2 (magic 2): header, CRC-32C, records, control records, and a builder (reference §2)."""
+"""Record batch v2 (magic 2): header, CRC-32C, records, control records, and a builder (Kafka's ``DefaultRecordBatch``, ``DefaultRecord``, ``ControlRecordType``)."""
 
 from __future__ import annotations
 
@@ -420,8 +420,3 @@ def build_end_txn_marker(*, offset: int, commit: bool, producer_id: int, produce
     rec = (0, timestamp, encode_control_key(1 if commit else 0), encode_end_txn_value(coordinator_epoch), ())
     return build_v2_batch([rec], base_offset=offset, producer_id=producer_id, producer_epoch=producer_epoch,
                           partition_leader_epoch=partition_leader_epoch, is_transactional=True, is_control=True)
-
-
-def set_base_offset(batch: bytearray, base_offset: int, position: int = 0) -> None:
-    """Rewrite a v2 batch's base offset in place (not covered by the CRC)."""
-    struct.pack_into(">q", batch, position, base_offset)

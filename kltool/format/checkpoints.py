@@ -1,4 +1,4 @@
-"""Text files in a log dir (reference §1.1, §1.3, §6.2): offset checkpoints, ``leader-epoch-checkpoint``,
+"""Text files in a log dir (``OffsetCheckpointFile``, ``LeaderEpochCheckpointFile``, ``PartitionMetadataFile``, ``MetaProperties``): offset checkpoints, ``leader-epoch-checkpoint``,
 ``partition.metadata``, ``meta.properties``, ``.kafka_cleanshutdown`` and ``quorum-state``.
 
 Parsers take ``str`` or UTF-8 ``bytes`` and follow Kafka's readers (``CheckpointFile``,

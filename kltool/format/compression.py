@@ -1,4 +1,5 @@
-"""Compression codecs exactly as Kafka writes and reads them (reference §4).
+"""Compression codecs exactly as Kafka writes and reads them (Kafka's ``CompressionType``,
+``KafkaLZ4BlockInputStream``, ``SnappyFactory``).
 
 * gzip: one RFC 1952 member on write; concatenated members accepted on read.
 * snappy: xerial framing (``\\x82SNAPPY\\0`` + versions + length-prefixed raw blocks) on write;

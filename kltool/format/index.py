@@ -1,4 +1,4 @@
-"""Codecs for ``N.index``, ``N.timeindex`` and ``N.txnindex`` (reference §5).
+"""Codecs for ``N.index``, ``N.timeindex`` and ``N.txnindex`` (Kafka's ``OffsetIndex``, ``TimeIndex``, ``TransactionIndex``).
 
 Pure functions over bytes-like objects. Offsets handed in and out are absolute
 (``base_offset + relative``), like Kafka's ``OffsetIndex``/``TimeIndex`` APIs.

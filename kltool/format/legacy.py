@@ -1,4 +1,4 @@
-"""Message format v0 and v1 (magic 0/1): CRC-32, compressed wrapper messages (reference §3)."""
+"""Message format v0 and v1 (magic 0/1): CRC-32, compressed wrapper messages (Kafka's ``LegacyRecord`` and ``AbstractLegacyRecordBatch``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Producer-state snapshot ``N.snapshot`` (reference §6.1, ``ProducerStateManager.readSnapshot/writeSnapshot``).
+"""Producer-state snapshot ``N.snapshot`` (``ProducerStateManager.readSnapshot/writeSnapshot``).
 
 Layout (big-endian): version int16 (= 1), crc uint32 = CRC-32C of bytes [6, end), entry count int32,
 then 46-byte entries: producerId int64, epoch int16, lastSequence int32, lastOffset int64,

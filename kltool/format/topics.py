@@ -1,4 +1,4 @@
-"""Topic names and partition directory names, by Kafka's rules (reference §1.2).
+"""Topic names and partition directory names, by Kafka's rules (``Topic.validate``, ``UnifiedLog.parseTopicPartitionName``).
 
 * ``Topic.validate`` / ``Topic.isValid`` (``clients/.../common/internals/Topic.java``): non-empty, not ``.``
   or ``..``, at most 249 characters, only ``[a-zA-Z0-9._-]``; messages are Kafka's.

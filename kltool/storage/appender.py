@@ -21,7 +21,13 @@ from pathlib import Path
 
 from ..errors import BrokerLockHeld, CorruptDataError, KltoolError, UsageError
 from ..format import build_batch, speedups
-from ..format.batch import build_end_txn_marker, build_v2_batch, encode_control_key, encode_end_txn_value
+from ..format.batch import (
+    V2_OVERHEAD,
+    build_end_txn_marker,
+    build_v2_batch,
+    encode_control_key,
+    encode_end_txn_value,
+)
 from ..format.compression import CODEC_IDS, NONE, ZSTD
 from ..format.partitioner import default_partition
 from ..format.records import LOG_OVERHEAD
@@ -207,7 +213,7 @@ class _Part:
 
 _TS_LIMIT = 2**63
 _RECORD_OVERHEAD_EST = {2: 11, 1: 34, 0: 26}  # bytes per record beyond key, value and headers
-_BATCH_OVERHEAD = {2: 61, 1: 0, 0: 0}
+_BATCH_OVERHEAD = {2: V2_OVERHEAD, 1: 0, 0: 0}
 
 
 class Appender:

@@ -1,4 +1,4 @@
-"""Safe file writes and the broker's ``.lock`` (reference §1.1, §11).
+"""Safe file writes and the broker's ``.lock`` (``LogManager.lockLogDirs``, ``FileLock``; ``Utils.atomicMoveWithFallback`` for the writes).
 
 * :func:`atomic_write`: temp file in the same directory, fsync, ``os.replace``, fsync the directory, so a
   crash leaves either the old or the new content (never a torn file).
@@ -32,7 +32,7 @@ LOCK_FILE_NAME = ".lock"  # LogManager.LockFileName
 TMP_SUFFIX = ".kltool-tmp"
 _CHUNK = 4 << 20
 
-# Files that only a Kafka log dir root holds (reference §1.1).
+# Files that only a Kafka log dir root holds (``LogManager``'s checkpoint files, ``meta.properties``).
 _ROOT_MARKERS = (
     "meta.properties", "recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
     "replication-offset-checkpoint", "cleaner-offset-checkpoint", ".kafka_cleanshutdown",
@@ -280,7 +280,7 @@ class BrokerLock:
     def __del__(self):
         try:
             self.release()
-        except Exception:
+        except OSError:
             pass
 
 

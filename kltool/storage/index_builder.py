@@ -1,4 +1,5 @@
-"""The broker's rules for writing ``.index``, ``.timeindex`` and ``.txnindex`` (reference §5.5, §5.3, §8.2).
+"""The broker's rules for writing ``.index``, ``.timeindex`` and ``.txnindex`` (``LogSegment.append``
+and ``LogSegment.recover`` with ``OffsetIndex``, ``TimeIndex`` and ``TransactionIndex``).
 
 One :class:`IndexBuilder` serves both writers of index entries:
 
@@ -23,7 +24,7 @@ anchor reset       at each entry, **and to the current size on every  at each en
 Without restarts and with one batch per append (a leader's usual case) both give the same entries.
 A broker restart re-anchors the append path at the log end, so a broker-written index of a segment that
 lived through restarts differs from a rebuilt one (:meth:`IndexBuilder.restart` models this). Either way
-the entries satisfy the verification invariant of §5.5.
+the entries satisfy :func:`check_offset_index_invariant`.
 
 The time index records the running maximum timestamp ``(maxTimestampSoFar, offsetOfMaxTimestampSoFar)``
 whenever an offset entry is added, and once more when the segment is rolled, closed or recovered
@@ -242,7 +243,7 @@ def rebuild_indexes(base_offset: int, batches: Iterable, *,
 
 
 def check_offset_index_invariant(entries: list[tuple[int, int]], batches: list) -> list[str]:
-    """The §5.5 verification invariant, which holds for both the append and the recovery path.
+    """The invariant of every offset index Kafka writes, by the append and the recovery path alike.
 
     ``entries`` are absolute ``(offset, position)``; ``batches`` the segment's headers in file order.
     Each entry's position is the start of a batch; offsets and positions strictly increase; every batch

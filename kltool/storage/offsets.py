@@ -1,6 +1,6 @@
 """Offsets of a partition without a broker: by timestamp, earliest, latest, max timestamp, true counts.
 
-The lookups follow the broker's own path (reference §5.6; ``UnifiedLog.fetchOffsetByTimestamp``,
+The lookups follow the broker's own path (``UnifiedLog.fetchOffsetByTimestamp``,
 ``LogSegment.findOffsetByTimestamp``, ``FileRecords.searchForTimestamp``):
 
 1. segments oldest first, skipping each whose **largest timestamp** is below the target;

@@ -1,4 +1,4 @@
-"""Retention offline, by the broker's rules (reference §9; ``UnifiedLog.deleteOldSegments``,
+"""Retention offline, by the broker's rules (``UnifiedLog.deleteOldSegments``,
 ``LocalLog.deletableSegments``, ``UnifiedLog.deleteSegments``): plan first, then apply.
 
 Per partition, like one retention check of the broker:
@@ -32,11 +32,11 @@ leftovers (``*.deleted`` files, index files of a half-removed segment) are part 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import UsageError
+from ..errors import CorruptDataError, UsageError
 from ..format.checkpoints import (
     encode_leader_epoch_checkpoint,
     encode_offset_checkpoint,
@@ -98,7 +98,7 @@ class Note:
 
 @dataclass
 class Action:
-    """One step of a plan; ``to_json`` gives DESIGN §3's ``action`` object."""
+    """One step of a plan; ``to_json`` gives the ``action`` object of ``--json`` (docs/json-lines.md)."""
 
     op: str  # roll | write_checkpoint | delete
     file: str
@@ -503,8 +503,8 @@ class _Planner:
             return
         try:
             entries = parse_leader_epoch_checkpoint(text)
-        except Exception as e:  # CorruptDataError: leave it to verify
-            self.note("checkpoint_corrupt", f"cannot read: {getattr(e, 'message', e)}; left as it is", path)
+        except CorruptDataError as e:  # leave it to verify
+            self.note("checkpoint_corrupt", f"cannot read: {e.message}; left as it is", path)
             return
         new = truncate_epochs_from_start(entries, lso)
         if new != entries:
@@ -664,11 +664,3 @@ def summarize(plan: RetentionPlan) -> dict:
             "records_deleted": sum(a.info["records"] for a in segs),
             "reclaimed_bytes": plan.reclaimed_bytes, "actions": len(plan.actions),
             "warnings": sum(1 for n in plan.all_notes if n.severity == "warning")}
-
-
-def iter_json(plan: RetentionPlan) -> Iterable[dict]:
-    for pp in plan.partitions:
-        for n in pp.notes:
-            yield n.to_json()
-        for a in pp.actions:
-            yield a.to_json()

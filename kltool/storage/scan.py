@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from ..format import parse_header, speedups
+from ..format.batch import V2_OVERHEAD
+from ..format.legacy import RECORD_OVERHEAD
 from ..format.records import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MIN_BATCH_SIZE_FIELD, BatchHeader
 from ..format.speedups import crc32c
 
@@ -27,8 +29,8 @@ _OFFSET_SIZE = struct.Struct(">qi")
 _I = struct.Struct(">i")
 _U = struct.Struct(">I")
 _NONZERO = re.compile(rb"[^\x00]")
-V2_MIN_SIZE_FIELD = 49  # 61 - 12
-LEGACY_MIN_SIZE_FIELD = {0: 14, 1: 22}
+V2_MIN_SIZE_FIELD = V2_OVERHEAD - LOG_OVERHEAD  # 49
+LEGACY_MIN_SIZE_FIELD = RECORD_OVERHEAD  # {0: 14, 1: 22}
 
 
 @dataclass(slots=True)

@@ -8,10 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..format import index as fidx
-from ..format.records import BatchHeader
+from ..format.batch import V2_OVERHEAD
+from ..format.legacy import RECORD_OVERHEAD
+from ..format.records import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, BatchHeader
 from . import scan
 
 SEGMENT_SUFFIXES = ("log", "index", "timeindex", "txnindex")
+_MIN_ENTRY = LOG_OVERHEAD + RECORD_OVERHEAD[0]  # the smallest log entry: a v0 message without key and value
 
 
 def filename_prefix(offset: int) -> str:
@@ -121,21 +124,21 @@ class Segment:
         data = self._read(self.txnindex_path)
         return [] if data is None else fidx.parse_txn_index(data)
 
-    # -- lookups (the broker's, reference §5.6) ----------------------------------------------
+    # -- lookups (LogSegment.translateOffset / findOffsetByTimestamp) ------------------------
     def _header_at(self, position: int) -> BatchHeader | None:
         """The header of a batch at ``position`` if it looks sane (used to trust index entries)."""
         try:
             size = self.size
-            if position < 0 or position + 61 > size and position + 26 > size:
+            if position < 0 or position + _MIN_ENTRY > size:
                 return None
             with open(self.log_path, "rb") as f:
                 f.seek(position)
-                head = f.read(61)
+                head = f.read(V2_OVERHEAD)
             from ..format import parse_header
 
-            if len(head) < 26 or head[16] > 2:
+            if len(head) < _MIN_ENTRY or head[HEADER_SIZE_UP_TO_MAGIC - 1] > 2:
                 return None
-            return parse_header(head + bytes(61 - len(head)), 0, check_crc=False)
+            return parse_header(head + bytes(V2_OVERHEAD - len(head)), 0, check_crc=False)
         except (OSError, ValueError):
             return None
 

@@ -7,7 +7,7 @@ A broker keeps topic configs in its metadata (KRaft ``__cluster_metadata`` or Zo
 dir, so an offline tool needs a place of its own that no broker reads and that no broker trips over:
 
 * **not a directory**: every sub-directory of a log dir must parse as ``topic-partition`` or the broker
-  refuses to start (reference §1.2);
+  refuses to start (``UnifiedLog.parseTopicPartitionName``);
 * **not inside a partition directory**: the broker ignores unknown files there, but they travel with the
   partition (reassignment, copies) and ``kltool verify`` reports them as ``unknown_file``;
 * **one file at the log dir root**: ``LogManager.loadLogs`` only looks at the root's sub-directories, so a

@@ -1,5 +1,5 @@
 """Verification: every batch's framing and CRC, offsets, indexes against their log by Kafka's
-rules (reference §5), stale and orphan files, checkpoints, snapshots. Read-only.
+rules (``OffsetIndex``, ``TimeIndex``, ``TransactionIndex`` and their ``sanityCheck``), stale and orphan files, checkpoints, snapshots. Read-only.
 
 :func:`verify_selection` yields :class:`Finding` objects; :class:`VerifyStats` counts what was read.
 """
@@ -65,7 +65,7 @@ def _warn(kind, file, msg, position=None, offset=None, length=None):
 
 class _IndexCheck:
     """Streams a segment's batches past its offset- and time-index entries (DumpLogSegments'
-    checks plus the invariant of reference §5.5)."""
+    checks plus :func:`~kltool.storage.index_builder.check_offset_index_invariant`)."""
 
     def __init__(self, seg: Segment, log_size: int):
         self.seg = seg

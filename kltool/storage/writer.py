@@ -1,4 +1,4 @@
-"""Writing to a partition the way a leader broker does (reference §5.4-5.5, §6, §7, §11).
+"""Writing to a partition the way a leader broker does (``UnifiedLog.append``, ``LogSegment.append``, ``UnifiedLog.roll``).
 
 :class:`PartitionWriter` appends whole batches (bytes from :func:`kltool.format.build_batch`) to one
 partition directory:
@@ -10,7 +10,7 @@ partition directory:
   restart) when they are consistent with the log, else from a rebuild by the recovery rule;
 * each batch is one append call (``LogSegment.append``: an index entry when more than
   ``index.interval.bytes`` were written since the last one; the time index keeps the running maximum);
-* it **rolls** before a batch exactly when ``LogSegment.shouldRoll`` does (§7): the segment would pass
+* it **rolls** before a batch exactly when ``LogSegment.shouldRoll`` does: the segment would pass
   ``segment.bytes``; the batch's max timestamp is more than ``segment.ms`` after the segment's first
   batch; an index is full; or the batch's last offset does not fit a relative offset. The old segment
   gets its final time-index entry and trimmed indexes; the new one is named by its base offset (the
@@ -263,7 +263,7 @@ class PartitionWriter:
     # ---------------------------------------------------------------------------------------- writing
 
     def _should_roll(self, size: int, last_offset: int, max_timestamp: int) -> bool:
-        """``LogSegment.shouldRoll`` (reference §7; roll jitter 0)."""
+        """``LogSegment.shouldRoll`` (roll jitter 0)."""
         cfg = self.config
         seg_size = self.seg_size
         if seg_size > cfg.segment_bytes - size:

@@ -10,6 +10,7 @@ from ..format.batch import V2_OVERHEAD
 from ..format.records import CONTROL_IDS, BatchHeader
 from ..jsonl import record_json
 from ..output import _dumps, text_bytes
+from ..storage.findings import Finding
 from ..storage.read import RecordFilter
 from ..storage.scan import Damage, walk
 from .common import parse_time, select, selection_options
@@ -135,10 +136,9 @@ class Dumper:
     def damage(self, d: Damage, file: str) -> None:
         self.errors += 1
         if self.out.json_mode:
-            self.out.emit({"type": "finding", "severity": "error", "kind": d.kind, "file": file,
-                           "position": d.position, "offset": None, "length": d.length,
-                           "message": d.message + ("" if d.resumed_at is None else
-                                                   f"; valid batches resume at byte {d.resumed_at}")})
+            self.out.emit(Finding("error", d.kind, file, d.message + ("" if d.resumed_at is None else
+                                  f"; valid batches resume at byte {d.resumed_at}"),
+                                  position=d.position, length=d.length).to_json())
         else:
             resume = "end of file" if d.resumed_at is None else f"byte {d.resumed_at}"
             msg = f"{d.kind} at position {d.position}, {d.length} bytes: {d.message} (reading resumes at {resume})"
@@ -313,9 +313,9 @@ class Dumper:
 
     def _record_error(self, h: BatchHeader, file: str, e: CorruptDataError) -> None:
         if self.out.json_mode:
-            self.out.emit({"type": "finding", "severity": "error", "kind": "record_corrupt", "file": file,
-                           "position": e.position if e.position is not None else h.position,
-                           "offset": h.base_offset, "length": h.size, "message": e.message})
+            self.out.emit(Finding("error", "record_corrupt", file, e.message,
+                                  position=e.position if e.position is not None else h.position,
+                                  offset=h.base_offset, length=h.size).to_json())
         else:
             self.out.line(f"!! record_corrupt in batch at position {h.position}: {e.message}")
 
@@ -398,8 +398,8 @@ def _dump_other(d: Dumper, path, kind: str, base) -> None:
         problems = check(data, base or 0, path=f)
         for msg in problems:  # as verify reports them (a partial entry is corruption, not emptiness)
             d.errors += 1
-            out.emit({"type": "finding", "severity": "error", "kind": "index_corrupt", "file": f, "position": None,
-                      "offset": None, "length": None, "message": msg}) if js else out.line(f"!! index_corrupt: {msg}")
+            out.emit(Finding("error", "index_corrupt", f, msg).to_json()) if js else \
+                out.line(f"!! index_corrupt: {msg}")
         if d.index_sanity_only:  # kafka-dump-log --index-sanity-check
             if not problems:
                 out.emit({"type": "index_sanity_check", "file": f, "passed": True}) if js else \
@@ -430,8 +430,8 @@ def _dump_other(d: Dumper, path, kind: str, base) -> None:
         if not snap.crc_valid:
             d.errors += 1
             msg = f"Snapshot is corrupt (CRC is no longer valid). Stored crc: {snap.crc}. Computed crc: {snap.computed_crc}"
-            out.emit({"type": "finding", "severity": "error", "kind": "snapshot_corrupt", "file": f, "position": 2,
-                      "offset": None, "length": None, "message": msg}) if js else out.line(f"!! {msg}")
+            out.emit(Finding("error", "snapshot_corrupt", f, msg, position=2).to_json()) if js else \
+                out.line(f"!! {msg}")
         for e in snap.entries[: d.limit]:
             if js:
                 out.emit({"type": "producer_snapshot_entry", "file": f, "producer_id": e.producer_id,

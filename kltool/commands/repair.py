@@ -26,7 +26,7 @@ def emit_problems(out, problems) -> None:
         if out.json_mode:
             out.emit(p.to_json())
         else:
-            out.line(f"{p.severity.upper():7} {p.kind:20} {p.file}: {p.message}")
+            out.line(p.line())
 
 
 def run_repair(out, paths, topic, partition_spec, *, deep: bool = False, dry_run: bool = False,

@@ -41,9 +41,7 @@ def command(out, paths, topic, partition_spec, deep, strict, repair, dry_run, ba
             if out.json_mode:
                 out.emit(f.to_json())
             else:
-                loc = f.file + (f":{f.position}" if f.position is not None else "")
-                off = f" offset {f.offset}" if f.offset is not None else ""
-                out.line(f"{f.severity.upper():7} {f.kind:20} {loc}{off}: {f.message}")
+                out.line(f.line())
     secs = time.perf_counter() - t0
     summary = {
         "type": "summary", "partitions": stats.partitions, "segments": stats.segments, "files": stats.files,

@@ -54,6 +54,7 @@ from ..errors import BrokerLockHeld, CorruptDataError, KltoolError, UnsafeOperat
 from ..format import decode_records, parse_header
 from ..format import index as fidx
 from ..format.records import LOG_OVERHEAD, BatchHeader
+from .findings import Finding
 from .fsutil import (
     TMP_SUFFIX,
     BrokerLock,
@@ -214,18 +215,8 @@ def _offsets_text(first, last, records) -> str:
     return ", " + ", ".join(parts) + " lost"
 
 
-@dataclass
-class Problem:
-    """Something the repair found and does not fix."""
-
-    severity: str
-    kind: str
-    file: str
-    message: str
-
-    def to_json(self) -> dict:
-        return {"type": "finding", "severity": self.severity, "kind": self.kind, "file": self.file,
-                "message": self.message, "position": None, "offset": None, "length": None}
+# Something the repair found and does not fix: a finding like verify's.
+Problem = Finding
 
 
 @dataclass

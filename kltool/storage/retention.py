@@ -44,6 +44,7 @@ from ..format.checkpoints import (
 )
 from ..timeutil import format_time
 from . import offsets as offs
+from .findings import Finding
 from .fsutil import atomic_write, fsync_dir
 from .logdir import LogDir, Selection
 from .partition import SEGMENT_FILE, Partition
@@ -79,21 +80,7 @@ class Policy:
     before_offsets: dict | None = field(default=None, hash=False, compare=False)
 
 
-@dataclass
-class Note:
-    """A warning (``finding``) or an informational note about one partition or file."""
-
-    severity: str  # warning | info
-    kind: str
-    file: str
-    message: str
-    offset: int | None = None
-
-    def to_json(self) -> dict:
-        if self.severity == "info":
-            return {"type": "note", "kind": self.kind, "file": self.file, "message": self.message}
-        return {"type": "finding", "severity": self.severity, "kind": self.kind, "file": self.file,
-                "position": None, "offset": self.offset, "message": self.message}
+Note = Finding  # retention's warnings (and ``info`` notes) are findings like verify's
 
 
 @dataclass
@@ -246,7 +233,7 @@ class _Planner:
         return a
 
     def note(self, kind: str, message: str, file=None, offset=None, severity: str = "warning") -> None:
-        self.pp.notes.append(Note(severity, kind, str(file or self.p.path), message, offset))
+        self.pp.notes.append(Note(severity, kind, str(file or self.p.path), message, offset=offset))
 
     def largest(self, c: SegmentCandidate, last: bool) -> int:
         """The segment's largest timestamp for time retention (records, else mtime); also keeps the one

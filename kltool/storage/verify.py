@@ -9,35 +9,20 @@ from __future__ import annotations
 import os
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import CorruptDataError
 from ..format import decode_records
 from ..format import index as fidx
 from ..format.records import BatchHeader
+from .findings import Finding
 from .logdir import LogDir, Selection
 from .partition import Partition
 from .scan import BatchRun, Damage, walk
 from .segment import Segment
 
 INT32_MAX = 2**31 - 1
-
-
-@dataclass(slots=True)
-class Finding:
-    severity: str  # error | warning
-    kind: str
-    file: str
-    message: str
-    position: int | None = None
-    offset: int | None = None
-    length: int | None = None
-
-    def to_json(self) -> dict:
-        d = {"type": "finding"}
-        d.update(asdict(self))
-        return d
 
 
 @dataclass

@@ -15,8 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from kltool.storage import repair as repair_mod
-
 from .conftest import run_kltool
 from .test_repair import batches_of, manifests, tree
 
@@ -54,21 +52,47 @@ def build(copy_fixture, tmp: Path) -> Path:
     return root
 
 
+# The durable steps: every file-system call that changes what is on disk (as the retention kill tests).
+FS_OPS = ("rename", "replace", "unlink", "fsync", "mkdir", "ftruncate")
+
+
+def _counting(on_step):
+    """Wrap ``os``'s file-system calls so that ``on_step(n)`` runs before the n-th; returns an undo."""
+    real = {name: getattr(os, name) for name in FS_OPS}
+    count = [0]
+
+    def wrap(fn):
+        def op(*a, **k):
+            count[0] += 1
+            on_step(count[0])
+            return fn(*a, **k)
+        return op
+
+    for name, fn in real.items():
+        setattr(os, name, wrap(fn))
+
+    def undo():
+        for name, fn in real.items():
+            setattr(os, name, fn)
+        return count[0]
+
+    return undo
+
+
 def run_until(k: int, args) -> int:
-    """Run kltool in a forked child that SIGKILLs itself at the k-th durable step; return the wait status."""
+    """Run kltool in a forked child that SIGKILLs itself just before its k-th durable step; return the
+    wait status."""
     pid = os.fork()
     if pid == 0:  # child
         code = 0
         try:
-            n = 0
+            kill = os.kill
 
-            def hook(label):
-                nonlocal n
-                n += 1
+            def step(n):
                 if n == k:
-                    os.kill(os.getpid(), signal.SIGKILL)
+                    kill(os.getpid(), signal.SIGKILL)
 
-            repair_mod.FAULT_HOOK = hook
+            _counting(step)
             run_kltool(*args)
         except BaseException:
             code = 99
@@ -79,14 +103,13 @@ def run_until(k: int, args) -> int:
 
 
 def count_steps(args) -> int:
-    labels = []
-    repair_mod.FAULT_HOOK = labels.append
+    undo = _counting(lambda n: None)
     try:
         r = run_kltool(*args)
     finally:
-        repair_mod.FAULT_HOOK = None
+        n = undo()
     assert r.code == 0, r
-    return len(labels)
+    return n
 
 
 def sample(n: int, limit: int = 45) -> list[int]:

@@ -88,15 +88,6 @@ _MAX_FIX_BATCH = 64 << 20  # a magic fix is tried for batches up to this size (b
 _CHUNK = 4 << 20
 _INDEX_KINDS = ("index", "timeindex", "txnindex")
 
-# Test hook: called with a label at every durable step of apply_plan/restore (fault injection).
-FAULT_HOOK: Callable[[str], None] | None = None
-
-
-def _fault(label: str) -> None:
-    if FAULT_HOOK is not None:
-        FAULT_HOOK(label)
-
-
 # ------------------------------------------------------------------------------------------------ the plan
 
 
@@ -1249,7 +1240,6 @@ def _prepare(i: int, a: Action, run_dir: Path, root: Path) -> dict:
             dst.parent.mkdir(parents=True, exist_ok=True)
             copy_range(src, s, t, dst)
             cuts.append({"start": s, "end": t, "backup": str(dst.relative_to(run_dir)), "sha256": _sha256_file(dst)})
-            _fault("backup")
         keeps = _keeps(a)
         e["cuts"] = cuts
         e["keeps"] = [{"start": s, "end": t, "new_start": d} for s, t, d in keeps]
@@ -1265,7 +1255,6 @@ def _prepare(i: int, a: Action, run_dir: Path, root: Path) -> dict:
             atomic_write(dst, old)
             e["backup"] = str(dst.relative_to(run_dir))
             e["old_sha256"] = _sha256(old)
-            _fault("backup")
         else:
             e["backup"] = None
             e["old_sha256"] = None
@@ -1299,21 +1288,6 @@ def _stat(p: Path | None) -> os.stat_result | None:
         return None
 
 
-def _match_owner(path: Path, like: Path | os.stat_result | None, *, mode: bool = True) -> None:
-    """Give ``path`` the owner (and with ``mode`` the permissions) of ``like`` (a path or its stat)."""
-    st = like if isinstance(like, os.stat_result) else _stat(like)
-    if st is None:
-        return
-    try:
-        if mode:
-            os.chmod(path, st.st_mode & 0o7777)
-        cur = os.stat(path)
-        if (cur.st_uid, cur.st_gid) != (st.st_uid, st.st_gid):
-            os.chown(path, st.st_uid, st.st_gid)
-    except OSError:
-        pass  # not permitted (not root): the file keeps the runner's owner
-
-
 def _fsync_file(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -1335,7 +1309,6 @@ def _move(src: Path, dst: Path) -> None:
         _fsync_file(tmp)
         os.replace(tmp, dst)
         fsync_dir(dst.parent)
-        _fault("move-copied")
         os.unlink(src)
     fsync_dir(dst.parent)
     fsync_dir(src.parent)
@@ -1361,7 +1334,6 @@ def _apply(a: Action, entry: dict, run_dir: Path) -> None:
             raise UnsafeOperation(f"expected {a.old_size} bytes, found {size}: the file changed since planning", path=f)
         with open(f, "rb") as src, staged(f, like=_stat(f)) as (fd, _tmp):
             append_ranges(src.fileno(), [(s, t) for s, t, _d in _keeps(a)], fd)
-            _fault("excise-temp-written")
     elif a.op == "fix_magic":
         fd = os.open(f, os.O_RDWR)
         try:
@@ -1417,11 +1389,9 @@ def apply_plan(plan: Plan, backup_dir=None, *, on_action: Callable[[Action], Non
                "follows": _incomplete_manifests(root, run_dir), "actions": entries}
         mpath = run_dir / MANIFEST_NAME
         atomic_write(mpath, json.dumps(doc, indent=1) + "\n")
-        _fault("manifest")
         for a, e in zip(g.actions, entries, strict=True):
             _apply(a, e, run_dir)
             a.applied = True
-            _fault(f"applied-{a.op}")
             if on_action is not None:
                 on_action(a)
         doc["status"] = "complete"
@@ -1583,7 +1553,6 @@ def _restore_entry(e: dict, run_dir: Path, dry_run: bool) -> RestoreStep | None:
         raise CorruptDataError(f"unknown action {op!r} in the manifest")
     if step is not None:
         step.done = not dry_run
-        _fault(f"restored-{op}")
     return step
 
 

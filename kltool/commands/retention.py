@@ -187,10 +187,9 @@ def command(out, paths, topic, partition_spec, retention_ms, retention_hours, re
                 if lock_holder_present(ld.path):
                     out.warn(f"{ld.lock_path}: a running broker holds this log dir (planning only)")
         else:
-            from ..storage.fsutil import BrokerLock
+            from ..storage.fsutil import log_dirs_locked
 
-            for ld in logdirs.values():
-                stack.enter_context(BrokerLock(ld.path))
+            stack.enter_context(log_dirs_locked(logdirs))
         plan = ret.plan_retention(sel, policy)
         if out.json_mode:
             for n in plan.notes:

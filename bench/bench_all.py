@@ -179,6 +179,11 @@ def main() -> int:
     ap.add_argument("--no-rss", action="store_true")
     ap.add_argument("--out", type=Path, default=HERE / "out")
     args = ap.parse_args()
+    # Byte-compile kltool as an installation does (PYTHONDONTWRITEBYTECODE in the environment would
+    # otherwise make every kltool process compile its modules from source; the peers' are compiled).
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    subprocess.run([PY, "-m", "compileall", "-q", str(ROOT / "kltool")], env=env, check=True,
+                   stdout=subprocess.DEVNULL)
     paths = ensure_data(args.out, not args.no_rss)
     for p in paths.values():
         subprocess.run(["cat", str(p)], stdout=subprocess.DEVNULL)  # page cache

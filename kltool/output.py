@@ -81,7 +81,8 @@ class Output:
             color = "NO_COLOR" not in os.environ
         self.color = color
         self._stdout = sys.stdout
-        self._raw = bytearray()  # UTF-8 bytes from write_bytes(), written in large blocks
+        self._raw: list = []  # UTF-8 blocks from write_bytes(), written together once ~1 MiB is pending
+        self._raw_size = 0
         self._err_console = None
 
     # -- stdout ------------------------------------------------------------------------------
@@ -114,21 +115,23 @@ class Output:
 
     def write_bytes(self, data) -> None:
         """Whole lines already encoded as UTF-8 (the hot output paths, e.g. dump --records): kept
-        in one buffer and written to stdout's binary layer in blocks of about 1 MiB, in order with
-        the other methods' text."""
-        self._raw += data
-        if len(self._raw) >= (1 << 20):
+        and written to stdout's binary layer about 1 MiB at a time (large blocks go through without a
+        copy), in order with the other methods' text."""
+        self._raw.append(data)
+        self._raw_size += len(data)
+        if self._raw_size >= (1 << 20):
             self._flush_raw()
 
     def _flush_raw(self) -> None:
         raw = self._raw
-        self._raw = bytearray()
+        self._raw = []
+        self._raw_size = 0
         binary = getattr(self._stdout, "buffer", None)
         if binary is None:  # a text-only stream (tests' StringIO)
-            self._stdout.write(raw.decode("utf-8"))
+            self._stdout.write(b"".join(raw).decode("utf-8"))
         else:
             self._stdout.flush()  # the text layer's pending lines come first
-            binary.write(raw)
+            binary.writelines(raw)
 
     def flush(self) -> None:
         """Everything written so far reaches stdout (raises BrokenPipeError when the reader left)."""

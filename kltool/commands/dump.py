@@ -7,6 +7,7 @@ import click
 from ..errors import CorruptDataError, UsageError
 from ..format import decode_records, speedups
 from ..format.batch import V2_OVERHEAD
+from ..format.compression import CODEC_NAMES
 from ..format.records import CONTROL_IDS, BatchHeader
 from ..jsonl import record_json
 from ..output import _dumps, text_bytes
@@ -33,6 +34,10 @@ def batch_json(h: BatchHeader, file: str) -> dict:
 
 
 _JSON_BOOL = {True: "true", False: "false", None: "null"}
+
+
+def _codec_name(h: BatchHeader) -> str:
+    return CODEC_NAMES.get(h.compression) or h.compression_name
 _FILE_JSON: dict[str, str] = {}
 
 
@@ -45,7 +50,7 @@ def _batch_json_line(h: BatchHeader, file: str, suffix: str) -> str:
     dh = h.delete_horizon_ms
     return (f'{{"type":"batch","file":{f},"position":{h.position},"size":{h.size},"base_offset":{h.base_offset},'
             f'"last_offset":{h.last_offset},"count":{h.count},"magic":{h.magic},"crc":{h.crc},'
-            f'"crc_valid":{_JSON_BOOL[h.crc_valid]},"compression":{_dumps(h.compression_name)},'
+            f'"crc_valid":{_JSON_BOOL[h.crc_valid]},"compression":"{_codec_name(h)}",'
             f'"timestamp_type":"{h.timestamp_type}","first_timestamp":{h.first_timestamp},'
             f'"max_timestamp":{h.max_timestamp},"producer_id":{h.producer_id},"producer_epoch":{h.producer_epoch},'
             f'"base_sequence":{h.base_sequence},"last_sequence":{h.last_sequence},'
@@ -64,7 +69,7 @@ def batch_text(h: BatchHeader) -> str:
                 f"producerEpoch: {h.producer_epoch} partitionLeaderEpoch: {h.partition_leader_epoch} "
                 f"isTransactional: {str(h.is_transactional).lower()} isControl: {str(h.is_control).lower()} "
                 f"deleteHorizonMs: {dh} position: {h.position} {ts}: {h.max_timestamp} size: {h.size} "
-                f"magic: {h.magic} compresscodec: {h.compression_name} crc: {h.crc} isvalid: {valid}")
+                f"magic: {h.magic} compresscodec: {_codec_name(h)} crc: {h.crc} isvalid: {valid}")
     return (f"offset: {h.last_offset} position: {h.position} {ts}: {h.max_timestamp} size: {h.size} "
             f"magic: {h.magic} compresscodec: {h.compression_name} crc: {h.crc} isvalid: {valid}")
 
@@ -279,7 +284,11 @@ class Dumper:
         js = self.out.json_mode
         suffix = "}"
         if js and self.topic is not None:
-            suffix = f',"topic":{_dumps(self.topic)},"partition":{_dumps(self.partition)}}}'
+            cached = self.__dict__.get("_suffix")
+            if cached is None or cached[0] != (self.topic, self.partition):
+                cached = self._suffix = ((self.topic, self.partition),
+                                         f',"topic":{_dumps(self.topic)},"partition":{_dumps(self.partition)}}}')
+            suffix = cached[1]
         flt = self.flt
         got = c.format_v2(data, h.count, h.base_offset, h.first_timestamp, h.timestamp_type == "log_append",
                           h.max_timestamp, h.base_sequence, js, _ENCODINGS[self.encoding],
@@ -290,11 +299,7 @@ class Dumper:
             return False
         blob, n = got
         if flt.key is None:
-            if js:
-                head = _batch_json_line(h, file, suffix)
-            else:
-                head = batch_text(h) + "\n"
-            blob = head.encode("utf-8") + blob
+            self.out.write_bytes((_batch_json_line(h, file, suffix) if js else batch_text(h) + "\n").encode("utf-8"))
         if not h.crc_valid:
             self.errors += 1
         self.emitted += n

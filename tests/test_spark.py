@@ -9,6 +9,7 @@ import pytest
 
 from .conftest import FIXTURES, ORACLE, REAL
 from .test_spark_helpers import brute_offset_for_time, kltool_batches, kltool_records
+from .test_spark_remote import s3  # noqa: F401 (the S3 server fixture)
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -260,3 +261,35 @@ def test_a_narrower_schema_skips_decoding_keys_values_headers(spark):
     with pytest.raises(Exception) as ei:
         spark.read.format("kafka-log").schema("offset LONG, nope STRING").load(str(d)).collect()
     assert "no column nope" in str(ei.value)
+
+
+def test_object_storage_through_spark_and_spark_report(spark, kl, s3):  # noqa: F811
+    from pyspark.sql import functions as F
+
+    from .test_spark_remote import BUCKET
+
+    r = spark.read.format("kafka-log")
+    for k, v in s3.items():
+        r = r.option(f"storage.{k}", v)
+    remote = r.load(f"s3a://{BUCKET}/william")
+    local = spark.read.format("kafka-log").load(str(WILLIAM))
+    cols = ["topic", "partition", "offset", F.unix_millis("timestamp").alias("ts"), "key", "value"]
+    assert sorted(map(tuple, remote.select(cols).collect())) == sorted(map(tuple, local.select(cols).collect()))
+    opts = [x for k, v in s3.items() for x in ("--storage-option", f"{k}={v}")]
+    res = kl("--json", "spark-report", "counts", f"s3://{BUCKET}/william", *opts)
+    assert res.code == 0, res
+    res_local = kl("--json", "spark-report", "counts", WILLIAM)
+    assert [d for d in res.json() if d["type"] == "counts"] == [d for d in res_local.json() if d["type"] == "counts"]
+    bad = kl("spark-report", "sizes", f"s3://{BUCKET}/william", "--topic", "nope*", *opts)
+    assert bad.code == 2 and "--topic 'nope*'" in bad.err
+
+
+def test_split_segments_through_spark(spark):
+    from pyspark.sql import functions as F
+
+    p = WILLIAM / "__consumer_offsets-28"
+    split = load(spark, [p], splitBytes=64 << 10, maxPartitionBytes=0)  # one task per piece
+    whole = load(spark, [p], splitBytes=0, maxPartitionBytes=0)
+    assert whole.rdd.getNumPartitions() == 1 and split.rdd.getNumPartitions() >= 4
+    cols = ["offset", F.unix_millis("timestamp").alias("ts"), "key", "value"]
+    assert sorted(map(tuple, split.select(cols).collect())) == sorted(map(tuple, whole.select(cols).collect()))

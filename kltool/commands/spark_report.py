@@ -87,12 +87,19 @@ def check_selection(paths, topic, partition_spec, storage_options=None) -> list[
     --topic/--partition that selects nothing, or paths that hold no Kafka segment (a README.md)
     are bad input. Returns the paths as the data source takes them (local ones absolute)."""
     from ..storage.files import classify
+    from ..storage.select import parse_partitions
+    from ..storage.uri import is_remote, local_path, select_remote
 
-    sel = select(paths, topic, partition_spec)
-    if not sel.partitions and not any(classify(f)[0] in ("log", "kraft_snapshot") for f in sel.files):
-        where = ", ".join(str(p) for p in paths)
-        raise UsageError(f"{where}: no Kafka log dir, partition directory or .log segment to read")
-    return [os.path.abspath(p) for p in paths]
+    remote = [p for p in paths if is_remote(p)]
+    local = [local_path(p) for p in paths if not is_remote(p)]
+    if remote:  # listed by name on the object store (pyarrow, no Spark)
+        select_remote(remote, topic, parse_partitions(partition_spec), storage_options)
+    if local:
+        sel = select(local, topic, partition_spec)
+        if not sel.partitions and not any(classify(f)[0] in ("log", "kraft_snapshot") for f in sel.files):
+            where = ", ".join(str(p) for p in local)
+            raise UsageError(f"{where}: no Kafka log dir, partition directory or .log segment to read")
+    return remote + [os.path.abspath(p) for p in local]
 
 
 @click.command("spark-report")

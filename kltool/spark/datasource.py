@@ -6,17 +6,24 @@ against files (a log dir, a backup) by changing one line::
     register(spark)
     df = spark.read.format("kafka-log").option("path", "/var/lib/kafka/data").load()
 
-Each DataFrame partition reads whole segments (``.log`` files) with the batch walker
-(:func:`kltool.storage.walk`): a large segment alone, small ones packed together the way Spark's file
-sources pack files (``maxPartitionBytes``, ``openCostInBytes``, ``minPartitions``). Damaged regions
+Each DataFrame partition reads segments (``.log`` files) with the batch walker
+(:func:`kltool.storage.walk`): a segment larger than ``splitBytes`` is split at batch starts taken from
+its ``.index``, small ones are packed together the way Spark's file sources pack files
+(``maxPartitionBytes``, ``openCostInBytes``, ``minPartitions``). Paths are local or URIs on object
+stores (:mod:`kltool.storage.uri`: ``s3://``, ``s3a://``, ``gs://``, ``abfs://``, ``hdfs://``): planning
+lists them by name, executors copy the byte range they read into a local temporary file. Damaged regions
 are skipped and valid batches after them are still read (``level=damage`` lists them). Rows are
 produced as ``pyarrow.RecordBatch`` chunks.
 
 Options (all strings, as Spark passes them):
 
 ``path`` / ``paths``
-    A log dir, a partition directory, a tree holding log dirs, or ``.log`` files. Several: ``paths`` as a
-    JSON list (what ``load([p1, p2])`` passes).
+    A log dir, a partition directory, a tree holding log dirs, or ``.log`` files, as a plain path,
+    ``file://`` or an object-store URI (tiered-storage copies ``<offset>-<id>.log`` count as segments).
+    Several: ``paths`` as a JSON list (what ``load([p1, p2])`` passes).
+``storage.KEY``
+    Storage options for object-store URIs: ``storage.endpoint_override``, ``storage.access_key``,
+    ``storage.secret_key``, ``storage.region``, ... (else the usual environment and config files).
 ``topic``, ``partition``
     A topic glob (``orders*``) and partition numbers (``0,2,5-7``).
 ``assign``
@@ -42,9 +49,18 @@ Options (all strings, as Spark passes them):
     ``true`` to also read ``-delete``/``-future``/``-stray`` partition directories.
 ``maxRecordsPerBatch``
     Rows per Arrow batch (default 8192).
+``splitBytes``
+    Records level: split segments into pieces of about this many bytes at batch starts found through
+    the ``.index`` (default 128 MiB; 0: never split). The rows are the same either way.
 ``maxPartitionBytes`` / ``openCostInBytes`` / ``minPartitions``
-    Packing of segments into DataFrame partitions: default 128 MiB / 4 MiB / the CPU count, as
-    Spark's ``spark.sql.files.*``; ``maxPartitionBytes=0`` gives exactly one partition per segment.
+    Packing of segments (pieces) into DataFrame partitions: default 128 MiB / 4 MiB / the session's
+    ``defaultParallelism``, as Spark's ``spark.sql.files.*``; ``maxPartitionBytes=0`` gives exactly one
+    partition per segment (piece).
+
+Filters on ``topic``, ``partition``, ``offset`` and ``timestamp`` are pushed down when the session
+has ``spark.sql.python.filterPushdown.enabled`` (``register(spark, pushdown=True)``). A narrower
+schema given with ``.schema("offset LONG, timestamp TIMESTAMP")`` is read without decoding keys,
+values or headers.
 """
 
 from __future__ import annotations
@@ -176,6 +192,9 @@ class SegmentRead:
     bytes: int = 0
     partition_dir: str | None = None
     log_start_offset: int | None = None  # the partition's (segments level)
+    position: int = 0  # byte to start reading at (a batch start: 0, an index seek, a split point)
+    stop: int | None = None  # read the batches that start before this byte (a split's end); None: to the end
+    storage: dict | None = None  # storage options, for object-store URIs
 
 
 def offset_for_time(p, timestamp: int) -> tuple[int, int] | None:
@@ -188,12 +207,32 @@ def offset_for_time(p, timestamp: int) -> tuple[int, int] | None:
     return None if hit is None else (hit.offset, hit.timestamp)
 
 
-def _selection(opts):
+def storage_options(opts) -> dict:
+    """``storage.K`` options (endpoint, credentials for object-store paths) as {K: value}."""
+    return {k[len("storage."):]: v for k, v in opts.items() if k.startswith("storage.") and v is not None}
+
+
+def _assigned(opts) -> set | None:
+    if not opts.get("assign"):
+        return None
+    try:
+        return {(t, int(x)) for t, ps in json.loads(opts["assign"]).items() for x in ps}
+    except (ValueError, AttributeError, TypeError):
+        from ..errors import UsageError
+
+        raise UsageError(f'option assign: expected JSON like {{"topic":[0,1]}}, not {opts["assign"]!r}') from None
+
+
+def _selection(opts, paths=None):
     from ..storage import open_paths
     from ..storage.select import parse_partitions
 
+    if paths is None:
+        paths = option_paths(opts)
+    if not paths:
+        return [], []
     parts = parse_partitions(opts.get("partition")) if opts.get("partition") else None
-    sel = open_paths(option_paths(opts), opts.get("topic") or None, parts)
+    sel = open_paths(paths, opts.get("topic") or None, parts)
     all_states = _bool(opts.get("allstates"), False)
     partitions = [p for p in sel.partitions if all_states or p.kind == "normal"]
     if opts.get("assign"):
@@ -314,10 +353,13 @@ def plan_segments(opts, pushed: Pushed | None = None) -> list[SegmentRead]:
     ``pushed`` (filters pushed down by Spark) narrows partitions and offset ranges through the
     indexes, as the equivalent options would."""
     from ..storage.files import classify
+    from ..storage.uri import is_remote, local_path
 
     opts = normalize_options(opts)
     records = (opts.get("level") or "records").lower() == "records"
-    partitions, files = _selection(opts)
+    all_paths = option_paths(opts)
+    remote = [p for p in all_paths if is_remote(p)]
+    partitions, files = _selection(opts, [local_path(p) for p in all_paths if not is_remote(p)])
     if pushed is not None and not pushed.empty():
         partitions = [p for p in partitions if pushed.wants(p.topic, p.partition)]
         if records:
@@ -392,7 +434,181 @@ def plan_segments(opts, pushed: Pushed | None = None) -> list[SegmentRead]:
         if pushed is not None and not pushed.wants(topic, part):
             continue
         out.append(SegmentRead(str(f), topic, part, base, g_start, g_end, f.stat().st_size, str(f.parent)))
+    if remote:
+        out.extend(_plan_remote(opts, remote, pushed, records, (g_start, g_end, m_start, m_end, t_start, t_end)))
+    if records:
+        out = split_segments(out, _split_bytes(opts))
     return out
+
+
+def _split_bytes(opts) -> int:
+    v = _int(opts, "splitbytes")
+    return 128 << 20 if v is None else v
+
+
+def _plan_remote(opts, uris, pushed, records, bounds) -> list[SegmentRead]:
+    """The segments of object-store URIs, planned from their names, the checkpoint and the .index
+    of the first segment read in each partition (no segment bytes but one batch header are read)."""
+    from ..errors import UsageError
+    from ..storage.select import parse_partitions
+    from ..storage.uri import select_remote
+
+    g_start, g_end, m_start, m_end, t_start, t_end = bounds
+    storage = storage_options(opts)
+    if t_start is not None or t_end is not None or LATEST in (m_start,) or (
+            isinstance(m_start, dict) and LATEST in m_start.values()):
+        raise UsageError(f"{uris[0]}: startingTimestamp/endingTimestamp and startingOffsets latest are not "
+                         "supported for object-store paths; filter on the timestamp column instead")
+    parts = parse_partitions(opts.get("partition")) if opts.get("partition") else None
+    sel = select_remote(uris, opts.get("topic") or None, parts, storage,
+                        all_states=_bool(opts.get("allstates"), False), strict=False)
+    wanted = _assigned(opts)
+    out: list[SegmentRead] = []
+    for p in sel.partitions:
+        if wanted is not None and (p.topic, p.partition) not in wanted:
+            continue
+        if pushed is not None and not pushed.wants(p.topic, p.partition):
+            continue
+        segs = p.segments
+        lso = p.log_start_offset() if segs else None
+        start, end = g_start, g_end
+        for spec, is_start in ((m_start, True), (m_end, False)):
+            v = spec.get((p.topic, p.partition)) if isinstance(spec, dict) else spec
+            if v is None or v == LATEST and not is_start:
+                continue
+            if v == EARLIEST:
+                v = lso if is_start else None
+                if v is None:
+                    continue
+            if is_start:
+                start = v if start is None else max(start, v)
+            else:
+                end = v if end is None else min(end, v)
+        if records and _bool(opts.get("respectlogstartoffset"), True) and segs and lso > segs[0].base_offset:
+            start = lso if start is None else max(start, lso)
+        if start is not None and end is not None and start >= end:
+            continue
+        first = True
+        for i, s in enumerate(segs):
+            nxt = segs[i + 1].base_offset if i + 1 < len(segs) else None
+            if start is not None and nxt is not None and nxt <= start:
+                continue
+            if end is not None and s.base_offset >= end:
+                break
+            pos = 0
+            if first and records and start is not None and s.index:
+                pos = _seek(_remote_index(s.index, s.base_offset, storage), s.base_offset, start,
+                            lambda at, u=s.log: _remote_head(u, at, storage))
+            first = False
+            out.append(SegmentRead(s.log, p.topic, p.partition, s.base_offset, start, end, s.size, p.directory,
+                                   lso, position=pos, storage=storage or None))
+    if wanted is None and (pushed is None or pushed.wants(None, None)):
+        for uri, size in sel.files:
+            from ..storage.uri import SEGMENT_NAME
+
+            m = SEGMENT_NAME.match(uri.rsplit("/", 1)[-1])
+            out.append(SegmentRead(uri, None, None, int(m.group(1)) if m else None, g_start, g_end, size,
+                                   uri.rsplit("/", 1)[0], storage=storage or None))
+    return out
+
+
+def _remote_index(uri, base, storage) -> list[tuple[int, int]]:
+    from ..format import index as fidx
+    from ..storage.uri import read_bytes
+
+    try:
+        return fidx.offset_index_entries(read_bytes(uri, storage), base)
+    except Exception:  # noqa: BLE001 (an unreadable or damaged index: read from the start, as without one)
+        return []
+
+
+def _remote_head(uri, at, storage) -> bytes:
+    from ..storage.uri import read_bytes
+
+    return read_bytes(uri, storage, at, 61)
+
+
+def _local_head(path):
+    def head(at: int) -> bytes:
+        with open(path, "rb") as f:
+            return os.pread(f.fileno(), 61, at)
+    return head
+
+
+def _batch_at(head: bytes, entry_offset: int, base: int) -> bool:
+    """Does an index entry (``entry_offset`` at some position) point at a plausible batch start
+    there (``head``: the 61 bytes at it)? The same trust test as Segment.position_for_offset."""
+    from ..format import parse_header
+
+    if len(head) < 26 or head[16] > 2:
+        return False
+    try:
+        h = parse_header(bytes(head) + bytes(61 - len(head)), 0, check_crc=False)
+    except Exception:  # noqa: BLE001
+        return False
+    return base <= h.last_offset <= entry_offset
+
+
+def _seek(entries, base: int, offset: int, head) -> int:
+    """Where to start reading for ``offset``: the largest index entry <= it, if trusted; else 0."""
+    from ..format import index as fidx
+
+    if not entries or offset < base:
+        return 0
+    o, pos = fidx.lookup_offset(entries, offset, base)
+    if pos == 0:
+        return 0
+    try:
+        return pos if _batch_at(head(pos), o, base) else 0
+    except OSError:
+        return 0
+
+
+def split_segments(reads: list[SegmentRead], target: int) -> list[SegmentRead]:
+    """Split segments larger than ``target`` bytes into several reads at batch starts taken from
+    their ``.index`` (each checked against the batch header there), about ``target`` bytes apart.
+    ``target`` <= 0: no splitting. A segment without a usable index stays whole."""
+    if target <= 0:
+        return reads
+    out: list[SegmentRead] = []
+    for r in reads:
+        if r.bytes - r.position <= target + target // 2 or r.segment is None:
+            out.append(r)
+            continue
+        entries, head = _index_of(r)
+        cuts: list[int] = []
+        last = r.position
+        for o, pos in entries:
+            if pos >= last + target and pos < r.bytes - target // 2:
+                try:
+                    ok = _batch_at(head(pos), o, r.segment)
+                except OSError:
+                    ok = False
+                if ok:
+                    cuts.append(pos)
+                    last = pos
+        if not cuts:
+            out.append(r)
+            continue
+        bounds = [r.position, *cuts, None]
+        for a, b in zip(bounds, bounds[1:], strict=False):
+            out.append(SegmentRead(r.file, r.topic, r.partition, r.segment, r.start, r.end,
+                                   (r.bytes if b is None else b) - a, r.partition_dir, r.log_start_offset,
+                                   position=a, stop=b, storage=r.storage))
+    return out
+
+
+def _index_of(r: SegmentRead):
+    from ..storage.uri import is_remote
+
+    if is_remote(r.file):
+        base = r.file[:-len(".log")] if r.file.endswith(".log") else r.file
+        entries = _remote_index(base + ".index", r.segment, r.storage)
+        return entries, (lambda at: _remote_head(r.file, at, r.storage))
+    from ..storage.segment import Segment
+
+    seg = Segment(os.path.dirname(r.file), r.segment, _path(r.file))
+    return seg.offset_index(), _local_head(r.file)
 
 
 class SegmentGroup(InputPartition):
@@ -486,27 +702,120 @@ class _RecordChunk:
                                         type=_HEADERS, mask=pa.array(null, pa.bool_()))
 
 
+class _Source:
+    """Where an executor reads a planned segment (or split): the local file itself, or the byte range
+    of an object-store segment copied into a local temporary file. Errors name the path and the
+    executor (a path every executor must see, but this one does not)."""
+
+    def __init__(self, part: SegmentRead):
+        self.part = part
+        self.path = part.file
+        self.shift = 0  # file position of self.path's byte 0
+        self.start = part.position
+        self.stop = part.stop
+        self._tmp = None
+
+    def _where(self) -> str:
+        import socket
+
+        try:
+            from pyspark import TaskContext
+
+            tc = TaskContext.get()
+            task = f", task {tc.partitionId()}.{tc.attemptNumber()} of stage {tc.stageId()}" if tc else ""
+        except Exception:  # noqa: BLE001
+            task = ""
+        return f"executor on {socket.gethostname()} (pid {os.getpid()}{task})"
+
+    def __enter__(self):
+        from ..errors import KltoolError
+        from ..storage.uri import is_remote, local_path
+
+        part = self.part
+        if not is_remote(part.file):
+            self.path = local_path(part.file)
+            if not os.path.isfile(self.path):
+                raise KltoolError(f"{part.file}: not readable on the {self._where()}: every executor must see "
+                                  "the path at the same place (a shared filesystem), or give an object-store URI")
+            return self
+        import tempfile
+
+        from ..storage.uri import filesystem
+
+        try:
+            fs, inner = filesystem(part.file, part.storage)
+            fd, self._tmp = tempfile.mkstemp(prefix="kltool-seg-", suffix=".log")
+            with os.fdopen(fd, "wb") as out, fs.open_input_file(inner) as f:
+                end = f.size() if part.stop is None else min(part.stop, f.size())
+                pos = part.position
+                while pos < end:
+                    n = min(8 << 20, end - pos)
+                    buf = f.read_at(n, pos)
+                    if not buf:
+                        break
+                    out.write(buf)
+                    pos += len(buf)
+        except KltoolError:
+            self.close()
+            raise
+        except Exception as e:  # noqa: BLE001 (pyarrow's OSError/ArrowException)
+            self.close()
+            raise KltoolError(f"{part.file}: cannot read on the {self._where()}: "
+                              f"{str(e).splitlines()[0][:300]}") from None
+        self.path, self.shift, self.start, self.stop = self._tmp, part.position, 0, None
+        return self
+
+    def walk(self, **kw):
+        """The walker's items from ``start`` up to the first batch at or past ``stop``; positions
+        are those of ``self.path`` (add ``shift`` for the segment's own)."""
+        from ..storage.scan import walk
+
+        for item in walk(self.path, start=self.start, **kw):
+            if self.stop is not None and item.position >= self.stop:
+                break
+            yield item
+
+    def close(self):
+        if self._tmp is not None:
+            try:
+                os.unlink(self._tmp)
+            except OSError:
+                pass
+            self._tmp = None
+
+    def __exit__(self, *exc):
+        self.close()
+
+
 def read_records(part: SegmentRead, *, include_control: bool = False, include_headers: bool = True,
                  chunk_rows: int = 8192, chunk_bytes: int = 32 << 20, columns: list[str] | None = None):
     """pyarrow.RecordBatches of the records of one segment in [part.start, part.end); only
     ``columns`` when given (keys, values and headers are not copied out when not asked for)."""
     want_kv = columns is None or "key" in columns or "value" in columns
     include_headers = include_headers and (columns is None or "headers" in columns)
-    from ..errors import CorruptDataError
-    from ..format import decode_records
     from ..storage.read import RecordFilter
-    from ..storage.scan import walk
     from ..storage.segment import Segment
 
     start, end = part.start, part.end
-    pos = 0
-    if start is not None and part.segment is not None:
+    src = _Source(part)
+    if start is not None and part.segment is not None and part.position == 0 and part.stop is None \
+            and part.storage is None and "://" not in part.file:
         seg = Segment(os.path.dirname(part.file), part.segment, _path(part.file))
-        pos = seg.position_for_offset(start)
+        src.start = seg.position_for_offset(start)
     flt = RecordFilter(from_offset=start, to_offset=None if end is None else end - 1)  # end is exclusive
+    with src:
+        yield from _records_of(src, part, flt, start, end, include_control, include_headers, want_kv, chunk_rows,
+                               chunk_bytes, columns)
+
+
+def _records_of(src, part, flt, start, end, include_control, include_headers, want_kv, chunk_rows, chunk_bytes,
+                columns):
+    from ..errors import CorruptDataError
+    from ..format import decode_records
+
     chunk = _RecordChunk()
     tt_ids = TIMESTAMP_TYPE_IDS
-    for h in walk(part.file, start=pos, with_data=True):
+    for h in src.walk(with_data=True):
         if not hasattr(h, "crc_valid"):  # Damage: skipped (see level=damage)
             continue
         if not h.crc_valid or (h.is_control and not include_control):
@@ -585,23 +894,27 @@ def _legacy_count(path: str, h) -> tuple[int | None, int]:
 
 
 def read_batches(part: SegmentRead, chunk_rows: int = 65536):
-    from ..storage.scan import walk
+    with _Source(part) as src:
+        yield from _batches_of(src, part, chunk_rows)
 
+
+def _batches_of(src, part, chunk_rows):
     cols: dict[str, list] = {f.name: [] for f in ARROW_BATCH_SCHEMA}
     n = 0
     start, end = part.start, part.end
-    for h in walk(part.file):
+    shift = src.shift
+    for h in src.walk():
         if not hasattr(h, "crc_valid"):
             continue
         base, count = h.base_offset, h.count
         if h.magic < 2 and h.crc_valid:
-            count, base = _legacy_count(part.file, h)
+            count, base = _legacy_count(src.path, h)
         if start is not None and h.last_offset < start:
             continue
         if end is not None and base >= end:
             continue
         for k, v in (("topic", part.topic), ("partition", part.partition), ("segment", part.segment),
-                     ("position", h.position), ("size", h.size), ("base_offset", base),
+                     ("position", h.position + shift), ("size", h.size), ("base_offset", base),
                      ("last_offset", h.last_offset), ("count", count), ("magic", h.magic),
                      ("compression", h.compression_name), ("crc_valid", bool(h.crc_valid)),
                      ("first_timestamp", h.first_timestamp), ("max_timestamp", h.max_timestamp),
@@ -618,17 +931,18 @@ def read_batches(part: SegmentRead, chunk_rows: int = 65536):
 
 
 def read_damage(part: SegmentRead):
-    from ..storage.scan import walk
-
     rows = []
-    for item in walk(part.file):
-        if hasattr(item, "crc_valid"):
-            if not item.crc_valid:
-                rows.append((item.position, item.size, "crc_mismatch",
-                             f"stored crc {item.crc} does not match in batch {item.base_offset}..{item.last_offset}",
-                             item.end))
-        else:
-            rows.append((item.position, item.length, item.kind, item.message, item.resumed_at))
+    with _Source(part) as src:
+        sh = src.shift
+        for item in src.walk():
+            if hasattr(item, "crc_valid"):
+                if not item.crc_valid:
+                    rows.append((item.position + sh, item.size, "crc_mismatch",
+                                 f"stored crc {item.crc} does not match in batch {item.base_offset}..{item.last_offset}",
+                                 item.end + sh))
+            else:
+                rows.append((item.position + sh, item.length, item.kind, item.message,
+                             None if item.resumed_at is None else item.resumed_at + sh))
     if rows:
         n = len(rows)
         yield pa.RecordBatch.from_arrays([

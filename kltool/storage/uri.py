@@ -1,0 +1,282 @@
+"""Paths as URIs: log dirs, backups and tiered-storage copies on object stores and other filesystems.
+
+``s3://`` / ``s3a://`` / ``s3n://`` (AWS and S3-compatible endpoints), ``gs://``, ``abfs://`` /
+``abfss://``, ``hdfs://`` (where the runtime has libhdfs) go through pyarrow's filesystem layer
+(:mod:`pyarrow.fs`); ``file://`` URIs and plain paths (a local directory may be named ``a:b``) are
+local. Credentials and endpoints come from the usual environment and configuration files
+(``AWS_ACCESS_KEY_ID``, ``AWS_ENDPOINT_URL``, ``~/.aws``, ``GOOGLE_APPLICATION_CREDENTIALS``, ...)
+and from *storage options* (``endpoint_override``, ``access_key``, ``secret_key``, ``region``, ...;
+Hadoop's ``fs.s3a.endpoint``/``fs.s3a.access.key``/``fs.s3a.secret.key`` names are understood too).
+
+:func:`list_remote` lists what a URI holds as Kafka partitions and segments by name only (no byte of a
+segment is read): partition directories ``topic-N`` (also ``topic-N-<id>``, as tiered storage names
+them), segment files ``<offset>.log`` and tiered-storage copies ``<offset>-<id>.log`` with their
+``.index``/``.timeindex``, and the log dir's ``log-start-offset-checkpoint``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from dataclasses import dataclass, field
+from urllib.parse import unquote, urlparse
+
+from ..errors import KltoolError, UsageError
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
+# <offset>.log, and a tiered-storage copy: <offset>-<segment id>.log (KIP-405's RemoteLogSegmentFileset)
+SEGMENT_NAME = re.compile(r"^(\d{1,20})(?:-([A-Za-z0-9_\-]+))?\.(log|index|timeindex|txnindex)$")
+_TIERED_DIR = re.compile(r"^(.+)-(\d+)-[A-Za-z0-9_\-]{22}$")  # topic-N-<topic id>
+
+_S3_NAMES = {
+    "endpoint_override": "endpoint_override", "endpoint": "endpoint_override", "endpoint_url": "endpoint_override",
+    "fs.s3a.endpoint": "endpoint_override", "aws_endpoint_url": "endpoint_override",
+    "access_key": "access_key", "aws_access_key_id": "access_key", "fs.s3a.access.key": "access_key",
+    "secret_key": "secret_key", "aws_secret_access_key": "secret_key", "fs.s3a.secret.key": "secret_key",
+    "session_token": "session_token", "aws_session_token": "session_token", "fs.s3a.session.token": "session_token",
+    "region": "region", "aws_region": "region", "fs.s3a.endpoint.region": "region",
+    "scheme": "scheme", "anonymous": "anonymous", "force_virtual_addressing": "force_virtual_addressing",
+    "request_timeout": "request_timeout", "connect_timeout": "connect_timeout",
+}
+_BOOL = {"anonymous", "force_virtual_addressing"}
+_FLOAT = {"request_timeout", "connect_timeout"}
+
+
+def scheme(path: str) -> str | None:
+    m = _SCHEME.match(str(path))
+    return m.group(1).lower() if m else None
+
+
+def is_remote(path) -> bool:
+    """A URI that is not ``file://`` (plain paths, even with a colon, are local)."""
+    s = scheme(str(path))
+    return s is not None and s != "file"
+
+
+def local_path(path) -> str:
+    """``file:///x/y`` → ``/x/y``; a plain path as it is."""
+    p = str(path)
+    if scheme(p) == "file":
+        return unquote(urlparse(p).path)
+    return p
+
+
+def _as_bool(v) -> bool:
+    return str(v).strip().lower() in ("1", "true", "yes", "on")
+
+
+def filesystem(uri: str, options: dict | None = None):
+    """(pyarrow FileSystem, path inside it) for ``uri``."""
+    try:
+        from pyarrow import fs as pafs
+    except ImportError:
+        raise UsageError(f"{uri}: reading object-store paths needs pyarrow: pip install 'kltool[spark]'") from None
+    s = scheme(uri)
+    options = {str(k).lower(): v for k, v in (options or {}).items() if v is not None}
+    if s in ("s3", "s3a", "s3n"):
+        u = urlparse(uri)
+        path = (u.netloc + u.path).rstrip("/")
+        kw = {}
+        for k, v in options.items():
+            name = _S3_NAMES.get(k)
+            if name is None:
+                raise UsageError(f"storage option {k!r} is not one for s3 (use endpoint_override, access_key, "
+                                 "secret_key, session_token, region, scheme, anonymous, force_virtual_addressing)")
+            kw[name] = _as_bool(v) if name in _BOOL else float(v) if name in _FLOAT else str(v)
+        ep = kw.get("endpoint_override")
+        if ep and "://" in ep:
+            kw.setdefault("scheme", ep.split("://", 1)[0])
+            kw["endpoint_override"] = ep.split("://", 1)[1].rstrip("/")
+        if ep is None and os.environ.get("AWS_ENDPOINT_URL"):  # not read by every pyarrow version
+            e = os.environ["AWS_ENDPOINT_URL"]
+            kw.setdefault("scheme", e.split("://", 1)[0] if "://" in e else "https")
+            kw["endpoint_override"] = e.split("://", 1)[-1].rstrip("/")
+        if "region" not in kw and kw.get("endpoint_override"):
+            kw["region"] = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+        try:
+            return pafs.S3FileSystem(**kw), path
+        except Exception as e:  # noqa: BLE001 (pyarrow raises ArrowInvalid/OSError/TypeError)
+            raise UsageError(f"{uri}: cannot set up S3 access: {e}") from None
+    try:
+        if options and s == "gs":
+            u = urlparse(uri)
+            return pafs.GcsFileSystem(**options), (u.netloc + u.path).rstrip("/")
+        if options and s in ("abfs", "abfss"):
+            u = urlparse(uri)
+            return pafs.AzureFileSystem(**options), (u.netloc.split("@", 1)[0] + u.path).rstrip("/")
+        fs, path = pafs.FileSystem.from_uri(uri)
+        return fs, path.rstrip("/")
+    except UsageError:
+        raise
+    except Exception as e:  # noqa: BLE001
+        raise UsageError(f"{uri}: cannot open this filesystem here ({str(e).splitlines()[0][:200]})") from None
+
+
+def _join(uri: str, inner_root: str, inner: str) -> str:
+    """The URI of ``inner`` (a path inside the filesystem of ``uri``, under ``inner_root``)."""
+    base = uri.rstrip("/")
+    rel = inner[len(inner_root):].lstrip("/") if inner.startswith(inner_root) else inner
+    return f"{base}/{rel}" if rel else base
+
+
+@dataclass
+class RemoteSegment:
+    base_offset: int
+    log: str  # URI
+    size: int
+    index: str | None = None
+    timeindex: str | None = None
+
+
+@dataclass
+class RemotePartition:
+    topic: str
+    partition: int
+    kind: str  # normal | delete | future | stray
+    directory: str  # URI
+    segments: list[RemoteSegment] = field(default_factory=list)
+    log_start_checkpoint: int | None = None
+
+    def log_start_offset(self) -> int:
+        first = self.segments[0].base_offset if self.segments else 0
+        v = self.log_start_checkpoint
+        return max(first, v) if v is not None else first
+
+
+@dataclass
+class RemoteSelection:
+    partitions: list[RemotePartition]
+    files: list[tuple[str, int]]  # lone .log files outside partition directories: (URI, size)
+    found_any: bool
+
+
+def _partition_of(dirname: str):
+    from ..errors import CorruptDataError
+    from ..format.topics import parse_partition_dir_name
+
+    try:
+        topic, part, kind, _u = parse_partition_dir_name(dirname)
+        return topic, part, kind or "normal"
+    except CorruptDataError:
+        m = _TIERED_DIR.match(dirname)
+        if m:
+            return m.group(1), int(m.group(2)), "normal"
+        return None
+
+
+def read_bytes(uri: str, options: dict | None = None, start: int = 0, length: int | None = None) -> bytes:
+    fs, path = filesystem(uri, options)
+    with fs.open_input_file(path) as f:
+        if length is None:
+            f.seek(start)
+            return f.read()
+        return f.read_at(length, start)
+
+
+def list_remote(uris, options: dict | None = None) -> RemoteSelection:
+    """What the URIs hold, by name (see the module docstring). Raises UsageError for a URI that
+    does not exist."""
+    from pyarrow import fs as pafs
+
+    parts: dict[str, RemotePartition] = {}
+    files: list[tuple[str, int]] = []
+    checkpoints: dict[str, str] = {}  # log dir URI -> its log-start-offset-checkpoint URI
+    found_any = False
+    for uri in uris:
+        uri = str(uri).rstrip("/")
+        fs, root = filesystem(uri, options)
+        try:
+            info = fs.get_file_info(root)
+            if info.type == pafs.FileType.NotFound:
+                raise UsageError(f"{uri}: no such file or directory")
+            if info.type == pafs.FileType.File:
+                infos = [info]
+                root_dir = root.rsplit("/", 1)[0]
+                uri_dir = uri.rsplit("/", 1)[0]
+            else:
+                infos = fs.get_file_info(pafs.FileSelector(root, recursive=True))
+                root_dir, uri_dir = root, uri
+        except UsageError:
+            raise
+        except OSError as e:
+            raise UsageError(f"{uri}: cannot list: {str(e).splitlines()[0][:200]}") from None
+        by_dir: dict[str, list] = {}
+        for fi in infos:
+            if fi.type != pafs.FileType.File:
+                continue
+            found_any = True
+            by_dir.setdefault(fi.path.rsplit("/", 1)[0] if "/" in fi.path else "", []).append(fi)
+        for d, fis in sorted(by_dir.items()):
+            d_uri = _join(uri_dir, root_dir, d)
+            dirname = d.rsplit("/", 1)[-1]
+            tp = _partition_of(dirname)
+            segs: dict[int, RemoteSegment] = {}
+            idx: dict[tuple[int, str], str] = {}
+            for fi in sorted(fis, key=lambda f: f.path):
+                name = fi.base_name
+                f_uri = _join(uri_dir, root_dir, fi.path)
+                if name == "log-start-offset-checkpoint":
+                    checkpoints[d_uri] = f_uri
+                    continue
+                m = SEGMENT_NAME.match(name)
+                if not m:
+                    if tp is None and name.endswith(".log"):
+                        files.append((f_uri, fi.size))
+                    continue
+                off, kind = int(m.group(1)), m.group(3)
+                if kind == "log":
+                    if tp is None:
+                        files.append((f_uri, fi.size))
+                    elif off not in segs or m.group(2) is None:  # a plain name wins over a tiered copy
+                        segs[off] = RemoteSegment(off, f_uri, fi.size)
+                elif kind in ("index", "timeindex"):
+                    key = (off, kind)
+                    if key not in idx or m.group(2) is None:
+                        idx[key] = f_uri
+            if tp is None:
+                continue
+            for off, s in segs.items():
+                s.index = idx.get((off, "index"))
+                s.timeindex = idx.get((off, "timeindex"))
+            key = d_uri
+            p = RemotePartition(tp[0], tp[1], tp[2], d_uri, [segs[o] for o in sorted(segs)])
+            parts[key] = p
+    # the log start offsets, from each log dir's checkpoint (the partition directory's parent)
+    cache: dict[str, dict] = {}
+    for p in parts.values():
+        parent = p.directory.rsplit("/", 1)[0]
+        cp = checkpoints.get(parent)
+        if cp is None:
+            continue
+        if cp not in cache:
+            from ..format.checkpoints import parse_offset_checkpoint
+
+            try:
+                cache[cp] = parse_offset_checkpoint(read_bytes(cp, options).decode("utf-8", "replace"))
+            except Exception as e:  # noqa: BLE001 (a damaged checkpoint: named, exit 2)
+                raise KltoolError(f"{cp}: {e}") from None
+        p.log_start_checkpoint = cache[cp].get((p.topic, p.partition))
+    ordered = sorted(parts.values(), key=lambda p: (p.topic, p.partition, p.directory))
+    return RemoteSelection(ordered, files, found_any)
+
+
+def select_remote(uris, topic: str | None, partitions: set[int] | None, options: dict | None = None,
+                  *, all_states: bool = False, strict: bool = True) -> RemoteSelection:
+    """:func:`list_remote` filtered by a topic glob and partition numbers; with ``strict``, a filter or
+    URI that selects nothing is a UsageError naming it (as for local paths)."""
+    sel = list_remote(uris, options)
+    where = ", ".join(str(u) for u in uris)
+    keep = [p for p in sel.partitions
+            if (all_states or p.kind == "normal")
+            and (topic is None or fnmatch.fnmatchcase(p.topic, topic))
+            and (partitions is None or p.partition in partitions)]
+    files = sel.files if topic is None and partitions is None else []
+    if strict and not keep and not files:
+        if not sel.partitions and not sel.files:
+            raise UsageError(f"{where}: no Kafka log dir, partition directory or .log segment to read")
+        topics = sorted({p.topic for p in sel.partitions})
+        given = " ".join(x for x in ((f"--topic {topic!r}" if topic else ""),
+                                     (f"--partition {','.join(map(str, sorted(partitions)))}" if partitions else "")) if x)
+        raise UsageError(f"{given} selects nothing in {where} (topics there: {', '.join(topics[:10])})")
+    return RemoteSelection(keep, files, sel.found_any)

@@ -420,8 +420,10 @@ static PyObject *walk_v2(PyObject *self, PyObject *args) {
     int64_t prev = INT64_MIN;
     int have_prev = prev_obj != Py_None;
     if (have_prev) {
-        prev = PyLong_AsLongLong(prev_obj);
+        int of = 0;
+        prev = PyLong_AsLongLongAndOverflow(prev_obj, &of);
         if (prev == -1 && PyErr_Occurred()) { PyBuffer_Release(&view); return NULL; }
+        if (of) start = stop = 0;  /* a last offset past int64 (damaged data): Python's path does it all */
     }
     if (stop > view.len) stop = view.len;
     if (start < 0) start = 0;
@@ -444,7 +446,8 @@ static PyObject *walk_v2(PyObject *self, PyObject *args) {
         int64_t pid = be64(p + 43);
         int32_t count = be32(p + 57);
         if (base < 0 || lod < 0 || count < 0) break;
-        int64_t last = base + lod;
+        int64_t last;
+        if (__builtin_add_overflow(base, (int64_t)lod, &last)) break;
         if (have_prev && base <= prev) break;
         if (seg_base >= 0 && (base < seg_base || last - seg_base > 0x7FFFFFFF)) break;
         if ((attrs & 0x20) && pid >= 0) break;

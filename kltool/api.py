@@ -200,9 +200,11 @@ class Logs:
                     app.add(as_bytes(rec.get("key")), as_bytes(rec.get("value")),
                             tuple((k, as_bytes(v)) for k, v in rec.get("headers") or ()), rec.get("timestamp"),
                             rec.get("partition", partition), line=n)
+                elif isinstance(rec, tuple | list) and len(rec) == 2:
+                    app.add(as_bytes(rec[0]), as_bytes(rec[1]), (), None, partition, line=n)
                 else:
-                    k, v = rec
-                    app.add(as_bytes(k), as_bytes(v), (), None, partition, line=n)
+                    raise UsageError(f"record {n}: expected a dict (key, value, headers, timestamp, partition) "
+                                     f"or a (key, value) pair, not {type(rec).__name__}")
             result = app.commit()
         self.refresh()
         return result

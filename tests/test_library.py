@@ -70,6 +70,11 @@ def test_logs_append_then_records_and_retention(tmp_path):
     assert [r.offset for r in logs.records()] == [] and logs.partition("t", 1).log_end_offset() == 2
     with pytest.raises(UsageError, match="AppendOptions|unexpected keyword"):
         logs.append("t", [("k", "v")], no_such_option=1)
+    with pytest.raises(UsageError, match="record 2: expected a dict"):
+        logs.append("t", [("k", "v"), "just text"])
+    with pytest.raises(UsageError, match="no partition t-7"):
+        logs.partition("t", 7)
+    assert logs.partition("t", 1).log_end_offset() == 2  # nothing was written by the refused appends
 
 
 def test_retention_locks_like_repair_and_append(tmp_path):

@@ -113,17 +113,26 @@ class ProducerStateManager:
             p.epoch = h.producer_epoch
             p.last_sequence, p.last_offset, p.offset_delta = -1, -1, 0
         if not h.is_control:
-            if p.current_txn_first_offset is not None and not h.is_transactional:
-                raise CorruptDataError(f"Expected transactional write from producer {pid} at offset "
-                                       f"{h.base_offset}", position=h.position)
-            if p.current_txn_first_offset is None and h.is_transactional:
-                p.current_txn_first_offset = h.base_offset
-                self._ongoing[h.base_offset] = pid
-            p.last_sequence = h.last_sequence
-            p.last_offset = h.last_offset
-            p.offset_delta = h.last_offset - h.base_offset
-            p.timestamp = h.max_timestamp
+            self._append_data(p, h)
             return None
+        return self._append_end_txn_marker(p, h, control)
+
+    def _append_data(self, p: ProducerStateEntry, h: BatchHeader) -> None:
+        """``ProducerAppendInfo.appendDataBatch``: sequences, offsets, an opening transaction."""
+        if p.current_txn_first_offset is not None and not h.is_transactional:
+            raise CorruptDataError(f"Expected transactional write from producer {p.producer_id} at offset "
+                                   f"{h.base_offset}", position=h.position)
+        if p.current_txn_first_offset is None and h.is_transactional:
+            p.current_txn_first_offset = h.base_offset
+            self._ongoing[h.base_offset] = p.producer_id
+        p.last_sequence = h.last_sequence
+        p.last_offset = h.last_offset
+        p.offset_delta = h.last_offset - h.base_offset
+        p.timestamp = h.max_timestamp
+
+    def _append_end_txn_marker(self, p: ProducerStateEntry, h: BatchHeader, control: dict | None) -> AbortedTxn | None:
+        """``ProducerAppendInfo.appendEndTxnMarker``: closes the open transaction; an ABORT is a
+        ``.txnindex`` entry."""
         ctype = None if control is None else control.get("type")
         if ctype is None:  # empty control batch: the transaction was cleaned away
             return None
@@ -131,21 +140,19 @@ class ProducerStateManager:
             # EndTransactionMarker.deserialize -> IllegalArgumentException: Kafka's load fails here.
             raise CorruptDataError(f"Invalid control record type for end transaction marker: {ctype}",
                                    position=h.position)
-        # appendEndTxnMarker
-        first = p.current_txn_first_offset
+        first, marker = p.current_txn_first_offset, h.base_offset
+        if first is not None and ctype == "ABORT" and self.aborted and marker <= self.aborted[-1].last_offset:
+            raise CorruptDataError(f"The last offset of appended transactions must increase sequentially, "
+                                   f"but {marker} is not greater than current last offset "
+                                   f"{self.aborted[-1].last_offset} of index", position=h.position)
         p.current_txn_first_offset = None
         p.coordinator_epoch = control.get("coordinator_epoch", -1)
         p.timestamp = h.max_timestamp
         if first is None:  # a marker without data completes nothing
             return None
-        marker = h.base_offset
         result = None
         if ctype == "ABORT":
-            result = AbortedTxn(0, pid, first, marker, self._lso(pid, marker))
-            if self.aborted and marker <= self.aborted[-1].last_offset:
-                raise CorruptDataError(f"The last offset of appended transactions must increase sequentially, "
-                                       f"but {marker} is not greater than current last offset "
-                                       f"{self.aborted[-1].last_offset} of index", position=h.position)
+            result = AbortedTxn(0, p.producer_id, first, marker, self._lso(p.producer_id, marker))
             self.aborted.append(result)
         self._ongoing.pop(first, None)
         return result
@@ -197,21 +204,25 @@ class ProducerStateManager:
         if state is None:
             state = cls()
             snap_off = segs[-2].base_offset if len(segs) >= 2 else (segs[0].base_offset if segs else log_end_offset)
-        if snap_off >= log_end_offset:
-            return state, snap_off
+        if snap_off < log_end_offset:
+            state._replay(segs, snap_off)
+        return state, snap_off
+
+    def _replay(self, segs, from_offset: int) -> None:
+        """Feed the batches at and above ``from_offset`` (what a snapshot does not cover yet); aborted
+        transactions met are in the ``.txnindex`` files already and are dropped."""
         for i, seg in enumerate(segs):
             nxt = segs[i + 1].base_offset if i + 1 < len(segs) else None
-            if nxt is not None and nxt <= snap_off:
+            if nxt is not None and nxt <= from_offset:
                 continue
             for h in seg.batches():
-                if h.last_offset < snap_off or h.magic < 2 or h.producer_id < 0:
+                if h.last_offset < from_offset or h.magic < 2 or h.producer_id < 0:
                     continue
                 try:
-                    state.update(h, control_of(seg.log_path, h) if h.is_control else None)
+                    self.update(h, control_of(seg.log_path, h) if h.is_control else None)
                 except CorruptDataError:
                     pass  # data the broker accepted once; keep the state we have
-        state.take()
-        return state, snap_off
+        self.take()
 
 
 def control_of(path_or_data, h: BatchHeader) -> dict | None:

@@ -106,15 +106,17 @@ def session(master: str = "local[*]", app_name: str = "kltool", *, quiet: bool =
          .config("spark.sql.shuffle.partitions", "8")
          .config("spark.sql.session.timeZone", "UTC")
          .config(PUSHDOWN_CONF, "true" if pushdown else "false"))
-    if not os.environ.get("PYSPARK_PYTHON") and "spark.pyspark.python" not in conf:
-        # Workers run this interpreter (it has kltool, pyarrow and the same pyspark); on a cluster
-        # whose nodes keep Python elsewhere, set PYSPARK_PYTHON or --conf spark.pyspark.python.
-        os.environ["PYSPARK_PYTHON"] = sys.executable  # (Spark's planner workers read the environment)
-        b = b.config("spark.pyspark.python", sys.executable)
-    if not os.environ.get("PYSPARK_DRIVER_PYTHON") and "spark.pyspark.driver.python" not in conf:
-        # the driver's Python workers (data source planning) run this interpreter: it is the driver
-        os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-        b = b.config("spark.pyspark.driver.python", sys.executable)
+    # Workers run this interpreter (it has kltool, pyarrow and the same pyspark) unless the user chose
+    # one: PYSPARK_PYTHON, else --conf spark.pyspark.python. pyspark's driver reads the choice from
+    # the environment when it starts the context (spark-submit would have set it from the conf).
+    python = os.environ.get("PYSPARK_PYTHON") or conf.get("spark.pyspark.python") or sys.executable
+    os.environ["PYSPARK_PYTHON"] = python
+    if "spark.pyspark.python" not in conf:
+        b = b.config("spark.pyspark.python", python)
+    driver = os.environ.get("PYSPARK_DRIVER_PYTHON") or conf.get("spark.pyspark.driver.python") or sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = driver  # the driver's workers (data source planning)
+    if "spark.pyspark.driver.python" not in conf:
+        b = b.config("spark.pyspark.driver.python", driver)
     if quiet:
         opt = f"-Dlog4j2.configurationFile=file:{_log4j_file()}"
         for k in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):

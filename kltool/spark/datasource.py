@@ -359,7 +359,8 @@ def plan_segments(opts, pushed: Pushed | None = None) -> list[SegmentRead]:
     records = (opts.get("level") or "records").lower() == "records"
     all_paths = option_paths(opts)
     remote = [p for p in all_paths if is_remote(p)]
-    partitions, files = _selection(opts, [local_path(p) for p in all_paths if not is_remote(p)])
+    # local paths as absolute ones, as Spark qualifies file-source paths: executors run elsewhere
+    partitions, files = _selection(opts, [os.path.abspath(local_path(p)) for p in all_paths if not is_remote(p)])
     if pushed is not None and not pushed.empty():
         partitions = [p for p in partitions if pushed.wants(p.topic, p.partition)]
         if records:

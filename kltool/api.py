@@ -27,7 +27,7 @@ from pathlib import Path
 
 from .errors import UsageError
 
-__all__ = ["Logs", "VerifyReport"]
+__all__ = ["Logs", "VerifyReport", "verify", "repair", "retention"]
 
 
 @dataclass
@@ -208,3 +208,21 @@ class Logs:
             result = app.commit()
         self.refresh()
         return result
+
+
+# -- one call each, for scripts that need no handle ----------------------------------------------------
+def verify(*paths, deep: bool = False, topic: str | None = None, partitions=None) -> VerifyReport:
+    """``Logs(*paths, ...).verify(deep=deep)``."""
+    return Logs(*paths, topic=topic, partitions=partitions).verify(deep=deep)
+
+
+def repair(*paths, dry_run: bool = True, backup_dir=None, like_broker: bool = False, topic: str | None = None,
+           partitions=None):
+    """``Logs(*paths, ...).repair(dry_run=dry_run, ...)``: a plan unless ``dry_run=False``."""
+    return Logs(*paths, topic=topic, partitions=partitions).repair(dry_run=dry_run, backup_dir=backup_dir,
+                                                                   like_broker=like_broker)
+
+
+def retention(*paths, dry_run: bool = True, topic: str | None = None, partitions=None, **limits):
+    """``Logs(*paths, ...).retention(dry_run=dry_run, **limits)``: a plan unless ``dry_run=False``."""
+    return Logs(*paths, topic=topic, partitions=partitions).retention(dry_run=dry_run, **limits)

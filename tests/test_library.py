@@ -17,7 +17,7 @@ from .conftest import ROOT
 
 def test_dir_lists_the_api_and_every_name_resolves():
     names = dir(kltool)
-    for name in ("Logs", "open_path", "open_log_dir", "KltoolError", "PathNotFound", "records", "Appender",
+    for name in ("Logs", "verify", "repair", "retention", "open_path", "open_log_dir", "KltoolError", "PathNotFound", "records", "Appender",
                  "create_topic", "decode_records", "Segment"):
         assert name in names and name in kltool.__all__, name
     for name in kltool.__all__:
@@ -49,8 +49,9 @@ def test_logs_verify_repair_and_records(copy_fixture):
     assert not report.clean and {f.kind for f in report.errors} == {"crc_mismatch"}
     before = [r.offset for r in logs.records()]
     assert logs.repair(dry_run=True).plan.actions and not logs.verify().clean  # a plan changes nothing
+    assert not kltool.verify(ld).clean and kltool.repair(ld).plan.actions  # the one-call forms
     result = logs.repair(dry_run=False)
-    assert result.manifests and logs.verify().clean
+    assert result.manifests and logs.verify().clean and kltool.verify(ld, deep=True).clean
     assert [r.offset for r in logs.records()] == before  # only the damaged batch's records were unreadable
 
 

@@ -104,13 +104,11 @@ def test_no_two_modules_import_each_other():
 
 def test_docstrings_cite_kafka_or_this_repository_not_absent_documents():
     """"reference §N" and "DESIGN §N" named documents outside this repository: cite Kafka's class and
-    method names or a page in docs/. (storage/repair.py is being split by its owners; it follows.)"""
+    method names or a page in docs/."""
     import re
 
     bad = []
     for path in sorted(PKG.rglob("*.py")):
-        if path.name == "repair.py" and path.parent.name == "storage":
-            continue
         for n, line in enumerate(path.read_text().splitlines(), 1):
             if re.search(r"reference §|DESIGN §|\(§\d|of §\d|The §\d", line):
                 bad.append(f"{path.relative_to(PKG)}:{n}: {line.strip()}")

@@ -6,9 +6,9 @@ copies everything an action removes into a run directory of the backup dir, writ
 (``manifest.json``) *before* changing anything, then applies the actions one by one. :func:`restore`
 undoes a run from its manifest. :func:`repair` does the locking and all three steps.
 
-What the planner does (reference §8, §11):
+What the planner does (the broker's ``LogLoader.load`` and ``LogSegment.recover``, offline):
 
-* Stale files by the broker's own rules (§8.3 steps 1–2): ``.deleted`` and ``.cleaned`` files and ``.swap``
+* Stale files by the broker's own rules (``LogLoader.removeTempFilesAndCollectSwapFiles``): ``.deleted`` and ``.cleaned`` files and ``.swap``
   files of an incomplete split are quarantined (moved into the backup); the files a complete ``.swap`` set
   replaces are quarantined and the ``.swap`` files renamed into place. Orphan index files are quarantined;
   kltool's own temporary files (``*.kltool-tmp``) from an interrupted run are deleted.
@@ -46,6 +46,7 @@ import hashlib
 import json
 import os
 import shutil
+import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,7 +54,9 @@ from pathlib import Path
 from ..errors import BrokerLockHeld, CorruptDataError, KltoolError, UnsafeOperation, UsageError
 from ..format import decode_records, parse_header
 from ..format import index as fidx
-from ..format.records import LOG_OVERHEAD, BatchHeader
+from ..format.batch import V2_OVERHEAD
+from ..format.legacy import RECORD_OVERHEAD
+from ..format.records import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MIN_BATCH_SIZE_FIELD, BatchHeader
 from .findings import Finding
 from .fsutil import (
     TMP_SUFFIX,
@@ -81,7 +84,7 @@ MANIFEST_NAME = "manifest.json"
 MANIFEST_TYPE = "kltool-backup-manifest"
 BACKUP_SUFFIX = ".kltool-backup"
 INT32_MAX = 2**31 - 1
-_LEGACY_MIN_SIZE = {0: 14, 1: 22}
+_MAGIC = HEADER_SIZE_UP_TO_MAGIC - 1  # the magic byte's position in a batch
 _HASH_LIMIT = 256 << 20  # whole files moved into the backup are hashed up to this size
 _SAMPLE = 4096
 _MAX_FIX_BATCH = 64 << 20  # a magic fix is tried for batches up to this size (bigger ones are not plausible)
@@ -302,7 +305,7 @@ def _next_offset_of(path: Path, base: int) -> int:
 
 
 def _plan_stale(view: _View, acts: list[Action]) -> None:
-    """LogLoader.removeTempFilesAndCollectSwapFiles + the swap completion (reference §8.3 steps 1–2)."""
+    """LogLoader.removeTempFilesAndCollectSwapFiles + the swap completion (``LogLoader.load``)."""
     d = view.dir
     deleted = [(o, k, e) for o, k, t, e in view.entries if t == "deleted"]
     cleaned = [(o, k, e) for o, k, t, e in view.entries if t == "cleaned"]
@@ -368,7 +371,8 @@ class _Ctx:
 
 
 class _ExistingIndexes:
-    """The segment's current ``.index``/``.timeindex`` checked against its batches (reference §5.5, §5.7;
+    """The segment's current ``.index``/``.timeindex`` checked against its batches (``OffsetIndex.sanityCheck``,
+    :func:`~kltool.storage.index_builder.check_offset_index_invariant`;
     the same checks as ``verify``), streamed: :meth:`batch` for every kept batch at its current position."""
 
     def __init__(self, seg: _Seg, is_active: bool):
@@ -522,12 +526,12 @@ class _SegScan:
         """Offsets a damaged region probably held: from a readable header at its start (a torn batch), else
         from the neighbours (the next kept batch bounds it later)."""
         first = self.ctx.last + 1 if self.ctx.last is not None else self.seg.base
-        if d.kind == "torn_tail" and d.length >= 61:
-            head = os.pread(self.fd, 61, d.position)
-            if len(head) == 61 and head[16] == 2:
+        if d.kind == "torn_tail" and d.length >= V2_OVERHEAD:
+            head = os.pread(self.fd, V2_OVERHEAD, d.position)
+            if len(head) == V2_OVERHEAD and head[_MAGIC] == 2:
                 try:
                     h = parse_header(head, 0, check_crc=False)
-                except Exception:
+                except (CorruptDataError, ValueError, struct.error):
                     h = None
                 if h is not None and h.base_offset >= first and h.last_offset >= h.base_offset \
                         and h.count is not None and 0 <= h.count <= h.last_offset - h.base_offset + 1:
@@ -536,28 +540,28 @@ class _SegScan:
 
     def _try_fix_magic(self, pos: int, limit: int) -> BatchHeader | None:
         """A batch at ``pos`` that is valid once its magic byte is 2 (or 1, 0): the CRC proves it."""
-        head = os.pread(self.fd, 17, pos)
-        if len(head) < 17:
+        head = os.pread(self.fd, HEADER_SIZE_UP_TO_MAGIC, pos)
+        if len(head) < HEADER_SIZE_UP_TO_MAGIC:
             return None
         size_field = int.from_bytes(head[8:12], "big", signed=True)
         total = size_field + LOG_OVERHEAD
-        if size_field < 14 or pos + total > limit or total > _MAX_FIX_BATCH:
+        if size_field < MIN_BATCH_SIZE_FIELD or pos + total > limit or total > _MAX_FIX_BATCH:
             return None
-        cur = head[16]
+        cur = head[_MAGIC]
         data = bytearray(os.pread(self.fd, total, pos))
         if len(data) != total:
             return None
         for m in (2, 1, 0):
-            if m == cur or (m == 2 and total < 61) or (m < 2 and size_field < _LEGACY_MIN_SIZE[m]):
+            if m == cur or (m == 2 and total < V2_OVERHEAD) or (m < 2 and size_field < RECORD_OVERHEAD[m]):
                 continue
-            data[16] = m
+            data[_MAGIC] = m
             try:
                 h = parse_header(data, 0)
-            except Exception:
+            except (CorruptDataError, ValueError, struct.error):
                 continue
             if h.crc_valid and h.size == total:
                 h.position = pos
-                self.fixes.append((pos + 16, cur, m))  # the magic byte's position
+                self.fixes.append((pos + _MAGIC, cur, m))  # the magic byte's position
                 return h
         return None
 
@@ -877,11 +881,10 @@ def _plan_partition(g: Group, p: Partition, *, like_broker: bool, interval: int,
         return
     leo = last_scan.kept_last + 1 if last_scan.kept_last is not None else final[-1].base
     g.log_end_offsets[str(p.path)] = leo
-    _plan_partition_files(view, p, leo, ctx, acts, probs)
+    _plan_partition_files(view, p, leo, ctx, acts)
 
 
-def _plan_partition_files(view: _View, p: Partition, leo: int, ctx: _Ctx, acts: list[Action],
-                          probs: list[Problem]) -> None:
+def _plan_partition_files(view: _View, p: Partition, leo: int, ctx: _Ctx, acts: list[Action]) -> None:
     from ..format.checkpoints import encode_leader_epoch_checkpoint, parse_leader_epoch_checkpoint
     from ..format.snapshot import parse_snapshot
 

@@ -1,29 +1,36 @@
 #!/usr/bin/env python3
-"""Records/s of the ``kafka-log`` Spark data source against a plain Python loop over the same files.
+"""Records/s of the ``kafka-log`` Spark data source, side by side on ``local[2]`` and
+``local-cluster[2,1,1024]`` (executors in their own JVMs), and the tasks one big segment becomes.
 
-    .venv/bin/python bench/bench_spark.py                      # 1,000,000 records in 4 segments
-    .venv/bin/python bench/bench_spark.py --records 200000 --runs 3 --codec lz4
+    .venv/bin/python bench/bench_spark.py                    # a 1 GiB segment, 3 runs per query
+    .venv/bin/python bench/bench_spark.py --size 256M --runs 1 --masters 'local[2]'
 
-Writes one partition (``bench/out/spark-<codec>-<records>/t-0/``) of ``--segments`` segments with
-``kltool.format.build_batch`` (``--batch`` records per batch, key ``key-<n>``, ``--value-size``-byte
-values, one header on every 10th record), then times, median of ``--runs`` after one warm-up run:
+Data: one partition ``t-0`` holding one segment of ``--size`` bytes (default 1 GiB) of uncompressed
+16 KiB batches (~70 records of ~200 bytes each, one header on every 10th record) and its ``.index``
+(an entry per batch, as the broker writes with ``log.index.interval.bytes=4096``). It is written fast
+by repeating one batch with its base offset patched (the base offset is outside a v2 batch's CRC):
+every batch is valid to Kafka's reader, the offsets run 0..N-1.
 
-  python-loop    walk() + decode_records() per segment, materialising every record's offset,
-                 timestamp, key, value and headers as Python objects (what a script would do)
-  reader-arrow   the data source's own read path (plan + read_partition_rows -> pyarrow.RecordBatch)
-                 in this process, without Spark
-  spark          spark.read.format("kafka-log").load() on --master (default local[*]), forced with
-                 an aggregate over every column (count, sum of key/value lengths, max offset,
-                 headers seen); the session start is timed apart
+Queries, each the median of ``--runs`` after one warm-up, with records/s and records/s per core:
 
-Every reader must see the same record count, else the run aborts.
+  count            ``df.count()`` with the full Kafka-source schema
+  pruned count     ``.schema("offset LONG, timestamp TIMESTAMP")``: count and max(offset) (no key,
+                   value or header decoding)
+  full read        an aggregate over every column (count, sum of key/value lengths, headers seen)
+  pushed query     ``where(partition = 0 AND offset >= N - 390000)``, count: filter pushdown
+  startingOffsets  the same rows asked for with ``startingOffsets`` (the form pushdown must match)
+
+Plus the input tasks the segment is planned into: split at batch starts every ``splitBytes``
+(128 MiB) versus whole (``splitBytes=0``). Session start is timed apart.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
+import struct
 import sys
 import time
 from pathlib import Path
@@ -32,124 +39,133 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from kltool.format import build_batch, decode_records  # noqa: E402
-from kltool.format.compression import CODEC_IDS  # noqa: E402
-from kltool.storage import Damage, open_paths, walk  # noqa: E402
+from kltool.format import build_batch  # noqa: E402
 
 TS_BASE = 1_700_000_000_000
 
 
-def generate(pdir: Path, n: int, segments: int, batch: int, codec: int, value_size: int) -> None:
-    """``segments`` .log files holding offsets 0..n-1; skipped when already there."""
+def _size(text: str) -> int:
+    t = text.strip().upper()
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(t[-1:], 1)
+    return int(float(t.rstrip("KMG")) * mult)
+
+
+def generate(pdir: Path, size: int) -> int:
+    """Write the segment and its index; return the record count. Skipped when already there."""
     done = pdir / ".complete"
     if done.exists():
-        return
+        return int(done.read_text())
     pdir.mkdir(parents=True, exist_ok=True)
-    for f in pdir.glob("*.log"):
-        f.unlink()
-    per_seg = -(-n // segments)
-    pad = (b"0123456789abcdef" * (value_size // 16 + 1))[:max(0, value_size - 12)]
-    for s in range(segments):
-        lo, hi = s * per_seg, min(n, (s + 1) * per_seg)
-        if lo >= hi:
-            break
-        with open(pdir / f"{lo:020d}.log", "wb") as f:
-            for b in range(lo, hi, batch):
-                recs = [(i - b, TS_BASE + i, b"key-%d" % i, b"value-%06d" % (i % 1000000) + pad,
-                         [("trace", b"t-%d" % i)] if i % 10 == 0 else ())
-                        for i in range(b, min(hi, b + batch))]
-                f.write(build_batch(recs, base_offset=b, compression=codec))
-    done.write_text("ok\n")
-
-
-def python_loop(pdir: Path) -> int:
-    n = 0
-    for p in open_paths([str(pdir)]).partitions:
-        for seg in p.segments:
-            for h in walk(seg.log_path, with_data=True):
-                if isinstance(h, Damage) or not h.crc_valid:
-                    continue
-                cols = decode_records(h)
-                offs, tss = cols.offsets, cols.timestamps
-                for i in range(len(offs)):
-                    _row = (offs[i], tss[i], cols.key(i), cols.value(i), cols.header_list(i) or None)
-                    n += 1
+    pad = b"0123456789abcdef" * 12
+    per = 70
+    recs = [(i, TS_BASE + i, b"key-%06d" % i, b"value-%06d-" % i + pad, [("trace", b"t-%d" % i)] if i % 10 == 0 else ())
+            for i in range(per)]
+    template = bytearray(build_batch(recs, base_offset=0))
+    n_batches = max(1, size // len(template))
+    with open(pdir / f"{0:020d}.log", "wb") as log, open(pdir / f"{0:020d}.index", "wb") as idx:
+        buf = bytearray()
+        for b in range(n_batches):
+            struct.pack_into(">q", template, 0, b * per)
+            buf += template
+            idx.write(struct.pack(">ii", b * per + per - 1, b * len(template)))
+            if len(buf) >= (8 << 20):
+                log.write(buf)
+                buf.clear()
+        log.write(buf)
+    n = n_batches * per
+    done.write_text(str(n))
     return n
 
 
-def reader_arrow(pdir: Path) -> int:
+def timed(fn, runs: int) -> tuple[float, object]:
+    fn()  # warm-up
+    times, out = [], None
+    for _ in range(runs):
+        t = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), out
+
+
+def tasks(pdir: Path) -> tuple[int, int]:
     from kltool.spark import datasource as ds
 
-    opts = ds.normalize_options({"path": str(pdir)})
-    r = ds.KafkaLogReader(opts)
-    return sum(b.num_rows for part in r.partitions() for b in r.read(part))
+    def n(opts):
+        r = ds.KafkaLogReader(ds.normalize_options({"path": str(pdir), **opts}), default_min_partitions=2)
+        return len(r.partitions())
+
+    return n({}), n({"splitBytes": "0"})
 
 
-def spark_read(spark, pdir: Path) -> int:
+def bench_master(master: str, pdir: Path, n: int, runs: int) -> list[tuple[str, float, int]]:
     from pyspark.sql import functions as F
 
-    df = spark.read.format("kafka-log").option("path", str(pdir)).load()
-    row = df.agg(F.count("*").alias("n"), F.sum(F.length("key") + F.length("value")).alias("b"),
-                 F.max("offset").alias("o"), F.max("timestamp").alias("t"),
-                 F.sum(F.size(F.coalesce("headers", F.array()))).alias("h")).collect()[0]
-    return row["n"]
+    from kltool.spark import session
 
+    t = time.perf_counter()
+    spark = session(master, "kltool-bench", conf={"spark.executor.memory": "1g", "spark.sql.adaptive.enabled": "false"})
+    print(f"  {master}: session start {time.perf_counter() - t:.1f} s", flush=True)
+    path = str(pdir)
+    cores = 2
+    lo = max(0, n - 390000)
 
-def timed(fn, runs: int, expect: int | None):
-    fn()  # warm-up (page cache, imports, Python workers, JIT)
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        n = fn()
-        times.append(time.perf_counter() - t0)
-        if expect is not None and n != expect:
-            raise SystemExit(f"record count mismatch: {n} != {expect}")
-    return statistics.median(times), n
+    def fresh(schema=None):
+        r = spark.read.format("kafka-log")
+        if schema:
+            r = r.schema(schema)
+        return r.load(path)
+
+    queries = {
+        "count": lambda: fresh().count(),
+        "pruned count": lambda: fresh("offset LONG, timestamp TIMESTAMP").agg(
+            F.count("*"), F.max("offset")).collect()[0][0],
+        "full read": lambda: fresh().agg(F.count("*"), F.sum(F.length("key")), F.sum(F.length("value")),
+                                         F.sum(F.size("headers"))).collect()[0][0],
+        "pushed query": lambda: fresh().where(f"partition = 0 AND offset >= {lo}").count(),
+        "startingOffsets": lambda: spark.read.format("kafka-log").option(
+            "startingOffsets", json.dumps({"t": {"0": lo}})).load(path).count(),
+    }
+    rows = []
+    for name, q in queries.items():
+        secs, got = timed(q, runs)
+        want = n - lo if name in ("pushed query", "startingOffsets") else n
+        if got != want:
+            raise SystemExit(f"{name} on {master}: {got} rows, expected {want}")
+        rows.append((name, secs, want))
+        print(f"  {master:26s} {name:16s} {secs:7.2f} s  {want / secs / 1e6:6.2f} M rec/s  "
+              f"{want / secs / cores / 1e6:6.2f} M rec/s per core", flush=True)
+    spark.stop()
+    return rows
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--records", type=int, default=1_000_000)
-    ap.add_argument("--segments", type=int, default=4)
-    ap.add_argument("--batch", type=int, default=500, help="records per batch")
-    ap.add_argument("--value-size", type=int, default=100)
-    ap.add_argument("--codec", default="none", choices=sorted(CODEC_IDS))
+    ap.add_argument("--size", default="1G", help="segment size (default 1G)")
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--master", default="local[*]")
-    ap.add_argument("--skip-spark", action="store_true")
-    a = ap.parse_args()
-
-    pdir = HERE / "out" / f"spark-{a.codec}-{a.records}x{a.segments}" / "t-0"
-    t0 = time.perf_counter()
-    generate(pdir, a.records, a.segments, a.batch, CODEC_IDS[a.codec], a.value_size)
-    size = sum(f.stat().st_size for f in pdir.glob("*.log"))
-    print(f"data: {pdir} ({a.records:,} records, {a.segments} segments, {size / 2**20:.1f} MiB, codec {a.codec}; "
-          f"ready in {time.perf_counter() - t0:.1f}s); cpus {os.cpu_count()}; median of {a.runs} after a warm-up")
-    results = []
-    secs, n = timed(lambda: python_loop(pdir), a.runs, a.records)
-    results.append(("python-loop", secs))
-    secs, n = timed(lambda: reader_arrow(pdir), a.runs, a.records)
-    results.append(("reader-arrow", secs))
-    if not a.skip_spark:
-        import tempfile
-
-        from kltool.spark import session
-
-        log = os.path.join(tempfile.gettempdir(), f"kltool-spark-bench-{os.getpid()}.log")
-        t0 = time.perf_counter()
-        spark = session(a.master, "kltool bench", jvm_log=log)
-        start = time.perf_counter() - t0
-        try:
-            secs, n = timed(lambda: spark_read(spark, pdir), a.runs, a.records)
-            results.append((f"spark {a.master}", secs))
-        finally:
-            spark.stop()
-            os.unlink(log)
-        print(f"spark session start: {start:.1f}s (not included below)")
-    base = results[0][1]
-    print(f"{'reader':<22}{'seconds':>10}{'records/s':>14}{'MiB/s':>10}{'vs loop':>10}")
-    for name, secs in results:
-        print(f"{name:<22}{secs:>10.2f}{a.records / secs:>14,.0f}{size / 2**20 / secs:>10.1f}{base / secs:>9.2f}x")
+    ap.add_argument("--masters", default="local[2];local-cluster[2,1,1024]", help="separated by ;")
+    args = ap.parse_args()
+    size = _size(args.size)
+    pdir = HERE / "out" / f"spark-seg-{args.size}" / "t-0"
+    t = time.perf_counter()
+    n = generate(pdir, size)
+    print(f"data: {pdir} ({os.path.getsize(pdir / f'{0:020d}.log') / (1 << 20):.0f} MiB, {n:,} records; "
+          f"{time.perf_counter() - t:.1f} s to write or find)")
+    split, whole = tasks(pdir)
+    print(f"tasks for the segment: {split} split at .index batch starts (splitBytes 128 MiB), {whole} unsplit")
+    results = {}
+    for master in [m.strip() for m in args.masters.split(";") if m.strip()]:
+        results[master] = bench_master(master, pdir, n, args.runs)
+    print("\nquery              " + "".join(f"{m:>30s}" for m in results))
+    names = [r[0] for r in next(iter(results.values()))]
+    for i, name in enumerate(names):
+        cells = []
+        for rows in results.values():
+            _nm, secs, cnt = rows[i]
+            cells.append(f"{cnt / secs / 2 / 1e6:9.2f} M/s/core ({secs:5.2f} s)")
+        print(f"{name:18s} " + "".join(f"{c:>30s}" for c in cells))
+    for m, rows in results.items():
+        d = {r[0]: r[1] for r in rows}
+        print(f"{m}: pushed query / startingOffsets = {d['pushed query'] / d['startingOffsets']:.2f}x")
 
 
 if __name__ == "__main__":

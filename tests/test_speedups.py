@@ -23,6 +23,18 @@ from kltool.format.compression import GZIP, LZ4, NONE, ZSTD
 from .conftest import FIXTURES, ORACLE, REAL, ROOT
 
 
+@pytest.fixture(autouse=True)
+def compiled():
+    """These tests compare the compiled paths with the reference ones: the compiled ones are on for
+    them even under KLTOOL_NO_SPEEDUPS=1 (which the rest of the suite honours)."""
+    saved = speedups.C, fbatch._c_decode_v2
+    speedups.C, fbatch._c_decode_v2 = _speedups, _speedups.decode_v2
+    try:
+        yield
+    finally:
+        speedups.C, fbatch._c_decode_v2 = saved
+
+
 @contextlib.contextmanager
 def pure():
     saved = speedups.C, fbatch._c_decode_v2
@@ -434,7 +446,8 @@ def test_key_checks_pass_with_the_accelerator_disabled():
             "assert s.C is None and b._c_decode_v2 is None")
     subprocess.run([sys.executable, "-c", code], env=env, check=True)
     tests = ["tests/test_scan.py", "tests/test_format_core.py", "tests/test_dump.py", "tests/test_oracle_corpus.py",
-             "tests/test_real_logdirs.py", "tests/test_append.py"]
-    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests],
+             "tests/test_real_logdirs.py", "tests/test_append.py", "tests/test_writer.py", "tests/test_repair.py",
+             "tests/test_jsonl.py", "tests/test_read.py"]
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-m", "not slow", "-p", "no:cacheprovider", *tests],
                        env=env, cwd=ROOT, capture_output=True, text=True)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]

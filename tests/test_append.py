@@ -399,9 +399,9 @@ def test_refused_while_a_broker_holds_the_lock(kl, tmp_path):
     p = hold_lock(ld / ".lock")
     try:
         r = kl("append", ld, "t", "--value", "x")
-        assert r.code == 3 and "running broker" in r.err
+        assert r.code == 3 and "a broker or another kltool holds" in r.err
         r = kl("append", ld, "t", "--value", "x", "--dry-run")
-        assert r.code == 3 and "running broker" in r.err
+        assert r.code == 3 and "a broker or another kltool holds" in r.err
     finally:
         stop(p)
     assert _snapshot_tree(ld) == before

@@ -135,7 +135,7 @@ def test_broker_lock_refused_while_another_process_holds_it(logdir):
         with pytest.raises(BrokerLockHeld) as ei:
             with BrokerLock(logdir):
                 pass
-        assert ei.value.message == f"a running broker holds {lockpath}; stop it first"
+        assert ei.value.message == f"a broker or another kltool holds {lockpath}; stop it first"
         assert ei.value.exit_code == 3
         assert ei.value.path == lockpath
     finally:
@@ -166,6 +166,11 @@ def test_broker_lock_blocks_a_broker_like_process(logdir):
         out = subprocess.run([sys.executable, "-c", probe, str(logdir / ".lock")], capture_output=True, text=True,
                              check=True).stdout.strip()
         assert out == "refused"
+    # the .lock kltool created is gone again; one that was there stays, free for the next taker
+    assert not (logdir / ".lock").exists()
+    (logdir / ".lock").write_bytes(b"")
+    with BrokerLock(logdir):
+        pass
     out = subprocess.run([sys.executable, "-c", probe, str(logdir / ".lock")], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "got it"
@@ -187,7 +192,8 @@ def test_lock_file_created_only_in_a_log_dir(tmp_path, logdir):
     assert not (logdir / ".lock").exists()
     with BrokerLock(logdir):
         assert (logdir / ".lock").exists()
-    assert (logdir / ".lock").read_bytes() == b""
+        assert (logdir / ".lock").read_bytes() == b""
+    assert not (logdir / ".lock").exists()  # kltool leaves no .lock it created behind
 
     plain = tmp_path / "not-kafka"
     plain.mkdir()

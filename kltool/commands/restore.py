@@ -17,7 +17,7 @@ def command(out, manifest, dry_run, no_follow):
     exit 3, when it changed since), so a restore can be interrupted and run again. A run that followed
     interrupted runs restores those too, unless --no-follow.
     """
-    from ..storage.repair import restore
+    from ..storage.backup import restore
 
     def show(step):
         if out.json_mode:

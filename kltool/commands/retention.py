@@ -185,7 +185,7 @@ def command(out, paths, topic, partition_spec, retention_ms, retention_hours, re
 
             for ld in logdirs.values():
                 if lock_holder_present(ld.path):
-                    out.warn(f"{ld.lock_path}: a running broker holds this log dir (planning only)")
+                    out.warn(f"{ld.lock_path}: a broker or another kltool holds this log dir (planning only)")
         else:
             from ..storage.fsutil import log_dirs_locked
 

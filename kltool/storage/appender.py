@@ -32,7 +32,7 @@ from ..format.compression import CODEC_IDS, NONE, ZSTD
 from ..format.partitioner import default_partition
 from ..format.records import LOG_OVERHEAD
 from ..format.topics import parse_partition_dir_name, validate_topic
-from .fsutil import LOCK_FILE_NAME, BrokerLock, lock_holder_present
+from .fsutil import LOCK_FILE_NAME, BrokerLock, held_message, lock_holder_present
 from .topic_config import load_topic_config, load_topic_entry, validate_config
 from .writer import PartitionWriter, WriterStats, _now_ms
 
@@ -255,7 +255,7 @@ class Appender:
         if lock and not self.options.dry_run:
             self._lock = BrokerLock(self.logdir).acquire()
         elif lock and lock_holder_present(self.logdir):
-            raise BrokerLockHeld(f"a running broker holds {self.logdir / LOCK_FILE_NAME}; stop it first",
+            raise BrokerLockHeld(held_message(self.logdir / LOCK_FILE_NAME),
                                  path=self.logdir / LOCK_FILE_NAME)
 
     # -------------------------------------------------------------------------------------- options

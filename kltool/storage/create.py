@@ -10,7 +10,7 @@ from pathlib import Path
 from ..errors import BrokerLockHeld, CorruptDataError, UsageError
 from ..format.topics import parse_partition_dir_name, validate_topic
 from .appender import topic_partition_dirs
-from .fsutil import LOCK_FILE_NAME, BrokerLock, atomic_write, fsync_dir, lock_holder_present
+from .fsutil import LOCK_FILE_NAME, BrokerLock, atomic_write, fsync_dir, held_message, lock_holder_present
 from .segment import filename_prefix
 from .topic_config import load_topic_entry
 from .writer import LEADER_EPOCH_FILE
@@ -101,7 +101,7 @@ def create_topic(logdir, topic: str, partitions: int, *, config: dict[str, str] 
     lock = None
     if dry_run:
         if logdir.exists() and lock_holder_present(logdir):
-            raise BrokerLockHeld(f"a running broker holds {logdir / LOCK_FILE_NAME}; stop it first",
+            raise BrokerLockHeld(held_message(logdir / LOCK_FILE_NAME),
                                  path=logdir / LOCK_FILE_NAME)
     else:
         logdir.mkdir(parents=True, exist_ok=True)

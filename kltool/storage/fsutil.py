@@ -201,8 +201,12 @@ def _held_by_us(path) -> bool:
         return key is not None and key in _held
 
 
-def _held_message(lockpath) -> str:
-    return f"a running broker holds {lockpath}; stop it first"
+def held_message(lockpath) -> str:
+    """What to say when another process holds a log dir's ``.lock``: a broker, or another kltool."""
+    return f"a broker or another kltool holds {lockpath}; stop it first"
+
+
+_held_message = held_message
 
 
 class BrokerLock:
@@ -241,7 +245,12 @@ class BrokerLock:
                 self._key = key
                 return self
             # FileLock: FileChannel.open(file, CREATE, READ, WRITE)
-            fd = os.open(self.lockpath, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+            try:  # a .lock that kltool itself creates in an existing log dir goes again on release
+                fd = os.open(self.lockpath, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+                created = self.create is not True
+            except FileExistsError:
+                fd = os.open(self.lockpath, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+                created = False
             try:
                 fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as e:
@@ -251,7 +260,7 @@ class BrokerLock:
                 raise
             st = os.fstat(fd)
             key = (st.st_dev, st.st_ino)
-            _held[key] = [fd, 1]
+            _held[key] = [fd, 1, self.lockpath if created else None]
             self._key = key
         return self
 
@@ -267,6 +276,10 @@ class BrokerLock:
             if entry[1] == 0:
                 del _held[key]
                 try:
+                    if entry[2] is not None:  # leave the tree as it was: remove the .lock we created (still held)
+                        with contextlib.suppress(FileNotFoundError):
+                            os.unlink(entry[2])
+                        fsync_dir(entry[2].parent)
                     fcntl.lockf(entry[0], fcntl.LOCK_UN)
                 finally:
                     os.close(entry[0])

@@ -99,6 +99,14 @@ class LogDir:
                     raise e.at(path=p) from None
         return self._checkpoints[name]
 
+    def forget_checkpoint(self, name: str | None = None) -> None:
+        """Drop the cached contents of checkpoint ``name`` (every one when None), after a command that
+        wrote it, so the next :meth:`checkpoint` reads the file again."""
+        if name is None:
+            self._checkpoints.clear()
+        else:
+            self._checkpoints.pop(name, None)
+
     def meta_properties(self) -> dict | None:
         from ..format.checkpoints import parse_properties
 

@@ -24,7 +24,7 @@ Applying, per log dir under the broker's ``.lock``: roll the empty segment; writ
 ``log-start-offset-checkpoint`` (atomically); truncate ``leader-epoch-checkpoint`` from the start like
 ``LeaderEpochFileCache.truncateFromStart``; remove producer snapshots below the log start offset; then
 each segment's files are renamed to ``*.deleted`` and removed (or, with a backup dir, moved into a run
-directory there by :func:`kltool.storage.repair.apply_plan`, whose manifest ``kltool restore`` undoes). In that order a run killed anywhere leaves a log dir the broker loads
+directory there by :func:`kltool.storage.backup.apply_changes`, whose manifest ``kltool restore`` undoes). In that order a run killed anywhere leaves a log dir the broker loads
 as it is and a re-run finishes the same way: the checkpoint is written before any segment goes, and
 leftovers (``*.deleted`` files, index files of a half-removed segment) are part of every plan.
 """
@@ -557,7 +557,7 @@ def apply_retention(plan: RetentionPlan, *, backup_dir=None,
                     on_action: Callable[[Action], None] | None = None) -> list[Path]:
     """Carry out ``plan``; the caller holds each log dir's ``.lock``. Without ``backup_dir`` files go the
     broker's way (renamed ``*.deleted``, removed at the end); with it they are moved into a run directory
-    of ``backup_dir`` by :func:`kltool.storage.repair.apply_plan`, whose manifest ``kltool restore``
+    of ``backup_dir`` by :func:`kltool.storage.backup.apply_changes`, whose manifest ``kltool restore``
     undoes. ``on_action`` is called as each action completes. Returns the manifests written."""
     steps = _steps(plan)
     left = {id(a): 0 for a in plan.actions}
@@ -580,7 +580,7 @@ def apply_retention(plan: RetentionPlan, *, backup_dir=None,
         for pp in plan.partitions:
             pp.partition.refresh()
         for ld in plan.logdirs:
-            ld._checkpoints.pop(LOG_START_CHECKPOINT, None)
+            ld.forget_checkpoint(LOG_START_CHECKPOINT)
 
 
 def _apply_broker_way(steps, step_done) -> None:
@@ -615,32 +615,31 @@ def _apply_broker_way(steps, step_done) -> None:
 
 
 def _apply_with_backup(plan: RetentionPlan, steps, backup_dir, step_done) -> list[Path]:
-    from . import repair as rp
+    from . import backup as bk
 
-    groups: dict[Path, rp.Group] = {}
+    changes: dict[Path, bk.ChangeSet] = {}
     mine: dict[int, list[Action]] = {}
-    by_path: dict[Path, rp.Action] = {}
+    by_path: dict[Path, bk.Action] = {}
     for ld in plan.logdirs:
-        groups[ld.path] = rp.Group(root=ld.path, logdir=ld,
-                                   partitions=[pp.partition for pp in plan.partitions if pp.partition.logdir is ld])
+        changes[ld.path] = bk.ChangeSet(root=ld.path, protect=[pp.partition.path for pp in plan.partitions
+                                                               if pp.partition.logdir is ld])
     for kind, path, a, content in steps:
         if kind in ("create", "write"):
             if path in by_path:  # one checkpoint write serves several partitions
                 mine[id(by_path[path])].append(a)
                 continue
             reason = "new empty segment (roll)" if kind == "create" else f"retention: {a.info.get('kind')}"
-            ra = by_path[path] = rp.Action("write_checkpoint", path, reason, data=content.encode())
+            ra = by_path[path] = bk.Action("write_checkpoint", path, reason, data=content.encode())
         else:
-            ra = rp.Action("quarantine", path, f"retention: {a.info.get('reason')}")
+            ra = bk.Action("quarantine", path, f"retention: {a.info.get('reason')}")
         mine[id(ra)] = [a]
-        groups[a.logdir].actions.append(ra)
-    rplan = rp.Plan([g for g in groups.values() if g.actions], "retention")
+        changes[a.logdir].actions.append(ra)
 
     def done(ra) -> None:
         for a in mine[id(ra)]:
             step_done(a)
 
-    return rp.apply_plan(rplan, backup_dir, on_action=done)
+    return bk.apply_changes(list(changes.values()), "retention", backup_dir, on_action=done)
 
 
 def summarize(plan: RetentionPlan) -> dict:

@@ -211,7 +211,7 @@ def verify_log_file(path: Path, *, base_offset: int | None, deep: bool, stats: V
             where = "" if item.resumed_at is None else f"; valid batches resume at byte {item.resumed_at}"
             if live_tail and item.resumed_at is None:
                 # The active segment of a running broker: a write in progress, or preallocated space.
-                yield _warn(item.kind, path, f"{item.message} (a running broker holds this log dir: probably a "
+                yield _warn(item.kind, path, f"{item.message} (a broker or another kltool holds this log dir: probably a "
                             f"write in progress or preallocated space)", position=item.position, length=item.length)
                 continue
             stats.lost_bytes += item.length
@@ -345,7 +345,7 @@ def verify_partition(p: Partition, *, deep: bool = False, stats: VerifyStats,
 
 
 def _broker_running(p: Partition) -> bool:
-    """Does a running broker hold the partition's log dir (its .lock)? Cached per log dir."""
+    """Does a broker (or another kltool) hold the partition's log dir (its .lock)? Cached per log dir."""
     ld = p.logdir
     if ld is None:
         return False
@@ -406,7 +406,7 @@ def _check_logdir(ld: LogDir, stats: VerifyStats) -> Iterator[Finding]:
 
     try:
         if ld.lock_path.exists() and lock_holder_present(ld.path):
-            yield _warn("broker_lock_held", ld.lock_path, "a running broker holds this log dir (reading only)")
+            yield _warn("broker_lock_held", ld.lock_path, "a broker or another kltool holds this log dir (reading only)")
     except OSError:
         pass
     for d in ld.unknown_dirs:

@@ -14,10 +14,6 @@ from __future__ import annotations
 import struct
 import zlib
 
-import cramjam
-import lz4.frame
-import zstandard
-
 from ..errors import CorruptDataError
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
@@ -29,8 +25,28 @@ XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
 XERIAL_BLOCK = 32 * 1024
 LZ4_MAGIC = b"\x04\x22\x4d\x18"
 
-_zstd_d = zstandard.ZstdDecompressor()
-_zstd_c: dict[int, zstandard.ZstdCompressor] = {}
+_zstd_c: dict = {}  # level -> zstandard.ZstdCompressor
+_zstd_d: list = []  # the one zstandard.ZstdDecompressor, made on first use
+
+
+# The codec libraries are imported on first use: most commands never meet a compressed batch, and
+# importing cramjam, lz4 and zstandard costs several milliseconds of every kltool process's start.
+def _snappy():
+    import cramjam
+
+    return cramjam.snappy
+
+
+def _lz4():
+    import lz4.frame
+
+    return lz4.frame
+
+
+def _zstd():
+    import zstandard
+
+    return zstandard
 
 
 def codec_name(codec_id: int) -> str:
@@ -132,7 +148,7 @@ def _gzip_decompress(data) -> bytes:
 def _snappy_decompress(data) -> bytes:
     data = bytes(data)
     if len(data) < 16 or not data.startswith(XERIAL_MAGIC):
-        return bytes(cramjam.snappy.decompress_raw(data))
+        return bytes(_snappy().decompress_raw(data))
     out = []
     p = 16
     n = len(data)
@@ -147,7 +163,7 @@ def _snappy_decompress(data) -> bytes:
         if blen < 0 or p + blen > n:
             raise CorruptDataError(f"snappy (xerial) block of {blen} bytes runs past the end of the data",
                                    position=p - 4)
-        out.append(bytes(cramjam.snappy.decompress_raw(data[p:p + blen])))
+        out.append(bytes(_snappy().decompress_raw(data[p:p + blen])))
         p += blen
     return b"".join(out)
 
@@ -156,14 +172,16 @@ def _lz4_decompress(data, magic: int) -> bytes:
     data = bytes(data)
     if magic == 0:
         data = _fix_lz4_header_checksum(data)
-    return lz4.frame.decompress(data)
+    return _lz4().decompress(data)
 
 
 def _zstd_decompress(data) -> bytes:
     out = []
     buf = bytes(data)
+    if not _zstd_d:
+        _zstd_d.append(_zstd().ZstdDecompressor())
     while buf:
-        d = _zstd_d.decompressobj()
+        d = _zstd_d[0].decompressobj()
         out.append(d.decompress(buf))
         if not d.eof:
             raise CorruptDataError("zstd frame ends before its end")
@@ -204,14 +222,15 @@ def compress(codec: int, data: bytes, level: int | None = None, magic: int = 2) 
     if codec == SNAPPY:
         parts = [XERIAL_HEADER]
         for i in range(0, len(data), XERIAL_BLOCK):
-            block = bytes(cramjam.snappy.compress_raw(data[i:i + XERIAL_BLOCK]))
+            block = bytes(_snappy().compress_raw(data[i:i + XERIAL_BLOCK]))
             parts.append(struct.pack(">i", len(block)))
             parts.append(block)
         return b"".join(parts)
     if codec == LZ4:
         # Kafka: level 9 (default) uses the fast compressor, others high compression.
         clevel = 0 if level is None or level == 9 else level
-        out = lz4.frame.compress(data, compression_level=clevel, block_size=lz4.frame.BLOCKSIZE_MAX64KB,
+        lz4f = _lz4()
+        out = lz4f.compress(data, compression_level=clevel, block_size=lz4f.BLOCKSIZE_MAX64KB,
                                  block_linked=False, content_checksum=False, store_size=False)
         if magic == 0:
             # Reproduce KAFKA-3160: HC over magic+FLG+BD instead of FLG+BD.
@@ -226,6 +245,6 @@ def compress(codec: int, data: bytes, level: int | None = None, magic: int = 2) 
         lvl = 3 if level is None else level
         c = _zstd_c.get(lvl)
         if c is None:
-            c = _zstd_c[lvl] = zstandard.ZstdCompressor(level=lvl)
+            c = _zstd_c[lvl] = _zstd().ZstdCompressor(level=lvl)
         return c.compress(data)
     raise ValueError(f"Unknown compression type id: {codec}")

@@ -162,3 +162,21 @@ def test_split_segments_give_the_same_rows(s3, where):
     # with a start offset: the seek and the splits together
     got = [r["offset"] for b in read_all({**opts, "startingOffset": "4000"}, split=64 << 10) for r in b.to_pylist()]
     assert sorted(got) == [r[2] for r in kltool_records([WILLIAM / "__consumer_offsets-28"]) if r[2] >= 4000]
+
+
+def test_pushed_filters_prune_object_store_reads_too(s3):
+    import datetime as dt
+
+    from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual, In
+
+    opts = ds.normalize_options({"path": f"s3://{BUCKET}/oracle", **storage(s3)})
+    reader = ds.KafkaLogPushdownReader(opts)
+    filters = [In(("topic",), ("v2-multi-segment", "v2-txn")), EqualTo(("partition",), 0),
+               GreaterThanOrEqual(("offset",), 850),
+               GreaterThanOrEqual(("timestamp",), dt.datetime(1970, 1, 1, tzinfo=dt.UTC))]
+    assert list(reader.pushFilters(filters)) == filters  # all handed back: Spark checks them on the rows
+    parts = reader.partitions()
+    segs = [s for g in parts for s in g.value]
+    assert {(s.topic, s.segment) for s in segs} == {("v2-multi-segment", 800), ("v2-txn", 0)}
+    got = sorted((r["topic"], r["offset"]) for g in parts for b in reader.read(g) for r in b.to_pylist())
+    assert got == [("v2-multi-segment", o) for o in range(850, 1200)]  # v2-txn ends before 850

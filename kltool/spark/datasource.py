@@ -361,6 +361,7 @@ def plan_segments(opts, pushed: Pushed | None = None) -> list[SegmentRead]:
     remote = [p for p in all_paths if is_remote(p)]
     # local paths as absolute ones, as Spark qualifies file-source paths: executors run elsewhere
     partitions, files = _selection(opts, [os.path.abspath(local_path(p)) for p in all_paths if not is_remote(p)])
+    user_times = (_int(opts, "startingtimestamp"), _int(opts, "endingtimestamp"))
     if pushed is not None and not pushed.empty():
         partitions = [p for p in partitions if pushed.wants(p.topic, p.partition)]
         if records:
@@ -436,7 +437,9 @@ def plan_segments(opts, pushed: Pushed | None = None) -> list[SegmentRead]:
             continue
         out.append(SegmentRead(str(f), topic, part, base, g_start, g_end, f.stat().st_size, str(f.parent)))
     if remote:
-        out.extend(_plan_remote(opts, remote, pushed, records, (g_start, g_end, m_start, m_end, t_start, t_end)))
+        # (a pushed timestamp filter prunes nothing there: no time index lookups on object stores yet;
+        # Spark checks it on the rows)
+        out.extend(_plan_remote(opts, remote, pushed, records, (g_start, g_end, m_start, m_end, *user_times)))
     if records:
         out = split_segments(out, _split_bytes(opts))
     return out

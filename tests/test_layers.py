@@ -113,3 +113,18 @@ def test_docstrings_cite_kafka_or_this_repository_not_absent_documents():
             if re.search(r"reference §|DESIGN §|\(§\d|of §\d|The §\d", line):
                 bad.append(f"{path.relative_to(PKG)}:{n}: {line.strip()}")
     assert not bad, "\n".join(bad)
+
+
+def test_kafkas_file_names_are_spelled_once():
+    """format/filenames.py names the files beside the segments; code elsewhere uses its constants."""
+    from kltool.format import filenames
+
+    names = {v for k, v in vars(filenames).items() if k.isupper() and isinstance(v, str)}
+    bad = []
+    for path in sorted(PKG.rglob("*.py")):
+        if path.name == "filenames.py":
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            code = line.split("#", 1)[0]
+            bad += [f"{path.relative_to(PKG)}:{n}: {name}" for name in names if f'"{name}"' in code]
+    assert not bad, "\n".join(bad)

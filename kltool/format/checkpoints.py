@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import CorruptDataError
+from .filenames import CLEAN_SHUTDOWN_FILE
 
 CHECKPOINT_VERSION = 0  # OffsetCheckpointFile / LeaderEpochCheckpointFile CURRENT_VERSION
 PARTITION_METADATA_VERSION = 0
@@ -422,10 +423,10 @@ class CleanShutdown:
 
 
 def parse_clean_shutdown(data) -> CleanShutdown:
-    text = _text(data, ".kafka_cleanshutdown")
+    text = _text(data, CLEAN_SHUTDOWN_FILE)
     if not text.strip():
         return CleanShutdown(None, None)
-    obj = parse_json_file(text, what=".kafka_cleanshutdown")
+    obj = parse_json_file(text, what=CLEAN_SHUTDOWN_FILE)
     if not isinstance(obj, dict):
         raise _error("Invalid .kafka_cleanshutdown: not a JSON object", 0, 1)
     version, epoch = obj.get("version", 0), obj.get("brokerEpoch")

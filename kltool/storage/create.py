@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import BrokerLockHeld, CorruptDataError, UsageError
+from ..format import filenames as fn
 from ..format.topics import parse_partition_dir_name, validate_topic
 from .appender import topic_partition_dirs
 from .fsutil import LOCK_FILE_NAME, BrokerLock, atomic_write, fsync_dir, held_message, lock_holder_present
@@ -59,7 +60,7 @@ def _existing_topic_id(dirs: dict[int, Path]) -> str | None:
     from ..format.checkpoints import parse_partition_metadata
 
     for _p, path in sorted(dirs.items()):
-        pm = path / "partition.metadata"
+        pm = path / fn.PARTITION_METADATA
         try:
             return parse_partition_metadata(pm.read_text(encoding="utf-8"))[1]
         except FileNotFoundError:
@@ -144,7 +145,7 @@ def create_topic(logdir, topic: str, partitions: int, *, config: dict[str, str] 
                     os.fsync(fd)
                 finally:
                     os.close(fd)
-            atomic_write(d / "partition.metadata", meta)  # fsyncs the partition directory too
+            atomic_write(d / fn.PARTITION_METADATA, meta)  # fsyncs the partition directory too
         if new:
             fsync_dir(logdir)
         if new or merged != stored:

@@ -7,11 +7,11 @@ import re
 from pathlib import Path
 
 from ..errors import CorruptDataError
+from ..format import filenames as fn
 from .partition import KRAFT_SNAPSHOT
 
 _SEG = re.compile(r"^(\d+)\.(log|index|timeindex|txnindex|snapshot)(?:\.(deleted|cleaned|swap))?$")
-OFFSET_CHECKPOINTS = {"recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
-                      "replication-offset-checkpoint", "cleaner-offset-checkpoint"}
+OFFSET_CHECKPOINTS = set(fn.ROOT_OFFSET_CHECKPOINTS)
 
 
 def classify(path: Path) -> tuple[str, int | None]:
@@ -25,17 +25,17 @@ def classify(path: Path) -> tuple[str, int | None]:
     m = KRAFT_SNAPSHOT.match(name)
     if m:
         return "kraft_snapshot", int(m.group(1))
-    if name == "bootstrap.checkpoint":
+    if name == fn.BOOTSTRAP_CHECKPOINT:
         return "kraft_snapshot", 0
     if name in OFFSET_CHECKPOINTS:
         return "offset_checkpoint", None
-    if name == "leader-epoch-checkpoint":
+    if name == fn.LEADER_EPOCH_CHECKPOINT:
         return "leader_epoch_checkpoint", None
-    if name == "partition.metadata":
+    if name == fn.PARTITION_METADATA:
         return "partition_metadata", None
-    if name == "meta.properties":
+    if name == fn.META_PROPERTIES:
         return "meta_properties", None
-    if name in ("quorum-state", ".kafka_cleanshutdown"):
+    if name in (fn.QUORUM_STATE, fn.CLEAN_SHUTDOWN_FILE):
         return "json", None
     if name.endswith(".log"):
         return "log", None

@@ -21,6 +21,7 @@ import threading
 from pathlib import Path
 
 from ..errors import BrokerLockHeld, CorruptDataError, UnsafeOperation, UsageError
+from ..format import filenames as fn
 from ..format.topics import parse_partition_dir_name
 
 __all__ = [
@@ -28,16 +29,12 @@ __all__ = [
     "BrokerLock", "lock_holder_present", "looks_like_log_dir",
 ]
 
-LOCK_FILE_NAME = ".lock"  # LogManager.LockFileName
+LOCK_FILE_NAME = fn.LOCK_FILE
 TMP_SUFFIX = ".kltool-tmp"
 _CHUNK = 4 << 20
 
 # Files that only a Kafka log dir root holds (``LogManager``'s checkpoint files, ``meta.properties``).
-_ROOT_MARKERS = (
-    "meta.properties", "recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
-    "replication-offset-checkpoint", "cleaner-offset-checkpoint", ".kafka_cleanshutdown",
-    "bootstrap.checkpoint",
-)
+_ROOT_MARKERS = (fn.META_PROPERTIES, *fn.ROOT_OFFSET_CHECKPOINTS, fn.CLEAN_SHUTDOWN_FILE, fn.BOOTSTRAP_CHECKPOINT)
 
 
 def tmp_path_for(path) -> Path:

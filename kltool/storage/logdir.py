@@ -12,16 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import CorruptDataError, PathNotFound, PathNotReadable, UsageError
+from ..format import filenames as fn
 from .partition import KRAFT_SNAPSHOT, SEGMENT_FILE, Partition
 
-ROOT_CHECKPOINTS = (
-    "recovery-point-offset-checkpoint",
-    "log-start-offset-checkpoint",
-    "replication-offset-checkpoint",
-    "cleaner-offset-checkpoint",
-)
+ROOT_CHECKPOINTS = fn.ROOT_OFFSET_CHECKPOINTS
 ROOT_FILES = set(ROOT_CHECKPOINTS) | {
-    "meta.properties", ".lock", ".kafka_cleanshutdown", "bootstrap.checkpoint", "kltool-topics.json",
+    fn.META_PROPERTIES, fn.LOCK_FILE, fn.CLEAN_SHUTDOWN_FILE, fn.BOOTSTRAP_CHECKPOINT, "kltool-topics.json",
 }
 IGNORED_DIRS = {"remote-log-index-cache"}
 
@@ -42,8 +38,8 @@ def looks_like_partition_dir(path: Path) -> bool:
     try:
         for e in os.scandir(path):
             n = e.name
-            if SEGMENT_FILE.match(n) or KRAFT_SNAPSHOT.match(n) or n in ("partition.metadata",
-                                                                        "leader-epoch-checkpoint"):
+            if SEGMENT_FILE.match(n) or KRAFT_SNAPSHOT.match(n) or n in (fn.PARTITION_METADATA,
+                                                                        fn.LEADER_EPOCH_CHECKPOINT):
                 return True
     except (NotADirectoryError, PermissionError):
         return False
@@ -76,11 +72,11 @@ class LogDir:
 
     @property
     def lock_path(self) -> Path:
-        return self.path / ".lock"
+        return self.path / fn.LOCK_FILE
 
     @property
     def clean_shutdown(self) -> bool:
-        return (self.path / ".kafka_cleanshutdown").exists()
+        return (self.path / fn.CLEAN_SHUTDOWN_FILE).exists()
 
     def checkpoint(self, name: str) -> dict:
         """A root offset checkpoint as {(topic, partition): offset}; {} when missing."""
@@ -111,7 +107,7 @@ class LogDir:
         from ..format.checkpoints import parse_properties
 
         try:
-            return parse_properties((self.path / "meta.properties").read_text(encoding="utf-8"))
+            return parse_properties((self.path / fn.META_PROPERTIES).read_text(encoding="utf-8"))
         except FileNotFoundError:
             return None
 
@@ -120,7 +116,7 @@ def is_log_dir(path: Path) -> bool:
     """A directory with Kafka's root files, or with at least one partition directory."""
     if not path.is_dir():
         return False
-    if any((path / n).exists() for n in ("meta.properties", *ROOT_CHECKPOINTS)):
+    if any((path / n).exists() for n in (fn.META_PROPERTIES, *ROOT_CHECKPOINTS)):
         return True
     try:
         return any(e.is_dir() and looks_like_partition_dir(Path(e.path)) for e in os.scandir(path))

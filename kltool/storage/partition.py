@@ -7,12 +7,13 @@ from bisect import bisect_right
 from pathlib import Path
 
 from ..errors import CorruptDataError
+from ..format import filenames as fn
 from .segment import Segment
 
 # <20 digits>.<type>[.<transient suffix>]
 SEGMENT_FILE = re.compile(r"^(\d+)\.(log|index|timeindex|txnindex|snapshot)(?:\.(deleted|cleaned|swap))?$")
 KRAFT_SNAPSHOT = re.compile(r"^(\d{20})-(\d{10})\.checkpoint(?:\.(deleted|part))?$")
-KNOWN_FILES = {"leader-epoch-checkpoint", "partition.metadata", "quorum-state"}
+KNOWN_FILES = {fn.LEADER_EPOCH_CHECKPOINT, fn.PARTITION_METADATA, fn.QUORUM_STATE}
 
 
 class Partition:
@@ -119,7 +120,7 @@ class Partition:
     def log_start_offset(self) -> int:
         """max(log-start-offset-checkpoint, first segment's base offset), like the broker's loader."""
         first = self.segments[0].base_offset if self.segments else 0
-        cp = self.logdir.checkpoint("log-start-offset-checkpoint") if self.logdir is not None else {}
+        cp = self.logdir.checkpoint(fn.LOG_START_OFFSET_CHECKPOINT) if self.logdir is not None else {}
         v = cp.get((self.topic, self.partition))
         return max(first, v) if v is not None else first
 
@@ -136,7 +137,7 @@ class Partition:
         return offset_for_time(self, timestamp)
 
     def metadata_topic_id(self) -> str | None:
-        p = self.path / "partition.metadata"
+        p = self.path / fn.PARTITION_METADATA
         try:
             text = p.read_text()
         except FileNotFoundError:

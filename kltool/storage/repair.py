@@ -49,6 +49,7 @@ from pathlib import Path
 
 from ..errors import CorruptDataError, KltoolError, UsageError
 from ..format import decode_records, parse_header
+from ..format import filenames as fn
 from ..format import index as fidx
 from ..format.batch import V2_OVERHEAD
 from ..format.legacy import RECORD_OVERHEAD
@@ -762,7 +763,7 @@ def _plan_partition_files(view: _View, p: Partition, leo: int, ctx: _Ctx, acts: 
         if bad is not None:
             acts.append(Action("quarantine", path, f"{bad} (the broker deletes a corrupt snapshot)",
                                old_size=_size(path)))
-    lec = p.path / "leader-epoch-checkpoint"
+    lec = p.path / fn.LEADER_EPOCH_CHECKPOINT
     try:
         raw = lec.read_bytes()
     except FileNotFoundError:
@@ -790,8 +791,8 @@ def _plan_partition_files(view: _View, p: Partition, leo: int, ctx: _Ctx, acts: 
             acts.append(Action("write_checkpoint", lec, why, data=new, entries=len(kept), old_size=len(raw)))
 
 
-_ROOT_CHECKPOINTS = ("recovery-point-offset-checkpoint", "replication-offset-checkpoint",
-                     "log-start-offset-checkpoint", "cleaner-offset-checkpoint")
+_ROOT_CHECKPOINTS = (fn.RECOVERY_POINT_CHECKPOINT, fn.REPLICATION_OFFSET_CHECKPOINT, fn.LOG_START_OFFSET_CHECKPOINT,
+                     fn.CLEANER_OFFSET_CHECKPOINT)  # the order the plan lists them in
 
 
 def _plan_root(g: Group) -> None:
@@ -824,7 +825,7 @@ def _plan_root(g: Group) -> None:
             v = cp.get(key)
             if leo is None or v is None or p.kind != "normal" or v <= leo:
                 continue
-            if name == "cleaner-offset-checkpoint":
+            if name == fn.CLEANER_OFFSET_CHECKPOINT:
                 del new[key]
                 notes.append(f"{p.name} {v} removed")
             else:

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import CorruptDataError, UsageError
+from ..format import filenames as fn
 from ..format.checkpoints import (
     encode_leader_epoch_checkpoint,
     encode_offset_checkpoint,
@@ -56,9 +57,9 @@ __all__ = [
 ]
 
 DEFAULT_RETENTION_MS = 604800000  # retention.ms (log.retention.hours=168)
-LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
-HW_CHECKPOINT = "replication-offset-checkpoint"
-EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+LOG_START_CHECKPOINT = fn.LOG_START_OFFSET_CHECKPOINT
+HW_CHECKPOINT = fn.REPLICATION_OFFSET_CHECKPOINT
+EPOCH_CHECKPOINT = fn.LEADER_EPOCH_CHECKPOINT
 # Internal topics the broker always creates compacted, and the KRaft log that LogManager never cleans.
 COMPACTED_INTERNAL = {"__consumer_offsets", "__transaction_state", "__share_group_state"}
 NOT_RETAINED = {"__cluster_metadata"}

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from urllib.parse import unquote, urlparse
 
 from ..errors import KltoolError, UsageError
+from ..format import filenames as fn
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
 # <offset>.log, and a tiered-storage copy: <offset>-<segment id>.log (KIP-405's RemoteLogSegmentFileset)
@@ -216,7 +217,7 @@ def list_remote(uris, options: dict | None = None) -> RemoteSelection:
             for fi in sorted(fis, key=lambda f: f.path):
                 name = fi.base_name
                 f_uri = _join(uri_dir, root_dir, fi.path)
-                if name == "log-start-offset-checkpoint":
+                if name == fn.LOG_START_OFFSET_CHECKPOINT:
                     checkpoints[d_uri] = f_uri
                     continue
                 m = SEGMENT_NAME.match(name)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..errors import CorruptDataError
 from ..format import decode_records
+from ..format import filenames as fn
 from ..format import index as fidx
 from ..format.records import BatchHeader
 from .findings import Finding
@@ -377,7 +378,7 @@ def _check_partition_files(p: Partition, leo: int) -> Iterator[Finding]:
         if off > leo:
             yield _warn("snapshot_beyond_end", path, f"producer snapshot at offset {off} is beyond the log end "
                         f"offset {leo} (the broker deletes it)", offset=off)
-    lec = p.path / "leader-epoch-checkpoint"
+    lec = p.path / fn.LEADER_EPOCH_CHECKPOINT
     if lec.exists():
         try:
             entries = parse_leader_epoch_checkpoint(lec.read_text(encoding="utf-8"))
@@ -393,7 +394,7 @@ def _check_partition_files(p: Partition, leo: int) -> Iterator[Finding]:
                     yield _warn("checkpoint_beyond_end", lec, f"leader epoch {epoch} starts at {start}, beyond the log "
                                 f"end offset {leo}", offset=start)
                 prev = (epoch, start)
-    pm = p.path / "partition.metadata"
+    pm = p.path / fn.PARTITION_METADATA
     if pm.exists():
         try:
             parse_partition_metadata(pm.read_text(encoding="utf-8"))
@@ -412,8 +413,7 @@ def _check_logdir(ld: LogDir, stats: VerifyStats) -> Iterator[Finding]:
     for d in ld.unknown_dirs:
         yield _err("unknown_dir", d, "not a topic-partition directory: a broker refuses to start with it in its "
                    "log dir (move it out)")
-    for name in ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
-                 "replication-offset-checkpoint", "cleaner-offset-checkpoint"):
+    for name in fn.ROOT_OFFSET_CHECKPOINTS:
         try:
             cp = ld.checkpoint(name)
         except CorruptDataError as e:
@@ -425,12 +425,12 @@ def _check_logdir(ld: LogDir, stats: VerifyStats) -> Iterator[Finding]:
             if v is None or leo is None or p.kind != "normal":
                 continue
             if v > leo:
-                sev = _err if name == "log-start-offset-checkpoint" else _warn
+                sev = _err if name == fn.LOG_START_OFFSET_CHECKPOINT else _warn
                 hint = {
-                    "log-start-offset-checkpoint": "the broker will delete every segment of this partition",
-                    "recovery-point-offset-checkpoint": "the recovery point is past the log end",
-                    "replication-offset-checkpoint": "the high watermark is past the log end",
-                    "cleaner-offset-checkpoint": "the cleaner resets it",
+                    fn.LOG_START_OFFSET_CHECKPOINT: "the broker will delete every segment of this partition",
+                    fn.RECOVERY_POINT_CHECKPOINT: "the recovery point is past the log end",
+                    fn.REPLICATION_OFFSET_CHECKPOINT: "the high watermark is past the log end",
+                    fn.CLEANER_OFFSET_CHECKPOINT: "the cleaner resets it",
                 }[name]
                 yield sev("checkpoint_beyond_end", ld.path / name, f"{p.name}: {v} is beyond the log end offset "
                           f"{leo}: {hint}", offset=v)

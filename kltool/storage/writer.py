@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import CorruptDataError, KltoolError, UnsafeOperation, UsageError
+from ..format import filenames as fn
 from ..format import parse_header
 from ..format.checkpoints import (
     encode_leader_epoch_checkpoint,
@@ -59,7 +60,7 @@ from .topic_config import TopicConfig
 __all__ = ["ProducerState", "PartitionWriter", "WriterStats", "LEADER_EPOCH_FILE"]
 
 ProducerState = ProducerStateManager  # the name this module used; producer_state.py is its home
-LEADER_EPOCH_FILE = "leader-epoch-checkpoint"
+LEADER_EPOCH_FILE = fn.LEADER_EPOCH_CHECKPOINT
 
 
 def _now_ms() -> int:
@@ -138,7 +139,7 @@ class PartitionWriter:
     def _log_start_offset(self) -> int:
         """Where an empty partition starts: the root's log-start-offset-checkpoint, else 0."""
         try:
-            text = (self.path.parent / "log-start-offset-checkpoint").read_text(encoding="utf-8")
+            text = (self.path.parent / fn.LOG_START_OFFSET_CHECKPOINT).read_text(encoding="utf-8")
             topic, part, _k, _u = parse_partition_dir_name(self.path.name)
             return max(0, parse_offset_checkpoint(text).get((topic, part), 0))
         except (OSError, UnicodeDecodeError, CorruptDataError):

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import BrokerLockHeld, CorruptDataError, UnsafeOperation, UsageError
+from ..format import filenames as fn
 from .fsutil import (
     BrokerLock,
     append_ranges,
@@ -550,9 +551,9 @@ class LogDirLocks:
             for r in self.roots:
                 if self.dry_run:
                     if lock_holder_present(r):
-                        raise BrokerLockHeld(held_message(r / ".lock"), path=r / ".lock")
+                        raise BrokerLockHeld(held_message(r / fn.LOCK_FILE), path=r / fn.LOCK_FILE)
                     continue
-                if (r / ".lock").exists() or looks_like_log_dir(r):
+                if (r / fn.LOCK_FILE).exists() or looks_like_log_dir(r):
                     self.held.append(BrokerLock(r).acquire())
         except BaseException:
             self.__exit__()

@@ -156,7 +156,7 @@ class Logs:
         it). Without a limit given, the topics' own (``kltool create --config``) or Kafka's defaults
         apply."""
         from .storage import retention as ret
-        from .storage.fsutil import log_dirs_locked
+        from .storage.backup import LogDirLocks
 
         if self.selection.files or not self.partitions:
             raise UsageError("retention works on whole partitions: give a log dir or partition directories")
@@ -166,7 +166,7 @@ class Logs:
                             retention_bytes=retention_bytes, before_offset=before_offset,
                             before_time=before_time, time_and_size=not only_start)
         logdirs = {p.logdir.path for p in self.partitions if p.logdir is not None}
-        with contextlib.nullcontext() if dry_run else log_dirs_locked(logdirs):
+        with contextlib.nullcontext() if dry_run else LogDirLocks(sorted(logdirs), dry_run=False):
             plan = ret.plan_retention(self.selection, policy)
             if not dry_run and plan.has_work:
                 try:

@@ -187,9 +187,9 @@ def command(out, paths, topic, partition_spec, retention_ms, retention_hours, re
                 if lock_holder_present(ld.path):
                     out.warn(f"{ld.lock_path}: a broker or another kltool holds this log dir (planning only)")
         else:
-            from ..storage.fsutil import log_dirs_locked
+            from ..storage.backup import LogDirLocks
 
-            stack.enter_context(log_dirs_locked(logdirs))
+            stack.enter_context(LogDirLocks(sorted(logdirs), dry_run=False))
         plan = ret.plan_retention(sel, policy)
         if out.json_mode:
             for n in plan.notes:

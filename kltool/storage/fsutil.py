@@ -294,16 +294,6 @@ class BrokerLock:
             pass
 
 
-@contextlib.contextmanager
-def log_dirs_locked(logdirs):
-    """Hold the ``.lock`` of every log dir in ``logdirs`` (in path order, so two kltool runs never wait
-    on each other crosswise); raises BrokerLockHeld, releasing what it took, when one is held."""
-    with contextlib.ExitStack() as stack:
-        for path in sorted({Path(p) for p in logdirs}):
-            stack.enter_context(BrokerLock(path))
-        yield
-
-
 def lock_holder_present(logdir) -> bool:
     """True when another process (a live broker) holds ``<logdir>/.lock``; the lock is tested, not kept.
 

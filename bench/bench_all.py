@@ -77,12 +77,12 @@ def ensure_data(out: Path, rss: bool) -> dict[str, Path]:
     paths = {"small": out / "small-0" / SEG, "none": out / "none-0" / SEG}
     if not all(p.exists() for p in paths.values()):
         subprocess.run([PY, str(HERE / "gen_segment.py"), "--codecs", "none", "--out", str(out)], check=True)
-    jl = out / "append-1m.jsonl"
+    jl = out / "append-1m-v100.jsonl"  # bench_append.py's records: key "key-<i>", a 100-byte value, a timestamp
     if not jl.exists():
-        from gen_segment import records
+        from bench_append import make_records
 
         with open(jl, "w") as f:
-            for _off, ts, k, v in records(1_000_000, 7):
+            for ts, k, v in make_records(1_000_000, 100):
                 f.write(json.dumps({"key": k.decode(), "value": v.decode(), "timestamp": ts}) + "\n")
     paths["jsonl"] = jl
     if rss:

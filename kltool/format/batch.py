@@ -383,7 +383,8 @@ def build_v2_batch(records, *, base_offset: int, compression: int = NONE, level:
     ``records`` is a sequence of ``(offset_delta, timestamp, key, value, headers)``.
     With ``log_append_time`` the batch is LogAppendTime and maxTimestamp is that time.
     """
-    records = list(records)
+    if type(records) is not list:
+        records = list(records)
     if records:
         first_ts = records[0][1]
         max_ts = max(map(_TS_OF, records))

@@ -40,7 +40,7 @@ def test_builds_missing_indexes_by_the_recovery_rule(kl, copy_fixture, tmp_path)
         assert times[-1] == (max(h.max_timestamp for h in hs), hs[-1].last_offset)
     assert kl("--json", "verify", part).code == 0
     again = kl("rebuild-index", "--backup-dir", tmp_path / "bk", part)
-    assert again.code == 0 and "already matches" in again.out
+    assert again.code == 0 and "every index is valid" in again.out
     (m,) = manifests(tmp_path / "bk")
     assert json.loads(m.read_text())["command"] == "rebuild-index"
     assert kl("restore", m).code == 0
@@ -61,7 +61,14 @@ def test_rewrites_broker_indexes_that_differ_and_restores_them(kl, tmp_path):
     shutil.copytree(REAL / "william0423-indexed-zk", root)
     before = tree(root)
     part = root / "__consumer_offsets-28"
-    r = kl("--json", "rebuild-index", "--backup-dir", tmp_path / "bk", part)
+    # the broker's indexes are valid: left alone (dry run plans nothing, a run writes nothing) ...
+    d = kl("--json", "rebuild-index", "--dry-run", root)
+    assert d.code == 0 and not [o for o in d.json() if o["type"] == "action"]
+    n = kl("rebuild-index", "--backup-dir", tmp_path / "bk", root)
+    assert n.code == 0 and "every index is valid" in n.out and tree(root) == before
+    assert not (tmp_path / "bk").exists()
+    # ... unless --force, which rewrites those that differ from the recovery rule's
+    r = kl("--json", "rebuild-index", "--force", "--backup-dir", tmp_path / "bk", part)
     assert r.code == 0, r
     files = sorted(Path(o["file"]).name for o in r.json() if o["type"] == "action")
     assert files == ["00000000000000000000.index", "00000000000000000000.timeindex"]
@@ -82,7 +89,7 @@ def test_damaged_log_is_skipped(kl, copy_fixture, tmp_path):
 def test_single_index_file_and_txnindex(kl, copy_fixture, tmp_path):
     part = copy_fixture("java-oracle/v2-txn-0", name="logs/v2-txn-0")
     (part / "00000000000000000000.index").write_bytes(struct.pack(">ii", 3, 999))
-    r = kl("--json", "rebuild-index", "--backup-dir", tmp_path / "bk", part / "00000000000000000000.index")
+    r = kl("--json", "rebuild-index", "--force", "--backup-dir", tmp_path / "bk", part / "00000000000000000000.index")
     assert r.code == 0, r
     names = sorted(Path(o["file"]).name for o in r.json() if o["type"] == "action")
     assert names == ["00000000000000000000.index", "00000000000000000000.timeindex",
@@ -103,3 +110,34 @@ def test_refuses_a_locked_log_dir(kl, tmp_path):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_only_the_broken_index_is_rebuilt_without_force(kl, copy_fixture, tmp_path):
+    part = copy_fixture("java-oracle/v2-none-0", name="logs/v2-none-0")
+    assert kl("rebuild-index", "--backup-dir", tmp_path / "bk", part).code == 0  # writes both (missing)
+    ti = (part / "00000000000000000000.timeindex").read_bytes()
+    (part / "00000000000000000000.index").write_bytes(struct.pack(">ii", 3, 999))
+    r = kl("--json", "rebuild-index", "--backup-dir", tmp_path / "bk", part)
+    assert r.code == 0, r
+    assert [Path(o["file"]).name for o in r.json() if o["type"] == "action"] == ["00000000000000000000.index"]
+    assert (part / "00000000000000000000.timeindex").read_bytes() == ti
+    assert kl("verify", part).code == 0
+
+
+def test_a_missing_time_index_beside_an_index_is_reported_and_rebuilt(kl, tmp_path):
+    """The broker creates an empty .timeindex without recovery when only it is missing: kltool says so, and
+    both verify --repair and rebuild-index rebuild it (by the recovery rule, like the broker's own)."""
+    for how in (["verify", "--repair"], ["rebuild-index"]):
+        root = tmp_path / how[0]
+        shutil.copytree(REAL / "william0423-indexed-zk", root)
+        part = root / "__consumer_offsets-28"
+        ti = part / "00000000000000000000.timeindex"
+        ti.unlink()
+        v = kl("--json", "verify", root)
+        found = [o for o in v.json() if o["type"] == "finding"]
+        assert v.code == 0 and [(f["kind"], f["severity"], Path(f["file"]).name) for f in found] == \
+            [("missing_time_index", "warning", ti.name)]
+        r = kl("--json", *how, "--backup-dir", tmp_path / f"bk-{how[0]}", root)
+        assert r.code == 0, r
+        assert [Path(o["file"]).name for o in r.json() if o["type"] == "action"] == [ti.name]
+        assert ti.exists() and kl("verify", root).code == 0

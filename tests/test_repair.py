@@ -721,3 +721,29 @@ def test_backups_are_never_repaired(kl, logs, tmp_path):
     r = kl("verify", "--repair", tmp_path / "logs.kltool-backup")
     assert r.code == 2 and "backup" in r.err
     assert tree(tmp_path / "logs.kltool-backup") == before
+
+
+def test_like_broker_counts_the_later_segments_it_deletes(kl, logs):
+    """A --like-broker plan's loss includes every record of the segments it deletes after the truncation,
+    not only the truncated batches; the default plan loses only the damaged batch."""
+    root = logs("java-oracle/v2-multi-segment-0")
+    part = root / "v2-multi-segment-0"
+    log = part / "00000000000000000400.log"
+    hs = batches_of(log)
+    data = bytearray(log.read_bytes())
+    data[hs[5].position + 40] ^= 0xFF  # inside the CRC-covered part: one damaged batch
+    log.write_bytes(bytes(data))
+    later = [h for p in sorted(part.glob("*.log")) if p.name > log.name for h in batches_of(p)]
+    assert later
+    truncated = sum(h.count for h in hs[5:])
+    r = kl("--json", "verify", "--repair", "--like-broker", "--dry-run", root)
+    (summary,) = [o for o in r.json() if o["type"] == "summary"]
+    assert summary["records_lost"] == truncated + sum(h.count for h in later)
+    gone = [o for o in r.json() if o["type"] == "action" and o["op"] == "quarantine" and o["file"].endswith(".log")]
+    assert sum(o["records_lost"] for o in gone) == sum(h.count for h in later)
+    assert gone[0]["first_offset"] == later[0].base_offset
+    text = kl("verify", "--repair", "--like-broker", "--dry-run", root).out
+    assert f"{truncated + sum(h.count for h in later)} record(s) would be cut" in text
+    d = kl("--json", "verify", "--repair", "--dry-run", root)
+    (s2,) = [o for o in d.json() if o["type"] == "summary"]
+    assert s2["records_lost"] == hs[5].count

@@ -18,12 +18,16 @@ from .repair import emit_plan_line, emit_problems
               help="Where the old index files are kept (default: <log dir>.kltool-backup beside the log dir).")
 @click.option("--index-interval-bytes", type=click.IntRange(min=0), default=4096, show_default=True,
               help="The topic's index.interval.bytes.")
+@click.option("--force", is_flag=True,
+              help="Rewrite every index by the recovery rule, also those that are valid as they are.")
 @click.pass_obj
-def command(out, paths, topic, partition_spec, dry_run, backup_dir, index_interval_bytes):
-    """Rebuild every selected segment's .index and .timeindex (and .txnindex) from its batches, as the
-    broker's recovery (LogSegment.recover) does. Files whose bytes would not change are left alone; old
-    files are backed up with a manifest (kltool restore undoes it). Segments with a damaged log are
-    skipped: repair them with kltool verify --repair.
+def command(out, paths, topic, partition_spec, dry_run, backup_dir, index_interval_bytes, force):
+    """Rebuild the selected segments' .index and .timeindex (and .txnindex) from their batches, as the
+    broker's recovery (LogSegment.recover) does: those that are missing, corrupt or inconsistent with
+    their log. Valid indexes (for example the ones a broker wrote, whatever its index.interval.bytes) are
+    left alone unless --force; files whose bytes would not change are never rewritten. Old files are
+    backed up with a manifest (kltool restore undoes it). Segments with a damaged log are skipped: repair
+    them with kltool verify --repair.
     """
     from ..storage.repair import repair
 
@@ -32,7 +36,7 @@ def command(out, paths, topic, partition_spec, dry_run, backup_dir, index_interv
     total = sum(s.size for p in sel.partitions for s in p.segments)
     with out.progress(total, "rebuild-index") as prog:
         result = repair(sel, dry_run=dry_run, backup_dir=backup_dir, interval=index_interval_bytes,
-                        indexes_only=True, force_index=True, progress=prog.advance,
+                        indexes_only=True, force_index=force, progress=prog.advance,
                         on_action=None if dry_run else (lambda a: emit_plan_line(out, a, False)))
     plan = result.plan
     if dry_run:
@@ -49,7 +53,7 @@ def command(out, paths, topic, partition_spec, dry_run, backup_dir, index_interv
                   "manifests": [str(m) for m in result.manifests], "seconds": round(secs, 3)})
     else:
         if not acts:
-            out.line("rebuild-index: every index already matches its log")
+            out.line("rebuild-index: every index is valid" + ("" if force else " (--force rewrites them anyway)"))
         elif dry_run:
             out.line(f"rebuild-index: {len(acts)} file(s) would be written ({human_bytes(written)}), dry run")
         else:

@@ -56,9 +56,12 @@ def run_repair(out, paths, topic, partition_spec, *, deep: bool = False, dry_run
     secs = time.perf_counter() - t0
     acts = plan.actions
     cut = [a for a in acts if a.op in ("truncate", "excise")]
-    lost_bytes = sum(a.bytes or 0 for a in cut)
-    lost_records = sum(a.records_lost or 0 for a in cut)
-    unknown = sum(1 for a in cut for c in a.ranges if c.records is None)
+    # whole segments a --like-broker plan deletes after its truncation count as lost too
+    gone = [a for a in acts if a.op == "quarantine" and a.file.suffix == ".log" and a.first_offset is not None]
+    lost_bytes = sum(a.bytes or 0 for a in cut + gone)
+    lost_records = sum(a.records_lost or 0 for a in cut + gone)
+    unknown = sum(1 for a in cut for c in a.ranges if c.records is None) + \
+        sum(1 for a in gone if a.records_lost is None)
     errors = sum(1 for p in plan.problems if p.severity == "error")
     summary = {
         "type": "summary", "mode": plan.mode, "dry_run": dry_run, "actions": len(acts),

@@ -173,7 +173,10 @@ class Action:
         if self.op == "fix_magic":
             return f"fix_magic {f} byte {self.position}: {self.old_byte} -> {self.new_byte}: {self.reason}"
         if self.op == "quarantine":
-            return f"quarantine {f} (moved into the backup): {self.reason}"
+            lost = _offsets_text(self.first_offset, self.last_offset, self.records_lost)
+            size = "" if self.old_size is None else f"{self.old_size} bytes"
+            detail = (f" ({size}{lost})" if size else f" ({lost[2:]})") if lost else ""
+            return f"quarantine {f} (moved into the backup{detail}): {self.reason}"
         if self.op == "rename":
             return f"rename {f} -> {self.target}: {self.reason}"
         if self.op == "rebuild_index":

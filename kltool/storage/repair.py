@@ -656,10 +656,30 @@ def _cut_action(sc: _SegScan) -> Action | None:
                   ranges=list(cuts), source=sc.seg.log, fixes=list(sc.fixes))
 
 
+def _segment_records(log: Path) -> tuple[int | None, int | None, int | None]:
+    """(first offset, last offset, records) of the valid batches of a whole segment the plan removes; records
+    is None when a legacy compressed wrapper's inner count is unknown without decompressing."""
+    first = last = None
+    records: int | None = 0
+    for item in walk(log):
+        if not isinstance(item, BatchHeader) or not item.crc_valid:
+            continue
+        first = item.base_offset if first is None else first
+        last = item.last_offset
+        if records is not None:
+            records = records + item.count if isinstance(item.count, int) and item.base_offset_exact else None
+    return first, last, records
+
+
 def _quarantine_segment(seg: _Seg, reason: str, acts: list[Action]) -> None:
+    """Move a whole segment out (``--like-broker``'s deletion of the segments after a truncation); its .log
+    action carries the offsets and records it removes, so the plan counts them."""
     for p in (seg.txnindex, seg.timeindex, seg.index, seg.log):
         if p is not None:
-            acts.append(Action("quarantine", p, reason, old_size=_size(p)))
+            a = Action("quarantine", p, reason, old_size=_size(p))
+            if p is seg.log:
+                a.first_offset, a.last_offset, a.records_lost = _segment_records(p)
+            acts.append(a)
 
 
 def _plan_partition(g: Group, p: Partition, *, like_broker: bool, interval: int, only_bases: set[int] | None,
@@ -862,6 +882,8 @@ def _groups(sel: Selection) -> list[Group]:
     groups: dict[Path, Group] = {}
     cache: dict[Path, bool] = {}
     skipped: list[Path] = []
+    skipped_set: set[Path] = set()
+    members: set[tuple[Path, object]] = set()  # (group root, partition dir or (dir, base)): linear, not a list scan
 
     def group(root: Path, logdir: LogDir | None) -> Group:
         key = Path(os.path.abspath(root))
@@ -875,15 +897,17 @@ def _groups(sel: Selection) -> list[Group]:
     for ld in sel.logdirs:
         if _in_backup(ld.path, cache):
             skipped.append(ld.path)
+            skipped_set.add(ld.path)
             continue
         group(ld.path, ld).whole_logdir = True
     for p in sel.partitions:
         if _in_backup(p.path, cache):
-            if p.logdir is None or p.logdir.path not in skipped:
+            if p.logdir is None or p.logdir.path not in skipped_set:
                 skipped.append(p.path)
             continue
         g = group(p.logdir.path if p.logdir is not None else p.path.parent, p.logdir)
-        if all(q.path != p.path for q in g.partitions):
+        if (g.root, p.path) not in members:
+            members.add((g.root, p.path))
             g.partitions.append(p)
     selected_dirs = {Path(os.path.abspath(p.path)) for p in sel.partitions}
     for f in sel.files:
@@ -896,7 +920,8 @@ def _groups(sel: Selection) -> list[Group]:
             if pdir in selected_dirs:
                 continue
             g = group(pdir.parent, None)
-            if (pdir, base) not in g.files:
+            if (g.root, (pdir, base)) not in members:
+                members.add((g.root, (pdir, base)))
                 g.files.append((pdir, base))
         else:
             g = group(pdir, None)

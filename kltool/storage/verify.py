@@ -170,7 +170,7 @@ def _check_index_files(seg: Segment, is_active: bool) -> list[Finding]:
             if path.suffix == ".index" and seg.size > 0:
                 out.append(_warn("missing_index", path, "offset index is missing: the broker will rebuild it "
                                  "by recovering the segment at startup"))
-            elif path.suffix == ".timeindex" and seg.size > 0 and seg.index_path.exists():
+            elif path.suffix == ".timeindex" and seg.index_path.exists() and seg.log_path.exists() and seg.size > 0:
                 # LogLoader: a missing time index beside an offset index is created empty, without recovery
                 out.append(_warn("missing_time_index", path, "time index is missing while the offset index exists: "
                                  "the broker creates an empty one without recovering the segment, so offset-by-time "

@@ -71,6 +71,7 @@ from .backup import read_file as _read
 from .findings import Finding
 from .fsutil import TMP_SUFFIX
 from .index_builder import DEFAULT_INDEX_INTERVAL_BYTES, IndexBuilder, TxnIndexBuilder
+from .index_check import IndexChecker
 from .logdir import LogDir, Selection
 from .partition import SEGMENT_FILE, Partition
 from .scan import Damage, walk
@@ -240,89 +241,6 @@ class _Ctx:
         self.txn_error = ""
 
 
-class _ExistingIndexes:
-    """The segment's current ``.index``/``.timeindex`` checked against its batches (``OffsetIndex.sanityCheck``,
-    :func:`~kltool.storage.index_builder.check_offset_index_invariant`;
-    the same checks as ``verify``), streamed: :meth:`batch` for every kept batch at its current position."""
-
-    def __init__(self, seg: _Seg, is_active: bool):
-        self.base = seg.base
-        self.index_problems: list[str] = []
-        self.time_problems: list[str] = []
-        self.index_missing = seg.index is None
-        self.time_missing = seg.timeindex is None
-        self.index_bytes = self.time_bytes = None
-        self.oi: list[tuple[int, int]] = []
-        self.ti: list[tuple[int, int]] = []
-        if seg.index is not None:
-            data = seg.index.read_bytes()
-            self.index_bytes = data
-            self.index_problems += fidx.check_offset_index(data, seg.base, path=str(seg.index))
-            self.oi = fidx.offset_index_entries(data, seg.base)
-            zeros = fidx.offset_index_zero_tail(data)
-            if zeros and not is_active:
-                self.index_problems.append(f"{zeros} zero-filled entries at the end (not trimmed)")
-            prev = None
-            for off, pos in self.oi:
-                if prev is not None and (off <= prev[0] or pos <= prev[1]):
-                    self.index_problems.append(f"entries out of order: ({prev[0]}, {prev[1]}) then ({off}, {pos})")
-                    break
-                prev = (off, pos)
-        if seg.timeindex is not None:
-            data = seg.timeindex.read_bytes()
-            self.time_bytes = data
-            self.time_problems += fidx.check_time_index(data, seg.base, path=str(seg.timeindex))
-            self.ti = fidx.time_index_entries(data, seg.base)
-            zeros = fidx.time_index_zero_tail(data)
-            if zeros and not is_active:
-                self.time_problems.append(f"{zeros} zero-filled entries at the end (not trimmed)")
-            prev = None
-            for ts, off in self.ti:
-                if prev is not None and (ts <= prev[0] or off < prev[1]):
-                    self.time_problems.append(f"entries out of order: (timestamp {prev[0]}, offset {prev[1]}) "
-                                              f"then (timestamp {ts}, offset {off})")
-                    break
-                prev = (ts, off)
-        self.j = self.k = 0
-        self.prev_last: int | None = None
-        self._next()
-
-    def _next(self) -> None:
-        """The position of the next offset-index entry and the offset of the next time-index entry."""
-        self.next_pos = self.oi[self.j][1] if self.j < len(self.oi) else 1 << 62
-        self.next_off = self.ti[self.k][1] if self.k < len(self.ti) else 1 << 62
-
-    def batch(self, h: BatchHeader) -> None:
-        if h.position < self.next_pos and h.last_offset < self.next_off:  # the usual case: no entry here
-            self.prev_last = h.last_offset
-            return
-        oi, ti = self.oi, self.ti
-        while self.j < len(oi) and oi[self.j][1] <= h.position:
-            off, pos = oi[self.j]
-            if pos < h.position:
-                self.index_problems.append(f"entry (offset {off}, position {pos}) is not the start of a batch")
-            elif h.last_offset > off or (self.prev_last is not None and self.prev_last >= off):
-                self.index_problems.append(f"entry (offset {off}, position {pos}) points at a batch with offsets "
-                                           f"{h.base_offset}..{h.last_offset}")
-            self.j += 1
-        while self.k < len(ti) and ti[self.k][1] <= h.last_offset:
-            ts, off = ti[self.k]
-            if h.max_timestamp != ts:
-                self.time_problems.append(f"entry (timestamp {ts}, offset {off}): the batch holding offset {off} "
-                                          f"has max timestamp {h.max_timestamp}")
-            self.k += 1
-        self.prev_last = h.last_offset
-        self._next()
-
-    def finish(self) -> None:
-        if self.j < len(self.oi):
-            off, pos = self.oi[self.j]
-            self.index_problems.append(f"entry (offset {off}, position {pos}) points past the last batch")
-        if self.k < len(self.ti):
-            ts, off = self.ti[self.k]
-            self.time_problems.append(f"entry (timestamp {ts}, offset {off}) names an offset after the last batch")
-
-
 class _SegScan:
     """Walk one segment: decide what to cut and what to fix, and build its new indexes on the way."""
 
@@ -337,7 +255,7 @@ class _SegScan:
         self.shift = 0
         self.builder: IndexBuilder | None = IndexBuilder(seg.base, interval)
         self.builder_error = ""
-        self.existing = _ExistingIndexes(seg, is_active)
+        self.existing = IndexChecker(seg.base, seg.index, seg.timeindex, log_size=self.size, is_active=is_active)
         self.kept = 0
         self.kept_last: int | None = None
         self.kept_markers: set[int] = set()

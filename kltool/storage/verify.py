@@ -7,7 +7,6 @@ rules (``OffsetIndex``, ``TimeIndex``, ``TransactionIndex`` and their ``sanityCh
 from __future__ import annotations
 
 import os
-from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,7 @@ from ..format import filenames as fn
 from ..format import index as fidx
 from ..format.records import BatchHeader
 from .findings import Finding
+from .index_check import IndexChecker
 from .logdir import LogDir, Selection
 from .partition import Partition
 from .scan import BatchRun, Damage, walk
@@ -49,158 +49,29 @@ def _warn(kind, file, msg, position=None, offset=None, length=None):
     return Finding("warning", kind, str(file), msg, position, offset, length)
 
 
-class _IndexCheck:
-    """Streams a segment's batches past its offset- and time-index entries (DumpLogSegments'
-    checks plus :func:`~kltool.storage.index_builder.check_offset_index_invariant`)."""
-
-    def __init__(self, seg: Segment, log_size: int):
-        self.seg = seg
-        self.findings: list[Finding] = []
-        self.oi = seg.offset_index()
-        self.ti = seg.time_index()
-        self.j = 0
-        self.k = 0
-        self.prev_last = None
-        self.max_ts = -1
-        self.log_size = log_size
-        f = seg.index_path
-        prev = None
-        for off, pos in self.oi:
-            if prev is not None and (off <= prev[0] or pos <= prev[1]):
-                self.findings.append(_err("index_corrupt", f, f"index entries out of order: ({prev[0]}, {prev[1]}) "
-                                          f"is followed by ({off}, {pos})", offset=off))
-                break
-            prev = (off, pos)
-        prev = None
-        for ts, off in self.ti:
-            if prev is not None and (ts <= prev[0] or off < prev[1]):
-                self.findings.append(_err("time_index_order", seg.timeindex_path,
-                                          f"time index entry (timestamp {ts}, offset {off}) follows (timestamp "
-                                          f"{prev[0]}, offset {prev[1]}): timestamps must increase and offsets "
-                                          f"must not decrease", offset=off))
-                break
-            prev = (ts, off)
-
-    def batch(self, h: BatchHeader) -> None:
-        oi, ti = self.oi, self.ti
-        while self.j < len(oi) and oi[self.j][1] <= h.position:
-            off, pos = oi[self.j]
-            if pos < h.position:
-                self.findings.append(_err("index_mismatch", self.seg.index_path,
-                                          f"index entry (offset {off}, position {pos}) does not point at the start "
-                                          f"of a batch", position=pos, offset=off))
-            elif h.last_offset > off or (self.prev_last is not None and self.prev_last >= off):
-                self.findings.append(_err("index_mismatch", self.seg.index_path,
-                                          f"index entry (offset {off}, position {pos}) points at a batch with offsets "
-                                          f"{h.base_offset}..{h.last_offset}", position=pos, offset=off))
-            self.j += 1
-        while self.k < len(ti) and ti[self.k][1] <= h.last_offset:
-            ts, off = ti[self.k]
-            if h.max_timestamp != ts and not (h.magic < 2 and h.max_timestamp == ts):
-                self.findings.append(_err("time_index_mismatch", self.seg.timeindex_path,
-                                          f"time index entry (timestamp {ts}, offset {off}): the batch holding offset "
-                                          f"{off} has max timestamp {h.max_timestamp}", offset=off))
-            self.k += 1
-        if h.max_timestamp > self.max_ts:
-            self.max_ts = h.max_timestamp
-        self.prev_last = h.last_offset
-
-    @property
-    def pending(self) -> bool:
-        return self.j < len(self.oi) or self.k < len(self.ti)
-
-    def run(self, run: BatchRun) -> None:
-        """:meth:`batch` for every batch of a run, on its columns (the same findings in the same
-        order: each index entry goes to the first batch at or after it, never an earlier batch than
-        the entry before it)."""
-        if self.pending:
-            pos, base, lasts, mts = run.columns()
-            oi, ti = self.oi, self.ti
-            found = []  # (batch, 0 = offset index / 1 = time index, finding)
-            x = 0
-            while self.j < len(oi) and oi[self.j][1] <= pos[-1]:
-                off, p = oi[self.j]
-                x = max(x, bisect_left(pos, p))
-                prev = lasts[x - 1] if x else self.prev_last
-                if p < pos[x]:
-                    found.append((x, 0, _err("index_mismatch", self.seg.index_path,
-                                             f"index entry (offset {off}, position {p}) does not point at the start "
-                                             f"of a batch", position=p, offset=off)))
-                elif lasts[x] > off or (prev is not None and prev >= off):
-                    found.append((x, 0, _err("index_mismatch", self.seg.index_path,
-                                             f"index entry (offset {off}, position {p}) points at a batch with "
-                                             f"offsets {base[x]}..{lasts[x]}", position=p, offset=off)))
-                self.j += 1
-            x = 0
-            while self.k < len(ti) and ti[self.k][1] <= lasts[-1]:
-                ts, off = ti[self.k]
-                x = max(x, bisect_left(lasts, off))
-                if mts[x] != ts:
-                    found.append((x, 1, _err("time_index_mismatch", self.seg.timeindex_path,
-                                             f"time index entry (timestamp {ts}, offset {off}): the batch holding "
-                                             f"offset {off} has max timestamp {mts[x]}", offset=off)))
-                self.k += 1
-            found.sort(key=lambda t: (t[0], t[1]))
-            self.findings.extend(f for _x, _k, f in found)
-            if mts and max(mts) > self.max_ts:
-                self.max_ts = max(mts)
-        self.prev_last = run.last_offset
-
-    def finish(self) -> list[Finding]:
-        for off, pos in self.oi[self.j:]:
-            self.findings.append(_err("index_mismatch", self.seg.index_path,
-                                      f"index entry (offset {off}, position {pos}) points past the last batch "
-                                      f"(log size {self.log_size})", position=pos, offset=off))
-        for ts, off in self.ti[self.k:]:
-            self.findings.append(_err("time_index_mismatch", self.seg.timeindex_path,
-                                      f"time index entry (timestamp {ts}, offset {off}) names an offset after the "
-                                      f"last batch", offset=off))
-        return self.findings
+def _index_checker(seg: Segment, is_active: bool, log_size: int | None) -> IndexChecker:
+    """The one index judge (:class:`~kltool.storage.index_check.IndexChecker`) for ``seg``."""
+    return IndexChecker(seg.base_offset, seg.index_path, seg.timeindex_path, log_size=log_size, is_active=is_active)
 
 
-def _check_index_files(seg: Segment, is_active: bool) -> list[Finding]:
+def _check_txn_index(seg: Segment) -> list[Finding]:
     out: list[Finding] = []
-    for path, entry, checker, kind in (
-        (seg.index_path, fidx.OFFSET_ENTRY, fidx.check_offset_index, "index_corrupt"),
-        (seg.timeindex_path, fidx.TIME_ENTRY, fidx.check_time_index, "index_corrupt"),
-    ):
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            if path.suffix == ".index" and seg.size > 0:
-                out.append(_warn("missing_index", path, "offset index is missing: the broker will rebuild it "
-                                 "by recovering the segment at startup"))
-            elif path.suffix == ".timeindex" and seg.index_path.exists() and seg.log_path.exists() and seg.size > 0:
-                # LogLoader: a missing time index beside an offset index is created empty, without recovery
-                out.append(_warn("missing_time_index", path, "time index is missing while the offset index exists: "
-                                 "the broker creates an empty one without recovering the segment, so offset-by-time "
-                                 "lookups and time retention (which falls back to the file's mtime) go wrong for "
-                                 "it; kltool verify --repair or kltool rebuild-index rebuilds it"))
-            continue
-        for msg in checker(data, seg.base_offset, path=str(path)):
-            out.append(_err(kind, path, msg))
-        zeros = (fidx.offset_index_zero_tail(data) if entry == fidx.OFFSET_ENTRY
-                 else fidx.time_index_zero_tail(data))
-        if zeros and not is_active:
-            out.append(_warn("index_untrimmed", path, f"{zeros} zero-filled entries at the end (preallocated, "
-                             f"not trimmed: the broker did not close this segment)"))
     try:
         data = seg.txnindex_path.read_bytes()
     except FileNotFoundError:
-        pass
-    else:
-        for msg in fidx.check_txn_index(data, seg.base_offset, path=str(seg.txnindex_path)):
-            out.append(_err("index_corrupt", seg.txnindex_path, msg))
-        rest = fidx.trailing_bytes(data, fidx.TXN_ENTRY)
-        if rest:
-            out.append(_warn("index_corrupt", seg.txnindex_path, f"{rest} trailing bytes (a partial entry, ignored "
-                             f"by Kafka)", position=len(data) - rest))
+        return out
+    for msg in fidx.check_txn_index(data, seg.base_offset, path=str(seg.txnindex_path)):
+        out.append(_err("index_corrupt", seg.txnindex_path, msg))
+    rest = fidx.trailing_bytes(data, fidx.TXN_ENTRY)
+    if rest:
+        out.append(_warn("index_corrupt", seg.txnindex_path, f"{rest} trailing bytes (a partial entry, ignored "
+                         f"by Kafka)", position=len(data) - rest))
     return out
 
 
 def verify_log_file(path: Path, *, base_offset: int | None, deep: bool, stats: VerifyStats,
                     progress: Callable[[int], None] | None = None, prev_last: int | None = None,
-                    index_check: _IndexCheck | None = None, live_tail: bool = False) -> Iterator[Finding]:
+                    index_check: IndexChecker | None = None, live_tail: bool = False) -> Iterator[Finding]:
     """Findings for one ``.log`` file. Returns (via ``stats.segment_ends``) nothing; yields findings."""
     last = prev_last
     first_problem = None
@@ -321,17 +192,14 @@ def verify_partition(p: Partition, *, deep: bool = False, stats: VerifyStats,
         if last is not None and seg.base_offset <= last:
             yield _err("offset_order", seg.log_path, f"segment base offset {seg.base_offset} is not above the "
                        f"previous segment's last offset {last}", offset=seg.base_offset)
-        try:
-            yield from _check_index_files(seg, is_active)
-            ic = _IndexCheck(seg, size)
-        except CorruptDataError as e:
-            yield _err("index_corrupt", seg.index_path, e.message, position=e.position)
-            ic = None
+        ic = _index_checker(seg, is_active, size)
+        early = len(ic.findings)
+        yield from ic.findings
+        yield from _check_txn_index(seg)
         yield from verify_log_file(seg.log_path, base_offset=seg.base_offset, deep=deep, stats=stats,
                                    live_tail=is_active and _broker_running(p),
                                    progress=progress, prev_last=last, index_check=ic)
-        if ic is not None:
-            yield from ic.finish()
+        yield from ic.finish()[early:]
         seg_last = stats.segment_ends.get(str(seg.log_path))
         if seg_last is not None:
             last = seg_last
@@ -473,23 +341,25 @@ def verify_file(path: Path, *, deep: bool, stats: VerifyStats,
     if kind == "log":
         seg = Segment(path.parent, base, path) if base is not None else None
         ic = None
-        if seg is not None:
-            try:
-                ic = _IndexCheck(seg, os.path.getsize(path))
-            except CorruptDataError:
-                ic = None
+        if seg is not None:  # a single .log is checked against its indexes, their file checks aside
+            ic = _index_checker(seg, False, os.path.getsize(path))
+            early = len(ic.findings)
         yield from verify_log_file(path, base_offset=base, deep=deep, stats=stats, progress=progress,
                                    index_check=ic)
         if ic is not None:
-            yield from ic.finish()
+            yield from ic.finish()[early:]
     elif kind in ("index", "timeindex", "txnindex"):
         seg = Segment(path.parent, base)
-        yield from _check_index_files(seg, is_active=False)
-        if seg.log_path.exists():
-            ic = _IndexCheck(seg, seg.size)
+        has_log = seg.log_path.exists()
+        ic = _index_checker(seg, False, seg.size if has_log else None)
+        early = len(ic.findings)
+        yield from ic.findings
+        yield from _check_txn_index(seg)
+        if has_log:
             for h in seg.batches():
-                ic.batch(h)
-            yield from ic.finish()
+                if h.crc_valid:
+                    ic.batch(h)
+            yield from ic.finish()[early:]
     elif kind == "snapshot":
         from ..format.snapshot import parse_snapshot
 

@@ -1,0 +1,213 @@
+"""The one judge of a segment's existing ``.index`` and ``.timeindex`` (verify and repair both ask it).
+
+It sits beside :mod:`kltool.storage.index_builder`, which writes indexes by the broker's rules; this
+module checks the ones on disk, as the broker does when it opens a segment (``OffsetIndex.sanityCheck``,
+``TimeIndex.sanityCheck``, ``LogLoader``'s handling of a missing index) and as DumpLogSegments'
+``--index-sanity-check``/``--verify-index-only`` do, plus the invariant both the broker's append and
+recovery paths keep: every offset-index entry points at the start of a batch whose last offset is the
+entry's offset or more (and the previous batch's last offset below it), and every time-index entry names
+the max timestamp of the batch holding its offset.
+
+Use: build an :class:`IndexChecker` for a segment, feed it the log's valid batches in file order
+(:meth:`IndexChecker.batch`, or :meth:`IndexChecker.run` for a run of batches the C walker checked), then
+call :meth:`IndexChecker.finish`. Every problem is a :class:`~kltool.storage.findings.Finding`; repair
+reads :attr:`IndexChecker.index_problems` / :attr:`IndexChecker.time_problems` to decide what to rebuild.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from pathlib import Path
+
+from ..errors import CorruptDataError
+from ..format import index as fidx
+from ..format.records import BatchHeader
+from .findings import Finding
+
+__all__ = ["IndexChecker"]
+
+_FAR = 1 << 62
+
+
+def _err(kind, file, msg, position=None, offset=None):
+    return Finding("error", kind, str(file), msg, position, offset)
+
+
+def _warn(kind, file, msg, position=None, offset=None):
+    return Finding("warning", kind, str(file), msg, position, offset)
+
+
+class IndexChecker:
+    """Judges a segment's ``.index`` (``index_path``) and ``.timeindex`` (``timeindex_path``) against its
+    batches. A path of None, or one that does not exist, is a missing index. ``log_size`` is the ``.log``'s
+    size (0 or None: no log to index); ``is_active`` exempts the active segment's preallocated zero tail."""
+
+    def __init__(self, base_offset: int, index_path: Path | None, timeindex_path: Path | None, *,
+                 log_size: int | None, is_active: bool = False):
+        self.base = base_offset
+        self.index_path = index_path
+        self.timeindex_path = timeindex_path
+        self.log_size = log_size or 0
+        self.findings: list[Finding] = []
+        self.index_bytes = self._read(index_path)
+        self.time_bytes = self._read(timeindex_path)
+        self.index_missing = self.index_bytes is None
+        self.time_missing = self.time_bytes is None
+        self.oi: list[tuple[int, int]] = []
+        self.ti: list[tuple[int, int]] = []
+        if self.index_missing:
+            if index_path is not None and self.log_size > 0:
+                self.findings.append(_warn("missing_index", index_path, "offset index is missing: the broker will "
+                                           "rebuild it by recovering the segment at startup"))
+        else:
+            self.oi = self._load(index_path, self.index_bytes, fidx.check_offset_index, fidx.offset_index_entries,
+                                 fidx.offset_index_zero_tail, is_active)
+            self._order(self.oi, index_path, "index_corrupt", lambda a, b: b[0] <= a[0] or b[1] <= a[1],
+                        lambda a, b: f"index entries out of order: ({a[0]}, {a[1]}) is followed by ({b[0]}, {b[1]})",
+                        offset_of=lambda e: e[0])
+        if self.time_missing:
+            if timeindex_path is not None and not self.index_missing and self.log_size > 0:
+                # LogLoader: a missing time index beside an offset index is created empty, without recovery
+                self.findings.append(_warn(
+                    "missing_time_index", timeindex_path, "time index is missing while the offset index exists: "
+                    "the broker creates an empty one without recovering the segment, so offset-by-time lookups and "
+                    "time retention (which falls back to the file's mtime) go wrong for it; kltool verify --repair "
+                    "or kltool rebuild-index rebuilds it"))
+        else:
+            self.ti = self._load(timeindex_path, self.time_bytes, fidx.check_time_index, fidx.time_index_entries,
+                                 fidx.time_index_zero_tail, is_active)
+            self._order(self.ti, timeindex_path, "time_index_order", lambda a, b: b[0] <= a[0] or b[1] < a[1],
+                        lambda a, b: f"time index entry (timestamp {b[0]}, offset {b[1]}) follows (timestamp "
+                                     f"{a[0]}, offset {a[1]}): timestamps must increase and offsets must not "
+                                     f"decrease", offset_of=lambda e: e[1])
+        self.j = self.k = 0
+        self.prev_last: int | None = None
+        self._next()
+
+    # -- the files -----------------------------------------------------------------------------------------
+    @staticmethod
+    def _read(path: Path | None) -> bytes | None:
+        if path is None:
+            return None
+        try:
+            return path.read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def _load(self, path, data, check, entries, zero_tail, is_active) -> list[tuple[int, int]]:
+        for msg in check(data, self.base, path=str(path)):
+            self.findings.append(_err("index_corrupt", path, msg))
+        zeros = zero_tail(data)
+        if zeros and not is_active:
+            self.findings.append(_warn("index_untrimmed", path, f"{zeros} zero-filled entries at the end "
+                                       f"(preallocated, not trimmed: the broker did not close this segment)"))
+        try:
+            return entries(data, self.base)
+        except CorruptDataError as e:
+            self.findings.append(_err("index_corrupt", path, e.message, position=e.position))
+            return []
+
+    def _order(self, entries, path, kind, bad, message, offset_of) -> None:
+        for a, b in zip(entries, entries[1:], strict=False):
+            if bad(a, b):
+                self.findings.append(_err(kind, path, message(a, b), offset=offset_of(b)))
+                return
+
+    def problems(self, path: Path | None) -> list[str]:
+        """The messages of what is wrong with the file at ``path`` (a missing file is not a problem here)."""
+        if path is None:
+            return []
+        p = str(path)
+        return [f.message for f in self.findings if f.file == p and f.kind not in ("missing_index", "missing_time_index")]
+
+    @property
+    def index_problems(self) -> list[str]:
+        return self.problems(self.index_path)
+
+    @property
+    def time_problems(self) -> list[str]:
+        return self.problems(self.timeindex_path)
+
+    # -- against the batches ---------------------------------------------------------------------------------
+    def _next(self) -> None:
+        """The position of the next offset-index entry and the offset of the next time-index entry."""
+        self.next_pos = self.oi[self.j][1] if self.j < len(self.oi) else _FAR
+        self.next_off = self.ti[self.k][1] if self.k < len(self.ti) else _FAR
+
+    @property
+    def pending(self) -> bool:
+        return self.j < len(self.oi) or self.k < len(self.ti)
+
+    def batch(self, h: BatchHeader) -> None:
+        """The next valid batch of the log, at its position in the file the indexes describe."""
+        if h.position < self.next_pos and h.last_offset < self.next_off:  # the usual case: no entry here
+            self.prev_last = h.last_offset
+            return
+        oi, ti = self.oi, self.ti
+        while self.j < len(oi) and oi[self.j][1] <= h.position:
+            off, pos = oi[self.j]
+            if pos < h.position:
+                self.findings.append(_err("index_mismatch", self.index_path, f"index entry (offset {off}, position "
+                                          f"{pos}) does not point at the start of a batch", position=pos, offset=off))
+            elif h.last_offset > off or (self.prev_last is not None and self.prev_last >= off):
+                self.findings.append(_err("index_mismatch", self.index_path, f"index entry (offset {off}, position "
+                                          f"{pos}) points at a batch with offsets {h.base_offset}..{h.last_offset}",
+                                          position=pos, offset=off))
+            self.j += 1
+        while self.k < len(ti) and ti[self.k][1] <= h.last_offset:
+            ts, off = ti[self.k]
+            if h.max_timestamp != ts:
+                self.findings.append(_err("time_index_mismatch", self.timeindex_path, f"time index entry (timestamp "
+                                          f"{ts}, offset {off}): the batch holding offset {off} has max timestamp "
+                                          f"{h.max_timestamp}", offset=off))
+            self.k += 1
+        self.prev_last = h.last_offset
+        self._next()
+
+    def run(self, run) -> None:
+        """:meth:`batch` for every batch of a :class:`~kltool.storage.scan.BatchRun`, on its columns (the same
+        findings in the same order: each index entry goes to the first batch at or after it)."""
+        if self.pending:
+            pos, base, lasts, mts = run.columns()
+            oi, ti = self.oi, self.ti
+            found = []  # (batch, 0 = offset index / 1 = time index, finding)
+            x = 0
+            while self.j < len(oi) and oi[self.j][1] <= pos[-1]:
+                off, p = oi[self.j]
+                x = max(x, bisect_left(pos, p))
+                prev = lasts[x - 1] if x else self.prev_last
+                if p < pos[x]:
+                    found.append((x, 0, _err("index_mismatch", self.index_path, f"index entry (offset {off}, "
+                                             f"position {p}) does not point at the start of a batch", position=p,
+                                             offset=off)))
+                elif lasts[x] > off or (prev is not None and prev >= off):
+                    found.append((x, 0, _err("index_mismatch", self.index_path, f"index entry (offset {off}, "
+                                             f"position {p}) points at a batch with offsets {base[x]}..{lasts[x]}",
+                                             position=p, offset=off)))
+                self.j += 1
+            x = 0
+            while self.k < len(ti) and ti[self.k][1] <= lasts[-1]:
+                ts, off = ti[self.k]
+                x = max(x, bisect_left(lasts, off))
+                if mts[x] != ts:
+                    found.append((x, 1, _err("time_index_mismatch", self.timeindex_path, f"time index entry "
+                                             f"(timestamp {ts}, offset {off}): the batch holding offset {off} has max "
+                                             f"timestamp {mts[x]}", offset=off)))
+                self.k += 1
+            found.sort(key=lambda t: (t[0], t[1]))
+            self.findings.extend(f for _x, _k, f in found)
+            self._next()
+        self.prev_last = run.last_offset
+
+    def finish(self) -> list[Finding]:
+        """Entries left over point past the last batch. Returns every finding."""
+        for off, pos in self.oi[self.j:]:
+            self.findings.append(_err("index_mismatch", self.index_path, f"index entry (offset {off}, position "
+                                      f"{pos}) points past the last batch (log size {self.log_size})",
+                                      position=pos, offset=off))
+        for ts, off in self.ti[self.k:]:
+            self.findings.append(_err("time_index_mismatch", self.timeindex_path, f"time index entry (timestamp "
+                                      f"{ts}, offset {off}) names an offset after the last batch", offset=off))
+        self.j, self.k = len(self.oi), len(self.ti)
+        self._next()
+        return self.findings

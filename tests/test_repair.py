@@ -247,12 +247,32 @@ def test_flipped_magic_2_to_0_is_fixed(kl, logs, backup):
 
 @pytest.mark.parametrize("size_field", [0x7FFFFFF0, 5, -3])
 def test_impossible_length_field_in_the_middle(kl, william, tmp_path, size_field):
+    """The length field is not covered by the CRC: the CRC over the span up to the next whole batch proves
+    the batch intact, so the field is restored in place and nothing is cut."""
+    part = william / "__consumer_offsets-28"
+    log = part / SEG0
+    original = log.read_bytes()
+    hs = batches_of(log)
+    victim = hs[len(hs) // 2]
+    data = bytearray(original)
+    struct.pack_into(">i", data, victim.position + 8, size_field)
+    log.write_bytes(bytes(data))
+    done = check_repair(kl, william, part, tmp_path / "backup", expect_ops={"fix_field"})
+    assert {a["op"] for a in done} == {"fix_field"}
+    assert all(victim.position + 8 <= a["position"] < victim.position + 12 for a in done)
+    assert not [a for a in done if a["op"] in ("excise", "truncate")]
+
+
+def test_length_field_that_cannot_be_proven_costs_only_its_batch(kl, william, tmp_path):
+    """A length field AND a CRC-covered byte of the same batch damaged: nothing proves the length, so only
+    that batch's bytes are cut, and every batch after it stays."""
     part = william / "__consumer_offsets-28"
     log = part / SEG0
     hs = batches_of(log)
     victim = hs[len(hs) // 2]
     data = bytearray(log.read_bytes())
-    struct.pack_into(">i", data, victim.position + 8, size_field)
+    struct.pack_into(">i", data, victim.position + 8, 5)
+    data[victim.position + 30] ^= 0xFF
     log.write_bytes(bytes(data))
     done = check_repair(kl, william, part, tmp_path / "backup", expect_ops={"excise", "rebuild_index"})
     (x,) = [a for a in done if a["op"] == "excise"]

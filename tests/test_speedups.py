@@ -59,7 +59,7 @@ def verify_result(path, deep):
 
     stats = VerifyStats()
     findings = [f.to_json() for f in verify_selection(open_paths([path]), deep=deep, stats=stats)]
-    return findings, {k: v for k, v in vars(stats).items()}
+    return findings, {k: v for k, v in vars(stats).items() if k != "last_batches"}  # bookkeeping, not a result
 
 
 # --- CRC-32C -----------------------------------------------------------------------------------

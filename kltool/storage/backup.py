@@ -57,7 +57,7 @@ BACKUP_SUFFIX = ".kltool-backup"
 _HASH_LIMIT = 256 << 20  # whole files moved into the backup are hashed up to this size
 _SAMPLE = 4096
 _CHUNK = 4 << 20
-OPS = ("truncate", "excise", "fix_magic", "rebuild_index", "write_checkpoint", "quarantine", "rename", "delete")
+OPS = ("truncate", "excise", "fix_magic", "fix_field", "rebuild_index", "write_checkpoint", "quarantine", "rename", "delete")
 
 
 def file_size(p: Path) -> int | None:
@@ -133,7 +133,7 @@ class Action:
     def bytes(self) -> int | None:
         if self.op in ("truncate", "excise"):
             return sum(c.length for c in self.ranges)
-        if self.op == "fix_magic":
+        if self.op in ("fix_magic", "fix_field"):
             return 1
         if self.op in ("rebuild_index", "write_checkpoint") and self.data is not None:
             return len(self.data)
@@ -170,8 +170,8 @@ class Action:
                 rng = ", ".join(f"[{c.start}, {c.end})" for c in self.ranges)
                 lost = _offsets_text(self.first_offset, self.last_offset, self.records_lost)
             return f"{self.op} {f} bytes {rng} ({self.bytes} bytes{lost}): {self.reason}"
-        if self.op == "fix_magic":
-            return f"fix_magic {f} byte {self.position}: {self.old_byte} -> {self.new_byte}: {self.reason}"
+        if self.op in ("fix_magic", "fix_field"):
+            return f"{self.op} {f} byte {self.position}: {self.old_byte} -> {self.new_byte}: {self.reason}"
         if self.op == "quarantine":
             lost = _offsets_text(self.first_offset, self.last_offset, self.records_lost)
             size = "" if self.old_size is None else f"{self.old_size} bytes"
@@ -466,7 +466,7 @@ def _apply(a: Action, entry: dict, run_dir: Path) -> None:
             raise UnsafeOperation(f"expected {a.old_size} bytes, found {size}: the file changed since planning", path=f)
         with open(f, "rb") as src, staged(f, like=_stat(f)) as (fd, _tmp):
             append_ranges(src.fileno(), [(s, t) for s, t, _d in _keeps(a)], fd)
-    elif a.op == "fix_magic":
+    elif a.op in ("fix_magic", "fix_field"):
         fd = os.open(f, os.O_RDWR)
         try:
             cur = os.pread(fd, 1, a.position)
@@ -644,7 +644,7 @@ def _restore_entry(e: dict, run_dir: Path, dry_run: bool) -> RestoreStep | None:
                 if _sha256(old) != e["old_sha256"]:
                     raise UnsafeOperation("the backup does not match its sha256 in the manifest", path=b)
                 atomic_write(f, old, like=_stat(f))
-    elif op == "fix_magic":
+    elif op in ("fix_magic", "fix_field"):
         with open(f, "rb") as fh:
             fh.seek(e["position"])
             cur = fh.read(1)
@@ -811,7 +811,7 @@ class _Checker:
                 self.sha(f"{w}.old_sha256", e.get("old_sha256"))
             self.sha(f"{w}.new_sha256", e.get("new_sha256"))
             self.sha(f"{w}.prior_sha256", e.get("prior_sha256"), optional=True)
-        elif op == "fix_magic":
+        elif op in ("fix_magic", "fix_field"):
             self.int_(f"{w}.position", e.get("position"))
             self.int_(f"{w}.old_byte", e.get("old_byte"), 0, 255)
             self.int_(f"{w}.new_byte", e.get("new_byte"), 0, 255)

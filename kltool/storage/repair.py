@@ -245,8 +245,10 @@ class _SegScan:
     """Walk one segment: decide what to cut and what to fix, and build its new indexes on the way."""
 
     def __init__(self, seg: _Seg, ctx: _Ctx, *, like_broker: bool, interval: int, is_active: bool,
-                 progress=None):
+                 progress=None, next_base: int | None = None):
         self.seg = seg
+        self.next_base = next_base  # the next segment's base offset (its file name): bounds this one's last batch
+        self.field_fixes: dict[int, str] = {}  # position of a restored uncovered byte -> why
         self.ctx = ctx
         self.like_broker = like_broker
         self.size = seg.log.stat().st_size
@@ -269,12 +271,22 @@ class _SegScan:
     def run(self) -> None:
         self.fd = os.open(self.seg.log, os.O_RDONLY)
         try:
-            for item in walk(self.seg.log, progress=self.progress):
+            items = walk(self.seg.log, progress=self.progress)
+            nxt = next(items, None)
+            while nxt is not None:
+                item, nxt = nxt, next(items, None)
+                self.lookahead = nxt
                 if self.stopped:
                     self._count_tail(item)
                     continue
                 if isinstance(item, Damage):
                     pos, end = item.position, item.end
+                    fixed = None if self.like_broker else self._try_fix_size(pos)
+                    if fixed is not None and fixed.end <= self.size:
+                        self._batch(fixed)
+                        items = walk(self.seg.log, start=fixed.end, progress=None)
+                        nxt = next(items, None)
+                        continue
                     h = self._try_fix_magic(pos, end)
                     if h is not None:
                         self._batch(h)
@@ -291,6 +303,12 @@ class _SegScan:
                     fixed = self._try_fix_magic(h.position, h.end)
                     if fixed is not None:
                         self._batch(fixed)
+                        continue
+                    fixed = None if self.like_broker else self._try_fix_size(h.position)
+                    if fixed is not None:  # the walk trusted a damaged length: go on from the batch's true end
+                        self._batch(fixed)
+                        items = walk(self.seg.log, start=fixed.end, progress=None)
+                        nxt = next(items, None)
                         continue
                     self._cut(h.position, h.end, "crc_mismatch", f"Record is corrupt (stored crc = {h.crc})",
                               h.base_offset, h.last_offset, h.count)
@@ -353,6 +371,102 @@ class _SegScan:
                 return h
         return None
 
+    def _try_fix_size(self, pos: int) -> BatchHeader | None:
+        """A batch at ``pos`` whose length field (not covered by the CRC) is damaged: the next whole, CRC-valid
+        batch after ``pos`` (or the end of the file) marks where it really ends, and its CRC over exactly that
+        span proves the rest of it intact. Restores the length field in place; returns the batch, or None."""
+        head = os.pread(self.fd, HEADER_SIZE_UP_TO_MAGIC, pos)
+        if len(head) < HEADER_SIZE_UP_TO_MAGIC or head[_MAGIC] > 2:
+            return None
+        ends = []
+        for item in walk(self.seg.log, start=pos + 1):
+            if isinstance(item, BatchHeader) and item.crc_valid:
+                ends.append(item.position)
+                break
+        ends.append(self.size)
+        for end in ends:
+            total = end - pos
+            if total > _MAX_FIX_BATCH or total < LOG_OVERHEAD + RECORD_OVERHEAD[0]:
+                continue
+            data = bytearray(os.pread(self.fd, total, pos))
+            old = bytes(data[8:12])
+            data[8:12] = (total - LOG_OVERHEAD).to_bytes(4, "big", signed=True)
+            if bytes(data[8:12]) == old:
+                continue
+            try:
+                h = parse_header(data, 0)
+            except (CorruptDataError, ValueError, struct.error):
+                continue
+            if not h.crc_valid or h.size != total:
+                continue
+            h.position = pos
+            for i in range(4):
+                if old[i] != data[8 + i]:
+                    self.fixes.append((pos + 8 + i, old[i], data[8 + i]))
+                    self.field_fixes[pos + 8 + i] = (
+                        f"the batch at byte {pos} is valid (its CRC checks over {total} bytes, up to the next whole "
+                        f"batch) but its length field (not covered by the CRC) says "
+                        f"{int.from_bytes(old, 'big', signed=True)}: restored to {total - LOG_OVERHEAD}")
+            return h
+        return None
+
+    def _index_offset_at(self, position: int) -> int | None:
+        """The offset the existing .index gives for the batch at ``position`` (its last offset), if any."""
+        if not hasattr(self, "_index_by_pos"):
+            self._index_by_pos = {pos: off for off, pos in self.existing.oi}
+        return self._index_by_pos.get(position)
+
+    def _uncovered_offset(self, h: BatchHeader) -> BatchHeader | None:
+        """A CRC-valid batch whose offset field (not covered by the CRC: v2 baseOffset, v0/v1 offset) its
+        neighbours contradict: restore the field in place when the neighbours (previous last offset, next
+        base offset or the next segment's base, the .index entry at its position, its own CRC-covered
+        lastOffsetDelta) fix the only possible value; otherwise excise this one batch. Returns the batch to
+        go on with (corrected), or None when it was cut."""
+        prev = self.ctx.last
+        low = prev + 1 if prev is not None else self.seg.base
+        lo = h.base_offset if h.magic == 2 else h.last_offset
+        nxt = self.lookahead
+        if isinstance(nxt, BatchHeader) and nxt.crc_valid and (nxt.magic == 2 or nxt.compression == 0):
+            nlo = nxt.base_offset
+        elif nxt is None:
+            nlo = self.next_base
+        else:
+            nlo = None  # damage or a compressed v0/v1 wrapper next: no upper bound from it
+        below = lo < low
+        past = nlo is not None and nlo >= low and h.last_offset >= nlo
+        if not (below or past) or (below and (nlo is None or nlo < low)):
+            # in order; or going back with nothing after it to say the log goes on (a duplicate, say), or the
+            # whole rest out of order (not one batch's field): _reject decides as before
+            return h
+        delta = h.last_offset - h.base_offset if h.magic == 2 else (0 if h.compression == 0 else None)
+        cands = set()
+        idx = self._index_offset_at(h.position)
+        if idx is not None and delta is not None:
+            cands.add(idx - delta)
+        if delta is not None and nlo is not None and nlo - low == delta + 1:
+            cands.add(low)
+        fits = [c for c in cands if c >= low and (nlo is None or c + delta < nlo)]
+        field = "baseOffset" if h.magic == 2 else "offset"
+        if len(cands) == 1 and len(fits) == 1:
+            new = fits[0]
+            old_bytes = os.pread(self.fd, 8, h.position)
+            new_bytes = new.to_bytes(8, "big", signed=True) if h.magic == 2 else \
+                (new + delta).to_bytes(8, "big", signed=True)
+            for i, (a, b) in enumerate(zip(old_bytes, new_bytes, strict=True)):
+                if a != b:
+                    self.fixes.append((h.position + i, a, b))
+                    self.field_fixes[h.position + i] = (
+                        f"the batch at byte {h.position} is valid (its CRC checks) but its {field} field (not "
+                        f"covered by the CRC) says {h.base_offset if h.magic == 2 else h.last_offset}; its "
+                        f"neighbours fix it at {new if h.magic == 2 else new + delta}: restored")
+            h.base_offset, h.last_offset = (new, new + delta) if h.magic == 2 else (new, new)
+            return h
+        why = (f"the batch at byte {h.position} is valid (its CRC checks) but its {field} field (not covered by "
+               f"the CRC) says {lo}, which its neighbours contradict (after {prev}, before {nlo}); its true "
+               f"offsets cannot be told, so only this batch is cut")
+        self._cut(h.position, h.end, "offset_field", why, None, None, h.count)
+        return None
+
     def _reject(self, h: BatchHeader) -> tuple[tuple[str, str] | None, str | None]:
         """(why the batch cannot stay, or None; the marker type of a transaction control batch)."""
         base = self.seg.base
@@ -383,6 +497,10 @@ class _SegScan:
         return None, None
 
     def _batch(self, h: BatchHeader) -> None:
+        if not self.like_broker:
+            h = self._uncovered_offset(h)
+            if h is None:
+                return
         why, ctype = self._reject(h)
         if why is not None:
             if self.fixes and self.fixes[-1][0] == h.position + 16:
@@ -635,7 +753,8 @@ def _plan_partition(g: Group, p: Partition, *, like_broker: bool, interval: int,
             probs.append(Problem("error", "offset_order", str(s.log), f"segment base offset {s.base} is not above "
                                  f"the previous segment's last offset {ctx.last}"))
         sc = _SegScan(s, ctx, like_broker=like_broker and not indexes_only, interval=interval,
-                      is_active=(i == len(segs) - 1), progress=progress)
+                      is_active=(i == len(segs) - 1), progress=progress,
+                      next_base=segs[i + 1].base if i + 1 < len(segs) else None)
         sc.run()
         scans.append(sc)
     for s in reversed(later):
@@ -647,6 +766,10 @@ def _plan_partition(g: Group, p: Partition, *, like_broker: bool, interval: int,
                                  "(run kltool verify --repair)"))
             continue
         for pos, old, new in sc.fixes:
+            if pos in sc.field_fixes:
+                acts.append(Action("fix_field", sc.seg.final, sc.field_fixes[pos], position=pos, old_byte=old,
+                                   new_byte=new, source=sc.seg.log))
+                continue
             acts.append(Action("fix_magic", sc.seg.final, f"the batch at byte {pos - 16} is valid (its CRC checks) "
                                f"with magic {new}: only its magic byte was damaged", position=pos, old_byte=old,
                                new_byte=new, source=sc.seg.log))

@@ -39,6 +39,7 @@ class VerifyStats:
     lost_bytes: int = 0
     uncounted_wrappers: int = 0  # compressed v0/v1 messages whose records a shallow verify did not count
     segment_ends: dict = field(default_factory=dict)  # partition path -> log end offset seen
+    last_batches: dict = field(default_factory=dict, compare=False, repr=False)  # .log -> last batch (_odd_one_out)
 
 
 def _err(kind, file, msg, position=None, offset=None, length=None):
@@ -75,6 +76,7 @@ def verify_log_file(path: Path, *, base_offset: int | None, deep: bool, stats: V
     """Findings for one ``.log`` file. Returns (via ``stats.segment_ends``) nothing; yields findings."""
     last = prev_last
     first_problem = None
+    prev = None  # the previous valid batch: (position, base offset, last offset, the last offset before it), or a run
     for item in walk(path, with_data=deep, progress=progress, runs=True, prev_last=prev_last, base_offset=base_offset,
                      deep=deep, want_cols=index_check is not None and index_check.pending):
         if type(item) is BatchRun:  # batches the C walker checked: nothing to report, only to count
@@ -83,6 +85,7 @@ def verify_log_file(path: Path, *, base_offset: int | None, deep: bool, stats: V
             stats.records += item.records
             if index_check is not None:
                 index_check.run(item)
+            prev = (item, last)
             last = item.last_offset
             continue
         if isinstance(item, Damage):
@@ -115,10 +118,17 @@ def verify_log_file(path: Path, *, base_offset: int | None, deep: bool, stats: V
                 first_problem = h.position
             continue
         lo = h.base_offset if h.magic == 2 else h.last_offset
-        if last is not None and lo <= last:
+        odd = _odd_one_out(prev, lo, last, path)
+        if odd is not None:
+            # the previous batch, not this one, is out of line: its offset field (not covered by the CRC)
+            yield _odd_field_finding(path, odd, lo)
+            last = odd[3]
+        elif last is not None and lo <= last:
             yield _err("offset_order", path, f"batch offsets {h.base_offset}..{h.last_offset} do not follow the "
-                       f"previous batch's last offset {last}", position=h.position, offset=h.base_offset)
-        if base_offset is not None:
+                       f"previous batch's last offset {last} (the offset field is not covered by the CRC: when the "
+                       f"batches after it follow on, only this field is damaged)", position=h.position,
+                       offset=h.base_offset)
+        elif base_offset is not None:
             if h.last_offset < base_offset or (h.magic == 2 and h.base_offset < base_offset):
                 yield _err("offset_order", path, f"batch offset {h.base_offset} is below the segment's base offset "
                            f"{base_offset}", position=h.position, offset=h.base_offset)
@@ -160,9 +170,40 @@ def verify_log_file(path: Path, *, base_offset: int | None, deep: bool, stats: V
                             prev = o
         if index_check is not None:
             index_check.batch(h)
+        if h.crc_valid:
+            prev = (h.position, lo, h.last_offset, last)
         if last is None or h.last_offset > last:
             last = h.last_offset
     stats.segment_ends[str(path)] = last
+    stats.last_batches[str(path)] = prev
+
+
+def _odd_field_finding(path, odd, lo: int) -> Finding:
+    pos, base, _plast, before = odd
+    return _err("offset_field", path, f"batch at byte {pos} has offset field {base} (not covered by the CRC) that its "
+                f"neighbours contradict (after {before}, before {lo}): kltool verify --repair restores it when they "
+                f"fix its value, else cuts only that batch", position=pos, offset=base)
+
+
+def _odd_one_out(prev, lo: int, last: int | None, path: Path):
+    """When the batch at ``lo`` breaks the offset order only because the batch before it jumped ahead (that
+    one's offset field, which the CRC does not cover, is wrong: it is above this batch while this one still
+    follows the batch before it), the previous batch as (position, offset, last offset, the last offset
+    before it); else None."""
+    if prev is None or last is None or lo > last:
+        return None
+    if isinstance(prev[0], BatchRun):
+        run, before_run = prev
+        # the run's last two batches, read again from the file (only on this rare path)
+        hs = [h for h in walk(path, start=run.position, end=run.end) if isinstance(h, BatchHeader)][-2:]
+        if not hs or hs[-1].last_offset != run.last_offset:
+            return None
+        before = hs[0].last_offset if len(hs) == 2 else before_run
+        prev = (hs[-1].position, hs[-1].base_offset, hs[-1].last_offset, before)
+    _pos, _base, plast, before = prev
+    if plast != last or (before is not None and lo <= before):
+        return None
+    return prev
 
 
 def _computed_crc(path: Path, h: BatchHeader) -> int:
@@ -189,7 +230,14 @@ def verify_partition(p: Partition, *, deep: bool = False, stats: VerifyStats,
         stats.segments += 1
         size = seg.size
         is_active = i == len(segs) - 1
-        if last is not None and seg.base_offset <= last:
+        odd = None
+        if i and last is not None and seg.base_offset <= last:
+            prev_log = segs[i - 1].log_path
+            odd = _odd_one_out(stats.last_batches.get(str(prev_log)), seg.base_offset, last, prev_log)
+        if odd is not None:  # the previous segment's last batch jumped past this segment's base offset
+            yield _odd_field_finding(segs[i - 1].log_path, odd, seg.base_offset)
+            last = odd[3]
+        elif last is not None and seg.base_offset <= last:
             yield _err("offset_order", seg.log_path, f"segment base offset {seg.base_offset} is not above the "
                        f"previous segment's last offset {last}", offset=seg.base_offset)
         ic = _index_checker(seg, is_active, size)

@@ -277,8 +277,9 @@ class Dumper:
         if h.compression != 0:
             from ..format.compression import decompress
 
-            try:
-                data = decompress(h.compression, data, 2)
+            try:  # bounded: a batch that expands further (a bomb, or huge) goes through the Python loop,
+                # which decompresses only as far as its declared records need
+                data = decompress(h.compression, data, 2, limit=min(max(1 << 20, 16 * len(data)), 32 << 20))
             except CorruptDataError:
                 return False
         js = self.out.json_mode
@@ -317,12 +318,17 @@ class Dumper:
             self.out.line(batch_text(h))
 
     def _record_error(self, h: BatchHeader, file: str, e: CorruptDataError) -> None:
+        from ..format.compression import TooLarge
+
+        kind = "record_too_large" if isinstance(e, TooLarge) else "record_corrupt"
+        if kind == "record_too_large":
+            self.too_large = True  # the batch line is printed; its records are not (exit 2 at the end)
         if self.out.json_mode:
-            self.out.emit(Finding("error", "record_corrupt", file, e.message,
+            self.out.emit(Finding("error", kind, file, e.message,
                                   position=e.position if e.position is not None else h.position,
                                   offset=h.base_offset, length=h.size).to_json())
         else:
-            self.out.line(f"!! record_corrupt in batch at position {h.position}: {e.message}")
+            self.out.line(f"!! {kind} in batch at position {h.position} of {file}: {e.message}")
 
 
 def _end_of(item) -> int:
@@ -586,14 +592,16 @@ _KAFKA_HINTS = {
               help="Read only the first N bytes of each .log (batches that end past N are not shown).")
 @click.option("--index-sanity-check", is_flag=True, help="For .index/.timeindex files: run Kafka's sanity check "
               "only ('FILE passed sanity check.').")
+@click.option("--max-record-bytes", type=click.IntRange(min=1024), default=256 << 20, show_default=True,
+              help="The most one batch's records may decompress to; a batch over it is reported, never held in memory.")
 @click.option("--verify-index-only", is_flag=True, hidden=True)
 @click.option("--key-decoder-class", hidden=True)
 @click.option("--value-decoder-class", hidden=True)
 @click.pass_obj
 def command(out, paths, topic, partition_spec, records, from_offset, to_offset, from_time, to_time, key, limit,
             encoding, decoder, fmt, files, print_data_log, deep_iteration, skip_record_metadata, offsets_decoder,
-            transaction_log_decoder, cluster_metadata_decoder, max_bytes, index_sanity_check, verify_index_only,
-            key_decoder_class, value_decoder_class):
+            transaction_log_decoder, cluster_metadata_decoder, max_bytes, index_sanity_check, max_record_bytes,
+            verify_index_only, key_decoder_class, value_decoder_class):
     """Print the batches (or --records) of log dirs, partitions, or files: .log, .index,
     .timeindex, .txnindex, .snapshot, checkpoint files, partition.metadata, meta.properties.
 
@@ -602,6 +610,9 @@ def command(out, paths, topic, partition_spec, records, from_offset, to_offset, 
     --print-data-log, --deep-iteration, --skip-record-metadata, --offsets-decoder,
     --transaction-log-decoder, --cluster-metadata-decoder, --max-bytes, --index-sanity-check).
     """
+    from ..format.compression import set_limit
+
+    set_limit(max_record_bytes)
     from ..storage.files import classify
 
     for name, given in (("verify_index_only", verify_index_only), ("key_decoder_class", key_decoder_class),
@@ -658,4 +669,7 @@ def command(out, paths, topic, partition_spec, records, from_offset, to_offset, 
         else:
             _dump_other(d, path, kind, base)
     out.flush()
+    if getattr(d, "too_large", False):
+        raise UsageError("a batch's records decompress to more than --max-record-bytes (see the lines above); "
+                         "its metadata is printed, its records are not")
     return 1 if d.errors else 0

@@ -14,6 +14,8 @@ from .common import human_bytes, paths_argument, select, selection_options
 @paths_argument
 @selection_options
 @click.option("--deep", is_flag=True, help="Also decompress and parse every record.")
+@click.option("--max-record-bytes", type=click.IntRange(min=1024), default=256 << 20, show_default=True,
+              help="The most one batch's records may decompress to; a batch over it is reported, never held in memory.")
 @click.option("--strict", is_flag=True, help="Exit 1 on warnings too.")
 @click.option("--repair", is_flag=True, help="Repair what is found (see kltool-verify(1)); plan first with --dry-run.")
 @click.option("--dry-run", is_flag=True, help="With --repair: print the plan, change nothing.")
@@ -21,11 +23,15 @@ from .common import human_bytes, paths_argument, select, selection_options
 @click.option("--like-broker", is_flag=True, help="With --repair: truncate at the first damage and drop later "
               "segments, as the broker's recovery does (still backed up).")
 @click.pass_obj
-def command(out, paths, topic, partition_spec, deep, strict, repair, dry_run, backup_dir, like_broker):
+def command(out, paths, topic, partition_spec, deep, max_record_bytes, strict, repair, dry_run, backup_dir,
+            like_broker):
     """Check every batch's CRC and structure, every index against its log, and stale files.
 
     Exit 0 when clean, 1 when anything is wrong (or, with --repair --dry-run, when there is work).
     """
+    from ..format.compression import set_limit
+
+    set_limit(max_record_bytes)
     if repair or dry_run or backup_dir or like_broker:
         from .repair import run_repair
 

@@ -7,7 +7,7 @@ from operator import itemgetter
 
 from ..errors import CorruptDataError
 from . import speedups as _speedups
-from .compression import NONE, compress, decompress
+from .compression import NONE, Inflater, TooLarge, compress
 from .records import CONTROL_TYPES, LOG_OVERHEAD, BatchHeader, RecordColumns
 from .speedups import crc32c
 from .varint import encode_varint, encode_varlong, read_varint
@@ -86,14 +86,38 @@ def decode_v2_records(h: BatchHeader, batch) -> RecordColumns:
         raise _bad(f"Found invalid record count {count} in magic v2 batch", h.position + 57)
     payload = batch[V2_OVERHEAD:h.size]
     if h.compression == NONE:
-        data = bytes(payload)
-        where = h.position + V2_OVERHEAD
-    else:
+        return _decode_v2_data(h, bytes(payload), count, h.position + V2_OVERHEAD)
+    # Compressed: decompress only as far as the declared records need, as Kafka's reader does (it reads
+    # ``count`` records, then one more byte must not exist): a valid-CRC batch declaring 1 record followed by
+    # gigabytes of zeros costs a few steps, not gigabytes; and never more than the limit (TooLarge).
+    def more(n: int) -> bytes:
         try:
-            data = decompress(h.compression, payload, 2)
+            return inf.read(n)
+        except TooLarge as e:
+            raise TooLarge(f"batch {h.base_offset}..{h.last_offset}: {e.message}", position=h.position) from None
         except CorruptDataError as e:
             raise _bad(e.message, h.position) from None
-        where = None
+
+    inf = Inflater(h.compression, payload, 2)
+    data = more(min(max(1 << 16, 8 * len(payload)), 4 << 20))  # then doubling: at most twice what is needed
+    while True:
+        if inf.eof:
+            return _decode_v2_data(h, data, count, None)
+        try:
+            cols = _decode_v2_data(h, data, count, None)
+        except CorruptDataError as e:
+            if "premature EOF" not in e.message and "expected to read" not in e.message:
+                raise
+            data += more(len(data))  # the records run on: read as much again
+            continue
+        if more(1):
+            raise _bad("Incorrect declared batch size, records still remaining in file", h.position)
+        return cols
+
+
+def _decode_v2_data(h: BatchHeader, data: bytes, count: int, where) -> RecordColumns:
+    """Decode ``count`` records from ``data`` (the records' bytes; ``where`` their file position when
+    uncompressed)."""
     cols = RecordColumns(data)
     if count == 0:
         return cols

@@ -130,26 +130,70 @@ def _fix_lz4_header_checksum(data: bytes) -> bytes:
 
 
 # ---------------------------------------------------------------------------------------------
-def _gzip_decompress(data) -> bytes:
-    out = []
+# --------------------------------------------------------------------------------------- bounded output
+# A batch whose CRC is valid can still decompress to gigabytes (a "decompression bomb", or a huge but real
+# batch): decompression is streamed, in steps of at most _STEP bytes, and stops with TooLarge once more
+# than the limit would come out. Callers that know how much they need (decode_v2_records: the declared
+# record count) read only that much, as Kafka's reader does.
+
+MAX_DECOMPRESSED = 256 << 20  # the default limit on what one batch may decompress to (--max-record-bytes)
+_STEP = 1 << 20
+
+
+class TooLarge(CorruptDataError):
+    """A payload decompresses to more than the limit: reported, never held in memory."""
+
+
+def set_limit(limit: int) -> None:
+    """Set the process-wide limit on the bytes one batch or wrapper message may decompress to."""
+    global MAX_DECOMPRESSED
+    MAX_DECOMPRESSED = int(limit)
+
+
+def _varint_len(data: bytes) -> int | None:
+    """The uncompressed length at the start of a raw snappy block (a varint), or None."""
+    n = shift = 0
+    for i in range(min(5, len(data))):
+        b = data[i]
+        n |= (b & 0x7F) << shift
+        if b < 0x80:
+            return n
+        shift += 7
+    return None
+
+
+def _gzip_chunks(data, step):
     buf = bytes(data)
     while buf:
         d = zlib.decompressobj(wbits=31)
-        out.append(d.decompress(buf))
-        if not d.eof:
-            raise CorruptDataError("gzip stream ends before its end marker")
+        src = buf
+        while True:
+            out = d.decompress(src, step)
+            if out:
+                yield out
+            if d.eof:
+                break
+            src = d.unconsumed_tail
+            if not src and not out:
+                raise CorruptDataError("gzip stream ends before its end marker")
         buf = d.unused_data
         # Trailing zero padding after the last member is tolerated, like GZIPInputStream.
         if buf and not buf.startswith(b"\x1f\x8b"):
             break
-    return b"".join(out)
 
 
-def _snappy_decompress(data) -> bytes:
+def _snappy_chunks(data, step, limit):
     data = bytes(data)
+
+    def block(raw, where):
+        n = _varint_len(raw)
+        if n is not None and n > limit:
+            raise TooLarge(f"snappy block decompresses to {n} bytes, more than the limit of {limit}", position=where)
+        return bytes(_snappy().decompress_raw(raw))
+
     if len(data) < 16 or not data.startswith(XERIAL_MAGIC):
-        return bytes(_snappy().decompress_raw(data))
-    out = []
+        yield block(data, 0)
+        return
     p = 16
     n = len(data)
     while p < n:
@@ -163,52 +207,120 @@ def _snappy_decompress(data) -> bytes:
         if blen < 0 or p + blen > n:
             raise CorruptDataError(f"snappy (xerial) block of {blen} bytes runs past the end of the data",
                                    position=p - 4)
-        out.append(bytes(_snappy().decompress_raw(data[p:p + blen])))
+        yield block(data[p:p + blen], p)
         p += blen
-    return b"".join(out)
 
 
-def _lz4_decompress(data, magic: int) -> bytes:
+def _lz4_chunks(data, magic, step):
     data = bytes(data)
     if magic == 0:
         data = _fix_lz4_header_checksum(data)
-    return _lz4().decompress(data)
+    d = _lz4().LZ4FrameDecompressor()
+    src = data
+    while True:
+        out = d.decompress(src, max_length=step)
+        src = b""
+        if out:
+            yield out
+        if d.eof:
+            return
+        if d.needs_input and not out:
+            raise CorruptDataError("lz4 frame ends before its end")
 
 
-def _zstd_decompress(data) -> bytes:
-    out = []
-    buf = bytes(data)
+def _zstd_chunks(data, step):
     if not _zstd_d:
         _zstd_d.append(_zstd().ZstdDecompressor())
-    while buf:
+    # Kafka's zstd frames carry no content size; the stream reader bounds each step's output (a bomb of a
+    # few KiB can expand to gigabytes in one call of a decompressobj)
+    reader = _zstd_d[0].stream_reader(bytes(data), read_across_frames=True)
+    got = False
+    while True:
+        out = reader.read(step)
+        if not out:
+            break
+        got = True
+        yield out
+    if not got and len(data):  # an empty frame, or a truncated one (the stream reader says nothing then)
         d = _zstd_d[0].decompressobj()
-        out.append(d.decompress(buf))
-        if not d.eof:
+        if d.decompress(bytes(data)[:1 << 16]) or not d.eof:
             raise CorruptDataError("zstd frame ends before its end")
-        buf = d.unused_data
-    return b"".join(out)
 
 
-def decompress(codec: int, data, magic: int = 2) -> bytes:
-    """Decompress a batch payload (v2) or a wrapper message value (v0/v1)."""
-    try:
-        if codec == NONE:
-            return bytes(data)
-        if codec == GZIP:
-            return _gzip_decompress(data)
-        if codec == SNAPPY:
-            return _snappy_decompress(data)
-        if codec == LZ4:
-            return _lz4_decompress(data, magic)
-        if codec == ZSTD:
-            if magic < 2:
-                raise CorruptDataError("Invalid wrapper compressionType found in legacy deep record iterator: zstd")
-            return _zstd_decompress(data)
-    except CorruptDataError:
-        raise
-    except Exception as e:  # the codec libraries raise their own types
-        raise CorruptDataError(f"{codec_name(codec)} decompression failed: {e}") from None
+def _chunks(codec: int, data, magic: int, limit: int):
+    if codec == GZIP:
+        return _gzip_chunks(data, _STEP)
+    if codec == SNAPPY:
+        return _snappy_chunks(data, _STEP, limit)
+    if codec == LZ4:
+        return _lz4_chunks(data, magic, _STEP)
+    if codec == ZSTD:
+        if magic < 2:
+            raise CorruptDataError("Invalid wrapper compressionType found in legacy deep record iterator: zstd")
+        return _zstd_chunks(data, _STEP)
     raise CorruptDataError(f"Unknown compression type id: {codec}")
+
+
+class Inflater:
+    """Streams the decompressed bytes of a payload: :meth:`read` gives up to ``n`` more (b"" at the end),
+    never more than ``limit`` in all (then :class:`TooLarge`)."""
+
+    def __init__(self, codec: int, data, magic: int = 2, limit: int | None = None):
+        self.codec = codec
+        self.limit = MAX_DECOMPRESSED if limit is None else limit
+        self.total = 0
+        self.eof = False
+        self._pending = b""
+        self._it = _chunks(codec, data, magic, self.limit)
+
+    def read(self, n: int) -> bytes:
+        out = [self._pending] if self._pending else []
+        have = len(self._pending)
+        self._pending = b""
+        while have < n and not self.eof:
+            try:
+                chunk = next(self._it)
+            except StopIteration:
+                self.eof = True
+                break
+            except CorruptDataError:
+                raise
+            except Exception as e:  # the codec libraries raise their own types
+                raise CorruptDataError(f"{codec_name(self.codec)} decompression failed: {e}") from None
+            self.total += len(chunk)
+            if self.total > self.limit:
+                raise TooLarge(f"{codec_name(self.codec)} data decompresses to more than {self.limit} bytes "
+                               f"(the limit, --max-record-bytes): not held in memory")
+            out.append(chunk)
+            have += len(chunk)
+        data = b"".join(out)
+        if len(data) > n:
+            data, self._pending = data[:n], data[n:]
+        return data
+
+    def at_end(self) -> bool:
+        """True when nothing more comes out (reads one more step to find out)."""
+        if self._pending:
+            return False
+        more = self.read(1)
+        if more:
+            self._pending = more
+            return False
+        return True
+
+
+def decompress(codec: int, data, magic: int = 2, limit: int | None = None) -> bytes:
+    """Decompress a batch payload (v2) or a wrapper message value (v0/v1), streamed, up to ``limit`` bytes
+    (default :data:`MAX_DECOMPRESSED`; more raises :class:`TooLarge`)."""
+    if codec == NONE:
+        return bytes(data)
+    inf = Inflater(codec, data, magic, limit)
+    out = []
+    while True:
+        chunk = inf.read(_STEP)
+        if not chunk:
+            return b"".join(out)
+        out.append(chunk)
 
 
 def compress(codec: int, data: bytes, level: int | None = None, magic: int = 2) -> bytes:

@@ -439,8 +439,16 @@ class _SegScan:
             # whole rest out of order (not one batch's field): _reject decides as before
             return h
         delta = h.last_offset - h.base_offset if h.magic == 2 else (0 if h.compression == 0 else None)
-        cands = set()
         idx = self._index_offset_at(h.position)
+        if past and not below and lo <= nlo:
+            # the next batch starts inside this one: either may be the damaged one. This one is, only when
+            # the gap to the next fits it exactly at another offset (or its .index entry says so); else keep
+            # it, and the next batch is judged in its turn.
+            exact = delta is not None and nlo - low == delta + 1 and low != lo
+            by_index = idx is not None and delta is not None and idx - delta != h.base_offset
+            if not (exact or by_index):
+                return h
+        cands = set()
         if idx is not None and delta is not None:
             cands.add(idx - delta)
         if delta is not None and nlo is not None and nlo - low == delta + 1:

@@ -146,7 +146,8 @@ def verify_log_file(path: Path, *, base_offset: int | None, deep: bool, stats: V
             try:
                 cols = decode_records(h, h.data if deep else _read_range(path, h.position, h.size))
             except CorruptDataError as e:
-                yield _err("record_corrupt", path, f"batch {h.base_offset}..{h.last_offset}: {e.message}",
+                kind = "record_too_large" if type(e).__name__ == "TooLarge" else "record_corrupt"
+                yield _err(kind, path, f"batch {h.base_offset}..{h.last_offset}: {e.message}",
                            position=e.position if e.position is not None else h.position, offset=h.base_offset)
             else:
                 if h.is_control and h.producer_id >= 0 and cols.controls:

@@ -236,6 +236,8 @@ class _Ctx:
         self.last: int | None = None  # last offset kept so far
         self.pending: list[Cut] = []  # damage cuts waiting for the next kept batch to bound their offsets
         self.epochs: list[tuple[int, int]] = []  # leader epochs of the kept batches (epoch, start offset)
+        self.last_epoch: int | None = None  # the partitionLeaderEpoch of the last kept v2 batch
+        self.known_epochs: set[int] = set()  # the epochs leader-epoch-checkpoint names
         self.txn = TxnIndexBuilder(open_txns)
         self.txn_ok = True
         self.txn_error = ""
@@ -410,6 +412,30 @@ class _SegScan:
             return h
         return None
 
+    def _uncovered_epoch(self, h: BatchHeader) -> None:
+        """A v2 batch whose partitionLeaderEpoch (not covered by the CRC) differs from the same epoch both its
+        neighbours carry, and that leader-epoch-checkpoint does not name: leader epochs never go down in a
+        log, so the field is damaged; restore the neighbours' epoch in place (the broker would otherwise add
+        the bogus epoch to its leader epoch cache at recovery)."""
+        prev, nxt = self.ctx.last_epoch, self.lookahead
+        if h.magic != 2 or prev is None or not isinstance(nxt, BatchHeader) or not nxt.crc_valid or nxt.magic != 2:
+            return
+        ple = h.partition_leader_epoch
+        if ple == prev or nxt.partition_leader_epoch != prev or ple in self.ctx.known_epochs:
+            return
+        if nxt.base_offset <= h.last_offset:
+            return  # the next batch does not follow on (it goes itself): no witness
+        old = os.pread(self.fd, 4, h.position + 12)
+        new = prev.to_bytes(4, "big", signed=True)
+        for i, (a, b) in enumerate(zip(old, new, strict=True)):
+            if a != b:
+                self.fixes.append((h.position + 12 + i, a, b))
+                self.field_fixes[h.position + 12 + i] = (
+                    f"the batch at byte {h.position} is valid (its CRC checks) but its partitionLeaderEpoch field "
+                    f"(not covered by the CRC) says {ple} between batches of epoch {prev}, and "
+                    f"leader-epoch-checkpoint does not name {ple}: restored to {prev}")
+        h.partition_leader_epoch = prev
+
     def _index_offset_at(self, position: int) -> int | None:
         """The offset the existing .index gives for the batch at ``position`` (its last offset), if any."""
         if not hasattr(self, "_index_by_pos"):
@@ -509,6 +535,7 @@ class _SegScan:
             h = self._uncovered_offset(h)
             if h is None:
                 return
+            self._uncovered_epoch(h)
         why, ctype = self._reject(h)
         if why is not None:
             if self.fixes and self.fixes[-1][0] == h.position + 16:
@@ -532,6 +559,7 @@ class _SegScan:
         self.existing.batch(h)
         if h.magic == 2:
             ple = h.partition_leader_epoch
+            ctx.last_epoch = ple
             if ple >= 0 and (not ctx.epochs or ple > ctx.epochs[-1][0]):
                 ctx.epochs.append((ple, h.base_offset))
             if h.producer_id >= 0:
@@ -581,6 +609,17 @@ class _SegScan:
 
 
 # ------------------------------------------------------------------------------------ partition planning
+
+
+def _checkpoint_epochs(p: Partition) -> set[int]:
+    """The leader epochs ``leader-epoch-checkpoint`` names ({} when it is missing or unreadable)."""
+    from ..format.checkpoints import parse_leader_epoch_checkpoint
+
+    try:
+        return {e for e, _start in parse_leader_epoch_checkpoint(
+            (p.path / fn.LEADER_EPOCH_CHECKPOINT).read_text(encoding="utf-8"))}
+    except (OSError, UnicodeDecodeError, CorruptDataError):
+        return set()
 
 
 def _snapshot_open_txns(view: _View, first_base: int | None) -> dict[int, int]:
@@ -749,6 +788,7 @@ def _plan_partition(g: Group, p: Partition, *, like_broker: bool, interval: int,
                              "not handled by rebuild-index (use verify --repair)"))
     segs = view.segments()
     ctx = _Ctx(_snapshot_open_txns(view, segs[0].base if segs else None))
+    ctx.known_epochs = _checkpoint_epochs(p)
     scans: list[_SegScan] = []
     later: list[_Seg] = []
     for i, s in enumerate(segs):

@@ -164,3 +164,25 @@ def test_a_flipped_leader_epoch_is_restored(kl, tmp_path, kafka_oracle, bit):
     assert kl("verify", part).code == 0
     code, _rows = kafka_oracle(_logs(part))
     assert code == 0
+
+
+def test_a_segment_whose_file_name_disagrees_with_its_content_is_renamed(kl, tmp_path, kafka_oracle):
+    """The base offset in a segment's file name is covered by no CRC: a name above the first batch's offset
+    used to cost every batch of the segment ('below the segment's base offset'). When the content fits
+    between its neighbours, verify says so once and repair renames the segment (indexes rebuilt)."""
+    part = tmp_path / "logs" / "v2-multi-segment-0"
+    shutil.copytree(FIXTURES / "java-oracle/v2-multi-segment-0", part)
+    (part / "expected.jsonl").unlink()
+    before = _offsets(part)
+    original = {p.name: p.read_bytes() for p in _logs(part)}
+    (part / "00000000000000000400.log").rename(part / "00000000000000000450.log")
+    v = kl("--json", "verify", part)
+    errors = [o for o in v.json() if o["type"] == "finding" and o["severity"] == "error"]
+    assert [(e["kind"], Path(e["file"]).name) for e in errors] == [("segment_base_offset", "00000000000000000450.log")]
+    r = kl("--json", "verify", "--repair", "--backup-dir", tmp_path / "bk", part)
+    assert r.code == 0, r
+    assert {p.name: p.read_bytes() for p in _logs(part)} == original and _offsets(part) == before
+    assert kl("verify", part).code == 0
+    assert kafka_oracle(_logs(part))[0] == 0
+    assert kl("restore", tmp_path / "bk").code == 0
+    assert (part / "00000000000000000450.log").exists() and not (part / "00000000000000000400.log").exists()

@@ -611,6 +611,42 @@ class _SegScan:
 # ------------------------------------------------------------------------------------ partition planning
 
 
+def _first_batch(log: Path) -> BatchHeader | None:
+    for item in walk(log):
+        if isinstance(item, BatchHeader) and item.crc_valid:
+            return item
+    return None
+
+
+def _plan_segment_names(view: _View, segs: list[_Seg], acts: list[Action]) -> None:
+    """A segment whose file name (its base offset, which no CRC covers) is above its first batch's offset
+    would lose every batch as 'below the segment's base offset'. When the content fits between the
+    neighbouring segments, the name is what is wrong: rename the segment to its first batch's offset (its
+    index files, relative to the old name, are set aside and rebuilt)."""
+    prev_last = None
+    for i, s in enumerate(segs):
+        first = _first_batch(s.log)
+        last = _next_offset_of(s.log, s.base) - 1 if first is not None else None
+        if first is not None and first.magic == 2 and first.base_offset < s.base \
+                and (prev_last is None or first.base_offset > prev_last) \
+                and (i + 1 == len(segs) or (last is not None and last < segs[i + 1].base)):
+            new_base = first.base_offset
+            target = s.final.with_name(f"{new_base:020d}.log")
+            if target.name not in view.current:
+                acts.append(Action("rename", s.log, f"the file name says base offset {s.base} but its batches start "
+                                   f"at {new_base} and fit between the neighbouring segments: the name (not "
+                                   f"covered by any CRC) is wrong", target=target))
+                for kind in _INDEX_KINDS:
+                    cur = getattr(s, kind)
+                    if cur is not None:
+                        acts.append(Action("quarantine", cur, f"relative to the wrong base offset {s.base}; rebuilt "
+                                           f"for {new_base}", old_size=_size(cur)))
+                        setattr(s, kind, None)
+                s.base, s.final = new_base, target  # s.log stays where the file is until the rename
+        if last is not None:
+            prev_last = max(prev_last, last) if prev_last is not None else last
+
+
 def _checkpoint_epochs(p: Partition) -> set[int]:
     """The leader epochs ``leader-epoch-checkpoint`` names ({} when it is missing or unreadable)."""
     from ..format.checkpoints import parse_leader_epoch_checkpoint
@@ -787,6 +823,8 @@ def _plan_partition(g: Group, p: Partition, *, like_broker: bool, interval: int,
         probs.append(Problem("warning", "stale_file", str(p.path), "leftover .swap/.cleaned/.deleted files are "
                              "not handled by rebuild-index (use verify --repair)"))
     segs = view.segments()
+    if full and not indexes_only and not like_broker:
+        _plan_segment_names(view, segs, acts)
     ctx = _Ctx(_snapshot_open_txns(view, segs[0].base if segs else None))
     ctx.known_epochs = _checkpoint_epochs(p)
     scans: list[_SegScan] = []

@@ -241,11 +241,22 @@ def verify_partition(p: Partition, *, deep: bool = False, stats: VerifyStats,
         elif last is not None and seg.base_offset <= last:
             yield _err("offset_order", seg.log_path, f"segment base offset {seg.base_offset} is not above the "
                        f"previous segment's last offset {last}", offset=seg.base_offset)
+        content_base = seg.base_offset
+        first = next((h for h in walk(seg.log_path, end=min(size, 1 << 20))
+                      if isinstance(h, BatchHeader) and h.crc_valid), None) if size else None
+        if first is not None and first.magic == 2 and first.base_offset < seg.base_offset and \
+                (last is None or first.base_offset > last) and \
+                (i + 1 == len(segs) or first.last_offset < segs[i + 1].base_offset):
+            # one finding for a wrong file name, not one per batch "below the segment's base offset"
+            content_base = first.base_offset
+            yield _err("segment_base_offset", seg.log_path, f"the file name says base offset {seg.base_offset} but "
+                       f"its batches start at {first.base_offset} (the name is covered by no CRC): kltool verify "
+                       f"--repair renames the segment and rebuilds its indexes", offset=first.base_offset)
         ic = _index_checker(seg, is_active, size)
         early = len(ic.findings)
         yield from ic.findings
         yield from _check_txn_index(seg)
-        yield from verify_log_file(seg.log_path, base_offset=seg.base_offset, deep=deep, stats=stats,
+        yield from verify_log_file(seg.log_path, base_offset=content_base, deep=deep, stats=stats,
                                    live_tail=is_active and _broker_running(p),
                                    progress=progress, prev_last=last, index_check=ic)
         yield from ic.finish()[early:]

@@ -227,6 +227,26 @@ def encode_txn_index(txns: Iterable[AbortedTxn]) -> bytes:
 _FIRST = itemgetter(0)
 
 
+def entry_points_at_batch(head: bytes, entry_offset: int, base_offset: int) -> bool:
+    """Can an offset-index entry (``entry_offset`` at some position) be trusted for seeking: do the bytes
+    there (``head``: up to a v2 batch header's 61 bytes) start a batch whose last offset lies between the
+    segment's base offset and the entry's offset? The one trust test for index seeks (Segment and the
+    Spark source both use it)."""
+    from ..errors import CorruptDataError
+    from . import parse_header
+    from .batch import V2_OVERHEAD
+    from .legacy import RECORD_OVERHEAD
+    from .records import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD
+
+    if len(head) < LOG_OVERHEAD + RECORD_OVERHEAD[0] or head[HEADER_SIZE_UP_TO_MAGIC - 1] > 2:
+        return False
+    try:
+        h = parse_header(bytes(head[:V2_OVERHEAD]) + bytes(max(0, V2_OVERHEAD - len(head))), 0, check_crc=False)
+    except (CorruptDataError, ValueError, struct.error):
+        return False
+    return base_offset <= h.last_offset <= entry_offset
+
+
 def lookup_offset(entries: Sequence[tuple[int, int]], target: int, base_offset: int) -> tuple[int, int]:
     """``OffsetIndex.lookup``: the largest entry with offset <= target, else ``(base_offset, 0)``."""
     i = bisect_right(entries, target, key=_FIRST) - 1

@@ -527,30 +527,19 @@ def _remote_index(uri, base, storage) -> list[tuple[int, int]]:
 
 
 def _remote_head(uri, at, storage) -> bytes:
+    from ..format.batch import V2_OVERHEAD
     from ..storage.uri import read_bytes
 
-    return read_bytes(uri, storage, at, 61)
+    return read_bytes(uri, storage, at, V2_OVERHEAD)
 
 
 def _local_head(path):
+    from ..format.batch import V2_OVERHEAD
+
     def head(at: int) -> bytes:
         with open(path, "rb") as f:
-            return os.pread(f.fileno(), 61, at)
+            return os.pread(f.fileno(), V2_OVERHEAD, at)
     return head
-
-
-def _batch_at(head: bytes, entry_offset: int, base: int) -> bool:
-    """Does an index entry (``entry_offset`` at some position) point at a plausible batch start
-    there (``head``: the 61 bytes at it)? The same trust test as Segment.position_for_offset."""
-    from ..format import parse_header
-
-    if len(head) < 26 or head[16] > 2:
-        return False
-    try:
-        h = parse_header(bytes(head) + bytes(61 - len(head)), 0, check_crc=False)
-    except Exception:  # noqa: BLE001
-        return False
-    return base <= h.last_offset <= entry_offset
 
 
 def _seek(entries, base: int, offset: int, head) -> int:
@@ -563,7 +552,7 @@ def _seek(entries, base: int, offset: int, head) -> int:
     if pos == 0:
         return 0
     try:
-        return pos if _batch_at(head(pos), o, base) else 0
+        return pos if fidx.entry_points_at_batch(head(pos), o, base) else 0
     except OSError:
         return 0
 
@@ -585,7 +574,9 @@ def split_segments(reads: list[SegmentRead], target: int) -> list[SegmentRead]:
         for o, pos in entries:
             if pos >= last + target and pos < r.bytes - target // 2:
                 try:
-                    ok = _batch_at(head(pos), o, r.segment)
+                    from ..format.index import entry_points_at_batch
+
+                    ok = entry_points_at_batch(head(pos), o, r.segment)
                 except OSError:
                     ok = False
                 if ok:

@@ -10,7 +10,7 @@ from pathlib import Path
 from ..format import index as fidx
 from ..format.batch import V2_OVERHEAD
 from ..format.legacy import RECORD_OVERHEAD
-from ..format.records import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, BatchHeader
+from ..format.records import LOG_OVERHEAD, BatchHeader
 from . import scan
 
 SEGMENT_SUFFIXES = ("log", "index", "timeindex", "txnindex")
@@ -125,23 +125,6 @@ class Segment:
         return [] if data is None else fidx.parse_txn_index(data)
 
     # -- lookups (LogSegment.translateOffset / findOffsetByTimestamp) ------------------------
-    def _header_at(self, position: int) -> BatchHeader | None:
-        """The header of a batch at ``position`` if it looks sane (used to trust index entries)."""
-        try:
-            size = self.size
-            if position < 0 or position + _MIN_ENTRY > size:
-                return None
-            with open(self.log_path, "rb") as f:
-                f.seek(position)
-                head = f.read(V2_OVERHEAD)
-            from ..format import parse_header
-
-            if len(head) < _MIN_ENTRY or head[HEADER_SIZE_UP_TO_MAGIC - 1] > 2:
-                return None
-            return parse_header(head + bytes(V2_OVERHEAD - len(head)), 0, check_crc=False)
-        except (OSError, ValueError):
-            return None
-
     def position_for_offset(self, offset: int) -> int:
         """Where to start scanning for ``offset``: the offset index's largest entry <= offset,
         if that entry points at a plausible batch; else 0."""
@@ -151,10 +134,14 @@ class Segment:
         o, pos = fidx.lookup_offset(entries, offset, self.base_offset)
         if pos == 0:
             return 0
-        h = self._header_at(pos)
-        if h is None or h.last_offset > o or h.last_offset < self.base_offset:
+        try:
+            if pos + _MIN_ENTRY > self.size:
+                return 0
+            with open(self.log_path, "rb") as f:
+                head = os.pread(f.fileno(), V2_OVERHEAD, pos)
+        except OSError:
             return 0
-        return pos
+        return pos if fidx.entry_points_at_batch(head, o, self.base_offset) else 0
 
     def position_for_time(self, timestamp: int, starting_offset: int | None = None) -> int:
         """LogSegment.findOffsetByTimestamp's seek: time index, then offset index."""

@@ -442,6 +442,30 @@ class _SegScan:
             self._index_by_pos = {pos: off for off, pos in self.existing.oi}
         return self._index_by_pos.get(position)
 
+    def _rather_this_one(self, h: BatchHeader, nxt: BatchHeader, low: int, nlo: int, delta: int | None) -> bool:
+        """Overlapping neighbours with nothing to fix either's value (a compacted log has gaps): blame this
+        batch only when a one-bit change of its offset fits it between its neighbours while no one-bit change
+        of the next batch's fits that one after it (a flipped bit is the common damage); else keep it."""
+        if delta is None or nxt.magic != 2:
+            return False
+        after = next((i for i in walk(self.seg.log, start=nxt.end) if isinstance(i, BatchHeader)), None)
+        if after is None:
+            n2lo = self.next_base
+        elif after.crc_valid and after.magic == 2:
+            n2lo = after.base_offset
+        else:
+            n2lo = None
+
+        def fits(value: int, lo_bound: int, hi: int | None, d: int) -> list[int]:
+            return [x for k in range(63) if lo_bound <= (x := value ^ (1 << k)) and (hi is None or x + d < hi)]
+
+        mine = fits(h.base_offset, low, nlo, delta)
+        theirs = fits(nxt.base_offset, h.last_offset + 1, n2lo, nxt.last_offset - nxt.base_offset)
+        if mine and not theirs:
+            return True
+        # both could be: a segment's first batch starts at the segment's base offset (its file name) as a rule
+        return bool(mine and self.ctx.last is None and self.seg.base in mine)
+
     def _uncovered_offset(self, h: BatchHeader) -> BatchHeader | None:
         """A CRC-valid batch whose offset field (not covered by the CRC: v2 baseOffset, v0/v1 offset) its
         neighbours contradict: restore the field in place when the neighbours (previous last offset, next
@@ -472,7 +496,7 @@ class _SegScan:
             # it, and the next batch is judged in its turn.
             exact = delta is not None and nlo - low == delta + 1 and low != lo
             by_index = idx is not None and delta is not None and idx - delta != h.base_offset
-            if not (exact or by_index):
+            if not (exact or by_index) and not self._rather_this_one(h, nxt, low, nlo, delta):
                 return h
         cands = set()
         if idx is not None and delta is not None:
@@ -611,11 +635,14 @@ class _SegScan:
 # ------------------------------------------------------------------------------------ partition planning
 
 
-def _first_batch(log: Path) -> BatchHeader | None:
+def _first_batches(log: Path, n: int = 2) -> list[BatchHeader]:
+    out = []
     for item in walk(log):
         if isinstance(item, BatchHeader) and item.crc_valid:
-            return item
-    return None
+            out.append(item)
+            if len(out) == n:
+                break
+    return out
 
 
 def _plan_segment_names(view: _View, segs: list[_Seg], acts: list[Action]) -> None:
@@ -625,9 +652,14 @@ def _plan_segment_names(view: _View, segs: list[_Seg], acts: list[Action]) -> No
     index files, relative to the old name, are set aside and rebuilt)."""
     prev_last = None
     for i, s in enumerate(segs):
-        first = _first_batch(s.log)
+        firsts = _first_batches(s.log)
+        first = firsts[0] if firsts else None
         last = _next_offset_of(s.log, s.base) - 1 if first is not None else None
-        if first is not None and first.magic == 2 and first.base_offset < s.base \
+        # the name is wrong only when the content agrees with itself: its first two batches both lie below
+        # the name, in order (one damaged batch's offset field is the other case, handled batch by batch)
+        agree = len(firsts) == 1 or (len(firsts) == 2 and firsts[1].magic == 2
+                                    and first.last_offset < firsts[1].base_offset < s.base)
+        if first is not None and first.magic == 2 and 0 <= first.base_offset < s.base and agree \
                 and (prev_last is None or first.base_offset > prev_last) \
                 and (i + 1 == len(segs) or (last is not None and last < segs[i + 1].base)):
             new_base = first.base_offset

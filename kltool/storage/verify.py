@@ -242,9 +242,11 @@ def verify_partition(p: Partition, *, deep: bool = False, stats: VerifyStats,
             yield _err("offset_order", seg.log_path, f"segment base offset {seg.base_offset} is not above the "
                        f"previous segment's last offset {last}", offset=seg.base_offset)
         content_base = seg.base_offset
-        first = next((h for h in walk(seg.log_path, end=min(size, 1 << 20))
-                      if isinstance(h, BatchHeader) and h.crc_valid), None) if size else None
-        if first is not None and first.magic == 2 and first.base_offset < seg.base_offset and \
+        firsts = [h for h in walk(seg.log_path, end=min(size, 1 << 20)) if isinstance(h, BatchHeader)
+                  and h.crc_valid][:2] if size else []
+        first = firsts[0] if firsts else None
+        agree = len(firsts) == 1 or (len(firsts) == 2 and first.last_offset < firsts[1].base_offset < seg.base_offset)
+        if first is not None and first.magic == 2 and 0 <= first.base_offset < seg.base_offset and agree and \
                 (last is None or first.base_offset > last) and \
                 (i + 1 == len(segs) or first.last_offset < segs[i + 1].base_offset):
             # one finding for a wrong file name, not one per batch "below the segment's base offset"

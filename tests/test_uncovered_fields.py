@@ -97,6 +97,18 @@ def test_one_flipped_uncovered_bit_many_times(tmp_path_factory, src, data):
     _check(part, before, damaged, tmp_path)
 
 
+@pytest.mark.slow
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+@given(src=st.sampled_from(SOURCES), data=st.data())
+def test_one_flipped_uncovered_bit_then_kafka_reads_the_repair(tmp_path_factory, kafka_oracle, src, data):
+    """The same property, each repaired partition also read by Kafka's own reader (a JVM per example)."""
+    tmp_path = tmp_path_factory.mktemp("flip")
+    part, before, damaged, _name = _flip(tmp_path, src, data)
+    _check(part, before, damaged, tmp_path)
+    code, rows = kafka_oracle(_logs(part))
+    assert code == 0, rows[-1:]
+
+
 @pytest.mark.parametrize("batch,bit", [(3, 0), (3, 37), (0, 5), (10, 62), (39, 1)])
 def test_a_flipped_base_offset_is_restored_and_kafka_reads_it(kl, tmp_path, kafka_oracle, batch, bit):
     part = tmp_path / "logs" / "v2-multi-segment-0"

@@ -156,7 +156,33 @@ def main(argv=None) -> None:
         sys.stdout.flush()
     except BrokenPipeError:
         _silence_stdout()
+    if argv is None and not debug:
+        _exit_process(code)
     sys.exit(code)
+
+
+def _exit_process(code: int) -> None:
+    """End the ``kltool`` process without tearing the interpreter down.
+
+    Python's own exit frees every module and object one by one: 6-10 ms of each run, more than verify
+    spends on 30 MB. Nothing kltool leaves needs it: every file it writes is closed (and fsynced)
+    before its command returns. atexit handlers still run (pyspark's, logging's), standard streams are
+    flushed, and while any other thread is alive (a Spark gateway) the normal exit is taken.
+    Only the console entry point comes here; ``main([...])`` from Python raises SystemExit as before.
+    """
+    import threading
+
+    if threading.active_count() > 1:
+        sys.exit(code)
+    import atexit
+
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 def _silence_stdout() -> None:

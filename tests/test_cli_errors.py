@@ -109,3 +109,31 @@ def test_broken_pipe_is_quiet(tmp_path):
     err = p.stderr.read().decode()
     p.wait(timeout=60)
     assert "Traceback" not in err
+
+
+def test_process_exit_keeps_codes_output_and_atexit(tmp_path, kl):
+    """The console entry point leaves without interpreter teardown (cli._exit_process): the exit code,
+    every byte of a large stdout and atexit handlers must survive it."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("KLTOOL_DEBUG", None)
+    part = FIXTURES / "real" / "william0423-indexed-zk" / "__consumer_offsets-28"
+    out_file = tmp_path / "out.jsonl"
+    with open(out_file, "wb") as f:
+        p = subprocess.run([sys.executable, "-m", "kltool", "--json", "dump", "--records", str(part)], stdout=f,
+                           stderr=subprocess.PIPE, cwd=ROOT, env=env)
+    assert p.returncode == 0, p.stderr
+    expected = kl("--json", "dump", "--records", part)
+    assert expected.code == 0
+    assert out_file.read_text() == expected.out and len(expected.out) > 100_000
+    missing = subprocess.run([sys.executable, "-m", "kltool", "verify", str(tmp_path / "nope")],
+                             capture_output=True, text=True, cwd=ROOT, env=env)
+    assert missing.returncode == 2 and "no such file or directory" in missing.stderr
+    marker = tmp_path / "atexit-ran"
+    code = ("import atexit, pathlib, sys; atexit.register(pathlib.Path(sys.argv[1]).write_text, 'yes'); "
+            "sys.argv = ['kltool', 'verify', sys.argv[2]]; from kltool.cli import main; main()")
+    damaged = tmp_path / "00000000000000000000.log"
+    damaged.write_bytes(b"\x00" * 12 + b"\xff" * 100)
+    r = subprocess.run([sys.executable, "-c", code, str(marker), str(damaged)], capture_output=True, text=True,
+                       cwd=ROOT, env=env)
+    assert r.returncode == 1, r.stderr
+    assert marker.read_text() == "yes"

@@ -72,8 +72,15 @@ def _flip(tmp_path: Path, src: str, data) -> tuple[Path, set, tuple[int, int], s
     return part, before, (h.base_offset, h.last_offset), name
 
 
+_CHANGES_DATA = {"fix_field", "fix_magic", "truncate", "excise", "rename", "delete"}
+
+
 def _check(part, before, damaged, tmp_path) -> None:
+    clean_before = _clean(part)
     result = repair(open_path(part), backup_dir=tmp_path / "bk")
+    # verify (read-only) sees every damage that repair mends: never clean while repair changes data
+    assert not (clean_before and {a.op for a in result.plan.actions} & _CHANGES_DATA), \
+        [a.describe() for a in result.plan.actions]
     after = _offsets(part)
     lost = before - after
     assert lost <= {damaged}, (lost, damaged, [a.describe() for a in result.plan.actions])
@@ -168,6 +175,10 @@ def test_a_flipped_leader_epoch_is_restored(kl, tmp_path, kafka_oracle, bit):
     b = bytearray(log.read_bytes())
     b[h.position + 12 + bit // 8] ^= 0x80 >> (bit % 8)
     log.write_bytes(bytes(b))
+    v = kl("--json", "verify", part)
+    errors = [o for o in v.json() if o["type"] == "finding" and o["severity"] == "error"]
+    assert v.code == 1 and [(e["kind"], e["position"], e["offset"]) for e in errors] == \
+        [("leader_epoch_field", h.position + 12, h.base_offset)], v
     r = kl("--json", "verify", "--repair", "--backup-dir", tmp_path / "bk", part)
     assert r.code == 0, r
     fixes = [o for o in r.json() if o["type"] == "action" and o["op"] == "fix_field"]
@@ -198,3 +209,41 @@ def test_a_segment_whose_file_name_disagrees_with_its_content_is_renamed(kl, tmp
     assert kafka_oracle(_logs(part))[0] == 0
     assert kl("restore", tmp_path / "bk").code == 0
     assert (part / "00000000000000000450.log").exists() and not (part / "00000000000000000400.log").exists()
+
+
+@pytest.mark.parametrize("speedups", [True, False])
+@pytest.mark.parametrize("which", [0, 1, 17, -2])
+def test_verify_reports_a_flipped_leader_epoch_inside_a_run(kl, tmp_path, monkeypatch, speedups, which):
+    """Read-only verify names a damaged partitionLeaderEpoch once, at its field, on a real broker log of many
+    small batches (the C walker splits its runs where the epoch changes) and through the pure-Python walk;
+    an epoch that leader-epoch-checkpoint names is a leader change, not damage."""
+    from kltool.format import speedups as sp
+
+    if not speedups:
+        monkeypatch.setattr(sp, "C", None)
+    elif sp.C is None:
+        pytest.fail("the C accelerator is not built (pip install -e .)")
+    src = FIXTURES / "real/william0423-indexed-zk/__consumer_offsets-28"
+    part = tmp_path / "logs" / src.name
+    shutil.copytree(src, part)
+    for p in part.iterdir():
+        p.chmod(0o644)
+    log = _logs(part)[0]
+    hs = [h for h in _batches(log) if h.magic == 2]
+    assert len(hs) > 20 and len({h.partition_leader_epoch for h in hs}) == 1
+    h = hs[which]
+    old = h.partition_leader_epoch
+    b = bytearray(log.read_bytes())
+    b[h.position + 12:h.position + 16] = (old + 7).to_bytes(4, "big", signed=True)
+    log.write_bytes(bytes(b))
+    v = kl("--json", "verify", part)
+    errors = [o for o in v.json() if o["type"] == "finding" and o["severity"] == "error"]
+    if which in (0, -1):  # the first batch has no neighbour before it, the last none after it: no witness
+        assert v.code == 0 and not errors, v
+        return
+    assert v.code == 1 and [(e["kind"], e["position"]) for e in errors] == \
+        [("leader_epoch_field", h.position + 12)], v
+    assert f"partitionLeaderEpoch {old + 7}" in errors[0]["message"]
+    lec = part / "leader-epoch-checkpoint"
+    lec.write_text(f"0\n2\n{old} 0\n{old + 7} {h.base_offset}\n")  # the checkpoint names it: a real leader change
+    assert kl("verify", part).code == 0

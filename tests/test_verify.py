@@ -112,8 +112,10 @@ def test_unknown_and_temp_files(kl, tmp_path):
 
 
 def test_every_finding_kind_verify_emits_is_named_in_a_test():
-    src = "".join((ROOT / "kltool" / "storage" / f).read_text() for f in ("verify.py", "index_check.py", "scan.py"))
+    src = "".join((ROOT / "kltool" / "storage" / f).read_text()
+                  for f in ("verify.py", "index_check.py", "scan.py", "epochs.py"))
     kinds = set(re.findall(r'_(?:err|warn)\(\s*"([a-z_]+)"', src))
+    kinds |= set(re.findall(r'Finding\(\s*"(?:error|warning)",\s*"([a-z_]+)"', src))
     kinds |= set(re.findall(r'Damage\([^)]*?"([a-z_]+)"', src))
     kinds |= {"time_index_order", "missing_time_index", "torn_tail", "zero_run", "bad_magic", "garbage",
               "invalid_size"}

@@ -404,7 +404,8 @@ static inline int16_t be16(const unsigned char *p) { return (int16_t)(((uint16_t
  * Walks the consecutive v2 batches of buf[start:stop] that need nothing from Python: the whole
  * batch is in the window, its size and magic are right, its CRC matches, its offsets follow
  * ``prev_last`` (None: anything >= 0) and lie in [seg_base, seg_base + 2^31-1] (seg_base -1: not
- * checked), last offset delta and count are >= 0, it is not a transactional control batch; with
+ * checked), last offset delta and count are >= 0, it has the partitionLeaderEpoch of the run's first
+ * batch (a new epoch starts a new run), it is not a transactional control batch; with
  * ``deep``, it is uncompressed and its records pass records_ok. Stops before the first batch that
  * is not so (Python's walker handles it, with its exact messages) and returns the index it
  * stopped at. ``cols`` (with want_cols) packs per batch native int64 (index, base, last, max_ts).
@@ -434,12 +435,15 @@ static PyObject *walk_v2(PyObject *self, PyObject *args) {
     int64_t *cols = NULL;
     Py_ssize_t cap = 0;
     PyObject *result = NULL;
+    int32_t run_epoch = 0;
     Py_BEGIN_ALLOW_THREADS
     while (stop - i >= 61) {
         const unsigned char *p = b + i;
         int64_t base = be64(p);
         int32_t size = be32(p + 8);
         if (p[16] != 2 || size < 49 || (Py_ssize_t)size + 12 > stop - i) break;
+        if (nb == 0) run_epoch = be32(p + 12);
+        else if (be32(p + 12) != run_epoch) break;  /* a run has one partitionLeaderEpoch (epochs.EpochWatch) */
         Py_ssize_t total = (Py_ssize_t)size + 12;
         int16_t attrs = be16(p + 21);
         int32_t lod = be32(p + 23);
@@ -1434,6 +1438,6 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     use_hw_crc = __builtin_cpu_supports("sse4.2") ? 1 : 0;
 #endif
     PyObject *m = PyModule_Create(&module);
-    if (m && PyModule_AddIntConstant(m, "ABI", 4) < 0) { Py_DECREF(m); return NULL; }
+    if (m && PyModule_AddIntConstant(m, "ABI", 5) < 0) { Py_DECREF(m); return NULL; }
     return m;
 }

@@ -68,6 +68,7 @@ from .backup import (
 )
 from .backup import file_size as _size
 from .backup import read_file as _read
+from .epochs import checkpoint_epochs, epoch_out_of_line
 from .findings import Finding
 from .fsutil import TMP_SUFFIX
 from .index_builder import DEFAULT_INDEX_INTERVAL_BYTES, IndexBuilder, TxnIndexBuilder
@@ -421,10 +422,9 @@ class _SegScan:
         if h.magic != 2 or prev is None or not isinstance(nxt, BatchHeader) or not nxt.crc_valid or nxt.magic != 2:
             return
         ple = h.partition_leader_epoch
-        if ple == prev or nxt.partition_leader_epoch != prev or ple in self.ctx.known_epochs:
+        if not epoch_out_of_line(prev, ple, nxt.partition_leader_epoch, self.ctx.known_epochs,
+                                 nxt.base_offset > h.last_offset):
             return
-        if nxt.base_offset <= h.last_offset:
-            return  # the next batch does not follow on (it goes itself): no witness
         old = os.pread(self.fd, 4, h.position + 12)
         new = prev.to_bytes(4, "big", signed=True)
         for i, (a, b) in enumerate(zip(old, new, strict=True)):
@@ -679,17 +679,6 @@ def _plan_segment_names(view: _View, segs: list[_Seg], acts: list[Action]) -> No
             prev_last = max(prev_last, last) if prev_last is not None else last
 
 
-def _checkpoint_epochs(p: Partition) -> set[int]:
-    """The leader epochs ``leader-epoch-checkpoint`` names ({} when it is missing or unreadable)."""
-    from ..format.checkpoints import parse_leader_epoch_checkpoint
-
-    try:
-        return {e for e, _start in parse_leader_epoch_checkpoint(
-            (p.path / fn.LEADER_EPOCH_CHECKPOINT).read_text(encoding="utf-8"))}
-    except (OSError, UnicodeDecodeError, CorruptDataError):
-        return set()
-
-
 def _snapshot_open_txns(view: _View, first_base: int | None) -> dict[int, int]:
     """Transactions open at the first segment, from the producer snapshot named after it."""
     from ..format.snapshot import parse_snapshot
@@ -858,7 +847,7 @@ def _plan_partition(g: Group, p: Partition, *, like_broker: bool, interval: int,
     if full and not indexes_only and not like_broker:
         _plan_segment_names(view, segs, acts)
     ctx = _Ctx(_snapshot_open_txns(view, segs[0].base if segs else None))
-    ctx.known_epochs = _checkpoint_epochs(p)
+    ctx.known_epochs = checkpoint_epochs(p.path)
     scans: list[_SegScan] = []
     later: list[_Seg] = []
     for i, s in enumerate(segs):

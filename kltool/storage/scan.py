@@ -27,6 +27,7 @@ from ..format.speedups import crc32c
 CHUNK = 4 << 20
 _OFFSET_SIZE = struct.Struct(">qi")
 _I = struct.Struct(">i")
+_FIRST = struct.Struct(">q4xi7xi")  # v2: baseOffset, partitionLeaderEpoch (12), lastOffsetDelta (23)
 _U = struct.Struct(">I")
 _NONZERO = re.compile(rb"[^\x00]")
 V2_MIN_SIZE_FIELD = V2_OVERHEAD - LOG_OVERHEAD  # 49
@@ -51,9 +52,10 @@ class Damage:
 class BatchRun:
     """Consecutive v2 batches that the C walker checked in one call (``walk(runs=True)``): each is
     whole, CRC-valid, has offsets above the previous batch's (``prev_last``) and within the segment
-    (``base_offset``), a last offset delta and record count >= 0, is not a transactional control
-    batch, and (``deep``) is uncompressed with records that :func:`decode_records` accepts. Nothing
-    in a run needs a finding, so callers only count it.
+    (``base_offset``), a last offset delta and record count >= 0, the partitionLeaderEpoch of the run's
+    first batch (:meth:`first`), is not a transactional control batch, and (``deep``) is uncompressed
+    with records that :func:`decode_records` accepts. Nothing in a run needs a finding of its own, so
+    callers only count it.
 
     ``cols`` (with ``want_cols``) holds per batch ``(position, base_offset, last_offset,
     max_timestamp)`` as native int64 (``columns()``). :meth:`headers` re-parses the batches from the
@@ -76,6 +78,12 @@ class BatchRun:
     @property
     def size(self) -> int:
         return self.end - self.position
+
+    def first(self) -> tuple[int, int, int]:
+        """(base offset, last offset, partitionLeaderEpoch) of the run's first batch; every batch of a run
+        has that epoch. Only valid until the walk resumes."""
+        base, epoch, lod = _FIRST.unpack_from(self._buf, self._i)
+        return base, base + lod, epoch
 
     def columns(self) -> tuple[list[int], list[int], list[int], list[int]]:
         """(positions, base offsets, last offsets, max timestamps), one entry per batch."""

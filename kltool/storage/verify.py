@@ -16,6 +16,7 @@ from ..format import decode_records
 from ..format import filenames as fn
 from ..format import index as fidx
 from ..format.records import BatchHeader
+from .epochs import EpochWatch, checkpoint_epochs
 from .findings import Finding
 from .index_check import IndexChecker
 from .logdir import LogDir, Selection
@@ -72,8 +73,12 @@ def _check_txn_index(seg: Segment) -> list[Finding]:
 
 def verify_log_file(path: Path, *, base_offset: int | None, deep: bool, stats: VerifyStats,
                     progress: Callable[[int], None] | None = None, prev_last: int | None = None,
-                    index_check: IndexChecker | None = None, live_tail: bool = False) -> Iterator[Finding]:
-    """Findings for one ``.log`` file. Returns (via ``stats.segment_ends``) nothing; yields findings."""
+                    index_check: IndexChecker | None = None, live_tail: bool = False,
+                    epochs: EpochWatch | None = None) -> Iterator[Finding]:
+    """Findings for one ``.log`` file. Returns (via ``stats.segment_ends``) nothing; yields findings.
+    ``epochs`` follows the partition's leader epochs across its segments (a file alone: its own)."""
+    if epochs is None:
+        epochs = EpochWatch()
     last = prev_last
     first_problem = None
     prev = None  # the previous valid batch: (position, base offset, last offset, the last offset before it), or a run
@@ -85,10 +90,15 @@ def verify_log_file(path: Path, *, base_offset: int | None, deep: bool, stats: V
             stats.records += item.records
             if index_check is not None:
                 index_check.run(item)
+            base, first_last, epoch = item.first()
+            odd_epoch = epochs.batches(epoch, item.batches, path, item.position, base, first_last)
+            if odd_epoch is not None:
+                yield odd_epoch
             prev = (item, last)
             last = item.last_offset
             continue
         if isinstance(item, Damage):
+            epochs.gap()
             where = "" if item.resumed_at is None else f"; valid batches resume at byte {item.resumed_at}"
             if live_tail and item.resumed_at is None:
                 # The active segment of a running broker: a write in progress, or preallocated space.
@@ -109,6 +119,12 @@ def verify_log_file(path: Path, *, base_offset: int | None, deep: bool, stats: V
             stats.records += 1  # an uncompressed v0/v1 message is one record
         elif not deep:
             stats.uncounted_wrappers += 1
+        if h.crc_valid and h.magic == 2:
+            odd_epoch = epochs.batches(h.partition_leader_epoch, 1, path, h.position, h.base_offset, h.last_offset)
+            if odd_epoch is not None:
+                yield odd_epoch
+        else:
+            epochs.gap()
         if not h.crc_valid:
             computed = _computed_crc(path, h)
             yield _err("crc_mismatch", path, f"Record is corrupt (stored crc = {h.crc}, computed crc = {computed}) "
@@ -227,6 +243,7 @@ def verify_partition(p: Partition, *, deep: bool = False, stats: VerifyStats,
     stats.partitions += 1
     segs = p.segments
     last = None
+    epochs = EpochWatch(checkpoint_epochs(p.path))
     for i, seg in enumerate(segs):
         stats.segments += 1
         size = seg.size
@@ -260,7 +277,7 @@ def verify_partition(p: Partition, *, deep: bool = False, stats: VerifyStats,
         yield from _check_txn_index(seg)
         yield from verify_log_file(seg.log_path, base_offset=content_base, deep=deep, stats=stats,
                                    live_tail=is_active and _broker_running(p),
-                                   progress=progress, prev_last=last, index_check=ic)
+                                   progress=progress, prev_last=last, index_check=ic, epochs=epochs)
         yield from ic.finish()[early:]
         seg_last = stats.segment_ends.get(str(seg.log_path))
         if seg_last is not None:

@@ -88,6 +88,9 @@ COMMANDS = [
     ("rebuild-index --dry-run", ["rebuild-index", "--dry-run"]),
     ("retention --dry-run", ["retention", "--dry-run", "--retention-bytes", str(1 << 40)]),
     ("offsets", ["offsets"]),
+    ("dump", ["dump"]),
+    ("dump --records", ["dump", "--records"]),
+    ("verify --deep", ["verify", "--deep"]),
 ]
 
 

@@ -60,7 +60,21 @@ def _add_global_options(cmd: click.Command) -> None:
     cmd._kltool_global_options = True
 
 
+class _StdoutClosed(Exception):
+    """stdout's reader went away (``kltool dump | head``). click turns an EPIPE into exit 1; kltool stops
+    quietly with 0, as kafka-dump-log.sh does."""
+
+
 class LazyGroup(click.Group):
+    def invoke(self, ctx):
+        try:
+            rv = super().invoke(ctx)
+            if isinstance(ctx.obj, Output):
+                ctx.obj.flush()  # here, not only in the context's close, where click would see the EPIPE
+            return rv
+        except BrokenPipeError as e:
+            raise _StdoutClosed from e
+
     def list_commands(self, ctx):
         return [n for n, (mod, _h) in COMMANDS.items() if importlib.util.find_spec(mod) is not None]
 
@@ -135,7 +149,7 @@ def main(argv=None) -> None:
             raise
         print(f"kltool: error: {e}", file=sys.stderr)
         code = e.exit_code
-    except BrokenPipeError:
+    except (_StdoutClosed, BrokenPipeError):
         _silence_stdout()  # the reader went away (e.g. `| head`): stop quietly
         code = 0
     except KeyboardInterrupt:

@@ -111,16 +111,28 @@ def test_unknown_and_temp_files(kl, tmp_path):
     assert {"unknown_file", "stale_file"} <= kinds
 
 
-def test_every_finding_kind_verify_emits_is_named_in_a_test():
+def _verify_kinds() -> set[str]:
+    """Every finding kind verify can emit, read from its sources."""
     src = "".join((ROOT / "kltool" / "storage" / f).read_text()
                   for f in ("verify.py", "index_check.py", "scan.py", "epochs.py"))
     kinds = set(re.findall(r'_(?:err|warn)\(\s*"([a-z_]+)"', src))
     kinds |= set(re.findall(r'Finding\(\s*"(?:error|warning)",\s*"([a-z_]+)"', src))
     kinds |= set(re.findall(r'Damage\([^)]*?"([a-z_]+)"', src))
     kinds |= {"time_index_order", "missing_time_index", "torn_tail", "zero_run", "bad_magic", "garbage",
-              "invalid_size"}
+              "invalid_size", "record_corrupt", "record_too_large"}
+    return kinds
+
+
+def test_every_finding_kind_verify_emits_is_named_in_a_test():
+    kinds = _verify_kinds()
     tests = "".join(p.read_text() for p in (ROOT / "tests").glob("test_*.py") if p.name != "test_verify.py")
     tests += Path(__file__).read_text().split("def test_every_finding_kind")[0]
     missing = sorted(k for k in kinds if f'"{k}"' not in tests)
     assert len(kinds) >= 25, kinds
     assert not missing, f"finding kinds no test names: {missing}"
+
+
+def test_the_man_page_names_every_finding_kind():
+    man = (ROOT / "man" / "kltool-verify.1").read_text().replace("\\-", "-")
+    missing = sorted(k for k in _verify_kinds() if k not in man)
+    assert not missing, f"kinds man/kltool-verify.1 does not name: {missing}"

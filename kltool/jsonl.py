@@ -7,7 +7,10 @@ unchanged. Bytes are :func:`encode_bytes`'d: a string when they are valid UTF-8 
 ``{"base64": ...}``; ``{"hex": ...}`` with ``--encoding hex``; null stays null.
 
 The functions take and return plain values (bytes, ints, dicts) so that a faster implementation (C
-formatting, orjson parsing) can sit behind the same names."""
+formatting, orjson parsing) can sit behind the same names. :func:`record_blocks` reads append's input
+(JSON lines, or text lines with :func:`parse_text_record`) in blocks of whole lines; for JSON the C
+accelerator parses the plain lines of a block in one call and :func:`parse_record_line` (the
+reference) the others, so results and error messages are the reference's."""
 
 from __future__ import annotations
 
@@ -16,9 +19,11 @@ import json
 from typing import Any
 
 from .errors import KltoolError
+from .format import speedups
 from .timeutil import parse_time
 
-__all__ = ["encode_bytes", "decode_bytes", "record_json", "parse_record_line", "SKIP"]
+__all__ = ["encode_bytes", "decode_bytes", "record_json", "parse_record_line", "parse_text_record", "record_blocks",
+           "LineError", "SKIP"]
 
 
 def encode_bytes(b: bytes | None, encoding: str = "text") -> Any:
@@ -176,3 +181,74 @@ def parse_record_line(raw: bytes):
                 ts if type(ts) is int else _timestamp_field(ts), partition)
     except UnicodeEncodeError:
         raise ValueError("a key or value is not valid Unicode text (a lone surrogate escape?)") from None
+
+
+def parse_text_record(raw: bytes, sep: bytes | None, lineno: int):
+    """A text line (without its line end) → ``(key, value, (), None, None)``: the line is the value, or
+    KEY SEP VALUE with a separator (like kafka-console-producer)."""
+    if sep is None:
+        return None, raw, (), None, None
+    i = raw.find(sep)
+    if i < 0:
+        raise ValueError(f"No key separator found on line number {lineno}: '{raw.decode('utf-8', 'replace')}'")
+    return raw[:i], raw[i + len(sep):], (), None, None
+
+
+class LineError(ValueError):
+    """An input line that cannot be read: ``lineno`` (1-based) and the message."""
+
+    def __init__(self, lineno: int, message: str):
+        super().__init__(message)
+        self.lineno = lineno
+        self.message = message
+
+
+BLOCK_BYTES = 1 << 20
+
+
+def record_blocks(stream, fmt: str = "json", key_separator: bytes | None = None):
+    """Append's input from a binary stream, in blocks of about 1 MiB of whole lines: yields
+    ``(first_line, items, nbytes)``, where ``items[j]`` is input line ``first_line + j`` read as
+    :func:`parse_record_line` (``fmt="json"``) or :func:`parse_text_record` (``fmt="text"``) read it:
+    a ``(key, value, headers, timestamp, partition)`` tuple, None for a blank JSON line, SKIP for a
+    line that is not a data record. A line end is "\n" or "\r\n". Raises :class:`LineError`."""
+    c = speedups.C if fmt == "json" else None
+    lineno = 1
+    rest = b""
+    while True:
+        chunk = stream.read(BLOCK_BYTES)
+        if chunk:
+            block = rest + chunk if rest else chunk
+            cut = block.rfind(b"\n") + 1
+            rest = block[cut:]
+        else:
+            block, rest = rest, b""
+            cut = len(block)
+        if cut:
+            if c is not None:
+                items, deferred = c.parse_json_lines(block, SKIP, cut)
+                if deferred:
+                    raws = block[:cut].split(b"\n")
+                    for j, it in enumerate(items):
+                        if it is False:
+                            items[j] = _parse_line(parse_record_line, raws[j], lineno + j)
+            else:
+                raws = block[:cut].split(b"\n")
+                if not raws[-1]:  # the block ends with a line end
+                    raws.pop()
+                if fmt == "json":
+                    items = [_parse_line(parse_record_line, raw, lineno + j) for j, raw in enumerate(raws)]
+                else:
+                    items = [_parse_line(parse_text_record, raw[:-1] if raw.endswith(b"\r") else raw, lineno + j,
+                                         key_separator) for j, raw in enumerate(raws)]
+            yield lineno, items, cut
+            lineno += len(items)
+        if not chunk:
+            return
+
+
+def _parse_line(parse, raw: bytes, lineno: int, *sep):
+    try:
+        return parse(raw, *sep, lineno) if sep else parse(raw)
+    except ValueError as e:
+        raise LineError(lineno, str(e)) from None

@@ -363,7 +363,7 @@ def test_oversized_record_is_refused_with_its_line(kl, tmp_path):
     assert max(sizes) <= 2000
 
 
-def test_bad_line_after_spooling_to_disk_still_writes_nothing(kl, tmp_path):
+def test_bad_last_line_writes_nothing_and_old_memory_limit_is_accepted(kl, tmp_path):
     ld = make_topic(kl, tmp_path, "t", 2)
     before = _snapshot_tree(ld)
     good = jsonl([{"key": f"k{i}", "value": "v" * 1000} for i in range(3000)])  # about 3 MB: over 1 MiB
@@ -545,21 +545,50 @@ def test_end_transaction_reaches_partitions_opened_earlier(kl, tmp_path):
     assert dumped_records(kl, ld / "t-2") == []
 
 
-def test_an_interrupted_append_leaves_only_a_torn_tail(kl, tmp_path, monkeypatch):
+def _dying_writev(monkeypatch, *, crash: bool, at: int = 1) -> list:
+    """The writer's ``at``-th os.writev writes half of its block and then the run stops: KeyboardInterrupt,
+    or with ``crash`` a process death (nothing after it runs: the writers' undo is switched off).
+    Returns the list of .log files that existed when it stopped (filled in then)."""
     import kltool.storage.writer as writer
 
+    real = os.writev
+    calls = []
+    seen = []
+
+    def dying(fd, bufs):
+        calls.append(fd)
+        if len(calls) < at:
+            return real(fd, bufs)
+        data = b"".join(bytes(b) for b in bufs)
+        real(fd, [data[: len(data) // 2 + 3]])
+        seen.extend(sorted(Path(os.readlink(f"/proc/self/fd/{fd}")).parent.glob("*.log")))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(writer.os, "writev", dying)
+    if crash:
+        monkeypatch.setattr(writer.PartitionWriter, "abort", lambda self, undo=True: self._release())
+    return seen
+
+
+def test_an_interrupted_append_is_undone(kl, tmp_path, monkeypatch):
+    ld = make_topic(kl, tmp_path, "t", 1, "index.interval.bytes=100", "segment.bytes=3000")
+    assert kl("append", ld, "t", "--batch-records", "2", stdin=jsonl(sample_records(20))).code == 0
+    before = _snapshot_tree(ld)
+    logs = _dying_writev(monkeypatch, crash=False, at=4)
+    r = kl("append", ld, "t", "--batch-records", "2", stdin=jsonl(sample_records(60, seed=2)))
+    monkeypatch.undo()
+    assert r.code == 130
+    assert len(logs) > len([k for k in before if k.endswith(".log")])  # it had rolled new segments
+    assert _snapshot_tree(ld) == before  # segments cut back, the rolled ones removed
+
+
+def test_a_crash_while_appending_leaves_only_a_torn_tail(kl, tmp_path, monkeypatch):
     ld = make_topic(kl, tmp_path, "t", 1, "index.interval.bytes=100")
     assert kl("append", ld, "t", "--batch-records", "2", stdin=jsonl(sample_records(20))).code == 0
     part = ld / "t-0"
     index_before = (part / "00000000000000000000.index").read_bytes()
     size_before = (part / "00000000000000000000.log").stat().st_size
-    real_write = os.write
-
-    def dying_write(fd, data):  # the process dies half-way through writing the new batches
-        real_write(fd, bytes(data)[: len(data) // 2 + 3])
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(writer.os, "write", dying_write)
+    _dying_writev(monkeypatch, crash=True)
     r = kl("append", ld, "t", "--batch-records", "2", stdin=jsonl(sample_records(20, seed=2)))
     monkeypatch.undo()
     assert r.code == 130
@@ -570,3 +599,74 @@ def test_an_interrupted_append_leaves_only_a_torn_tail(kl, tmp_path, monkeypatch
     assert v.code == 1 and kinds == ["torn_tail"], v
     # what Kafka's recovery keeps: everything before the torn batch
     assert [o for o, *_ in kp_read(part / "00000000000000000000.log")][:20] == list(range(20))
+
+
+def test_bad_line_in_the_middle_undoes_written_and_rolled_segments(kl, tmp_path):
+    """Batches go to the segments while the input is read: a bad line after several MiB (written
+    blocks, rolled segments, in two partitions) leaves the log dir byte for byte as it was."""
+    ld = make_topic(kl, tmp_path, "t", 2, "segment.bytes=1000000")
+    assert kl("append", ld, "t", stdin=jsonl(sample_records(50))).code == 0
+    before = _snapshot_tree(ld)
+    good = [{"key": f"k{i}", "value": "v" * 1000, "timestamp": TS0 + i} for i in range(12000)]  # ~12 MB
+    text = jsonl(good[:9000]) + '{"value": "x", "timestamp": "never"}\n' + jsonl(good[9000:])
+    r = kl("append", ld, "t", stdin=text)
+    assert r.code == 2 and "line 9001" in r.err and r.err.count("\n") == 1, r
+    assert _snapshot_tree(ld) == before
+    r = kl("--json", "append", ld, "t", stdin=jsonl(good))
+    assert r.code == 0 and r.json()[-1]["records"] == 12000 and r.json()[-1]["segments_rolled"] >= 4, r
+    assert kl("verify", ld).code == 0
+    for p in (0, 1):
+        check_indexes(ld / f"t-{p}")
+
+
+def test_killed_while_appending_keeps_everything_before(kl, tmp_path):
+    """A real kill -9 in the middle of an append (input still arriving on a pipe): whole batches after
+    the old log end, indexes of the old data untouched; verify finds no error, and every record that
+    was there before is read back."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    ld = make_topic(kl, tmp_path, "t", 1, "segment.bytes=3000000")
+    assert kl("append", ld, "t", stdin=jsonl(sample_records(40))).code == 0
+    part = ld / "t-0"
+    old = kp_read(part / "00000000000000000000.log")
+    before = _snapshot_tree(ld)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    p = subprocess.Popen([sys.executable, "-c", "import sys; from kltool.cli import main; sys.exit(main())",
+                          "append", str(ld), "t", "-i", "-"], stdin=subprocess.PIPE, env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        line = (json.dumps({"key": "k", "value": "v" * 1000, "timestamp": TS0}) + "\n").encode()
+        p.stdin.write(line * 12000)  # ~12 MB: more than a write block, and rolls
+        p.stdin.flush()
+        deadline = time.monotonic() + 60
+        while sum(f.stat().st_size for f in part.glob("*.log")) <= len(before["t-0/00000000000000000000.log"]):
+            assert time.monotonic() < deadline and p.poll() is None
+            time.sleep(0.01)
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        p.stdin.close()
+    after = _snapshot_tree(ld)
+    assert {k: v for k, v in after.items() if not k.endswith(".log")} == \
+        {k: v for k, v in before.items() if not k.endswith(".log")}  # nothing but .log data changed
+    assert after["t-0/00000000000000000000.log"].startswith(before["t-0/00000000000000000000.log"])
+    v = kl("--json", "verify", ld)
+    assert v.code in (0, 1) and v.json()[-1]["errors"] == 0, v
+    assert kp_read(part / "00000000000000000000.log")[:40] == old
+    from .conftest import find_oracle
+
+    exe = find_oracle()
+    if exe is not None:  # Kafka's own reader: every .log reads to its end (whole batches), old records first
+        logs = sorted(part.glob("*.log"))
+        out = subprocess.run([str(exe), "read", "--records", *map(str, logs)], capture_output=True, text=True,
+                             timeout=300)
+        rows = [json.loads(x) for x in out.stdout.splitlines() if x.startswith("{")]
+        assert out.returncode == 0 and all(x["error"] is None for x in rows if x["type"] == "summary"), rows[-3:]
+        recs = [x for x in rows if x["type"] == "record"]
+        assert [x["offset"] for x in recs] == list(range(len(recs))) and len(recs) > 40
+        assert [x["value"] and base64.b64decode(x["value"]) for x in recs[:40]] == [v for _o, _t, _k, v, _h in old]
+    assert kl("verify", "--repair", ld).code in (0, 1)
+    assert kl("verify", ld).code == 0

@@ -9,22 +9,7 @@ import time
 import click
 
 from ..errors import UsageError
-from ..format import speedups
-from ..jsonl import SKIP
-from ..jsonl import parse_record_line as parse_json_record
 from .common import human_bytes, parse_time
-
-
-def parse_text_record(raw: bytes, sep: bytes | None, lineno: int):
-    """A text line (line end removed) → value, or key SEP value (like kafka-console-producer)."""
-    if raw.endswith(b"\n"):
-        raw = raw[:-2] if raw.endswith(b"\r\n") else raw[:-1]
-    if sep is None:
-        return None, raw, (), None, None
-    i = raw.find(sep)
-    if i < 0:
-        raise ValueError(f"No key separator found on line number {lineno}: '{raw.decode('utf-8', 'replace')}'")
-    return raw[:i], raw[i + len(sep):], (), None, None
 
 
 def _header_option(h: str) -> tuple[bytes, bytes | None]:
@@ -69,8 +54,8 @@ def _header_option(h: str) -> tuple[bytes, bytes | None]:
 @click.option("--partitioner", type=click.Choice(["sticky", "round-robin"]), default="sticky", show_default=True,
               help="Where records without a key and partition go.")
 @click.option("--dry-run", is_flag=True, help="Read and check everything, print what would be written, write nothing.")
-@click.option("--memory-limit", type=int, default=64, show_default=True, metavar="MiB",
-              help="Built batches kept in memory before they go to temporary files.")
+@click.option("--memory-limit", type=int, default=64, metavar="MiB", hidden=True,
+              help="Accepted for older scripts and ignored: batches no longer wait in memory.")
 @click.pass_obj
 def command(out, logdir, topic, partition, input_path, fmt, key_separator, key_opt, value_opt, header_opts,
             timestamp_opt, magic, compression, compression_level, batch_bytes, batch_records, timestamp_type,
@@ -82,7 +67,7 @@ def command(out, logdir, topic, partition, input_path, fmt, key_separator, key_o
     Input (stdin or --input): JSON lines {"key", "value", "headers", "timestamp", "partition"} with
     bytes as text or {"base64": ...} (so `kltool dump --records --json` output can be appended back),
     or text lines (--format text, --key-separator), or one record from --key/--value.
-    The whole input is read and checked before anything is written.
+    All or nothing: bad input anywhere leaves the log dir as it was.
     """
     from ..storage.appender import Appender, AppendOptions
 
@@ -96,8 +81,6 @@ def command(out, logdir, topic, partition, input_path, fmt, key_separator, key_o
         if not key_separator:
             raise UsageError("--key-separator must not be empty")
     fmt = fmt or "json"
-    if memory_limit < 1:
-        raise UsageError("--memory-limit must be at least 1 MiB")
     opts = AppendOptions(
         magic=magic, compression=compression, level=compression_level, batch_bytes=batch_bytes,
         batch_records=batch_records,
@@ -105,7 +88,7 @@ def command(out, logdir, topic, partition, input_path, fmt, key_separator, key_o
         append_time=parse_time(append_time), producer_id=producer_id, producer_epoch=producer_epoch,
         base_sequence=base_sequence, transactional=transactional, end_transaction=end_transaction,
         coordinator_epoch=coordinator_epoch, leader_epoch=leader_epoch, partitioner=partitioner,
-        memory_limit=memory_limit << 20, dry_run=dry_run)
+        dry_run=dry_run)
     source = "<stdin>" if input_path == "-" else input_path
     t0 = time.perf_counter()
     skipped = 0
@@ -120,7 +103,7 @@ def command(out, logdir, topic, partition, input_path, fmt, key_separator, key_o
                          None if value_opt is None else value_opt.encode("utf-8"),
                          tuple(_header_option(h) for h in header_opts), parse_time(timestamp_opt), partition)
         else:
-            skipped = _read_input(out, appender, input_path, source, fmt, key_separator, partition)
+            skipped = _read_input(out, appender, input_path, fmt, key_separator, partition)
         if skipped:
             out.info(f"skipped {skipped} lines that are not data records (batch/summary lines, control records)")
         with out.progress(None, "writing") as prog:
@@ -132,14 +115,12 @@ def command(out, logdir, topic, partition, input_path, fmt, key_separator, key_o
     return 1 if dry_run and result.records + result.markers else 0
 
 
-def _read_input(out, appender, input_path: str, source: str, fmt: str, key_separator: str | None,
-                partition: int | None) -> int:
+def _read_input(out, appender, input_path: str, fmt: str, key_separator: str | None, partition: int | None) -> int:
+    """Open the input and hand it to :meth:`Appender.add_lines`; returns the lines skipped."""
     import os
 
     if input_path == "-":
-        stream = sys.stdin.buffer
-        total = None
-        close = False
+        stream, total, close = sys.stdin.buffer, None, False
     else:
         try:
             stream = open(input_path, "rb")  # noqa: SIM115
@@ -151,100 +132,12 @@ def _read_input(out, appender, input_path: str, source: str, fmt: str, key_separ
         except OSError:
             total = None
     sep = key_separator.encode("utf-8") if key_separator is not None else None
-    skipped = 0
-    add = appender.add
     try:
         with out.progress(total if total and total > (8 << 20) else None, "reading") as prog:
-            pending = 0
-            if fmt == "json" and speedups.C is not None:
-                return _read_json_blocks(stream, appender, source, partition, prog)
-            for lineno, raw in enumerate(stream, 1):
-                try:
-                    rec = parse_json_record(raw) if fmt == "json" else parse_text_record(raw, sep, lineno)
-                except ValueError as e:
-                    raise UsageError(f"line {lineno}: {e}", path=source) from None
-                if rec is None:
-                    continue
-                if rec is SKIP:
-                    skipped += 1
-                    continue
-                key, value, headers, ts, part = rec
-                add(key, value, headers, ts, partition if partition is not None else part, line=lineno)
-                pending += len(raw)
-                if pending >= (1 << 20):
-                    prog.advance(pending)
-                    pending = 0
+            return appender.add_lines(stream, fmt, sep, partition, progress=prog.advance)
     finally:
         if close:
             stream.close()
-    return skipped
-
-
-def _read_json_blocks(stream, appender, source: str, partition: int | None, prog) -> int:
-    """The JSON-lines loop of :func:`_read_input` on blocks of about 1 MiB of whole lines: the C
-    reader parses the plain lines of a block in one call, :func:`parse_json_record` the others (so
-    results and error messages are the reference's); runs of plain records that go to the partition
-    of the record before them are queued in one call (:meth:`Appender.add_run`), the others by
-    :meth:`Appender.add`. Returns the number of skipped lines."""
-    import gc
-
-    # Millions of short-lived tuples and no reference cycles: the cyclic GC's passes over them would
-    # cost a quarter of the parse, so it waits until the input is read.
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        return _read_json_blocks_1(stream, appender, source, partition, prog)
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def _read_json_blocks_1(stream, appender, source: str, partition: int | None, prog) -> int:
-    parse = speedups.C.parse_json_lines
-    add = appender.add
-    add_run = appender.add_run
-    skipped = 0
-    lineno = 0  # lines before this block
-    rest = b""
-    last = None  # the partition of the last record added
-    while True:
-        chunk = stream.read(1 << 20)
-        if chunk:
-            block = rest + chunk if rest else chunk
-            cut = block.rfind(b"\n") + 1
-            rest = block[cut:]
-        else:
-            block, rest = rest, b""
-            cut = len(block)
-        if cut:
-            items, deferred = parse(block, SKIP, cut)
-            raws = block[:cut].split(b"\n") if deferred else None
-            k = 0
-            n = len(items)
-            while k < n:
-                if last is not None:
-                    k, sk = add_run(items, k, last, partition, lineno + 1, SKIP)
-                    skipped += sk
-                    if k >= n:
-                        break
-                rec = items[k]
-                k += 1
-                if rec is False:
-                    try:
-                        rec = parse_json_record(raws[k - 1])
-                    except ValueError as e:
-                        raise UsageError(f"line {lineno + k}: {e}", path=source) from None
-                if rec is None:
-                    continue
-                if rec is SKIP:
-                    skipped += 1
-                    continue
-                key, value, headers, ts, part = rec
-                last = add(key, value, headers, ts, partition if partition is not None else part, line=lineno + k)
-            lineno += n
-            prog.advance(cut)
-        if not chunk:
-            return skipped
 
 
 def _report(out, r, skipped: int, secs: float) -> None:

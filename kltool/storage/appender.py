@@ -2,12 +2,14 @@
 
 :class:`Appender` sits on top: it takes records (key, value, headers, timestamp, partition), picks
 partitions (murmur2 for keys, sticky or round-robin for null keys), cuts batches like the producer
-(``batch.size``), and **validates the whole input before anything is written**: the batches are built
-in full first and kept in memory up to a limit, beyond it in anonymous temporary files
-(``O_TMPFILE``) in each partition directory, which vanish if the process dies. Only when the input has
-been read to the end without an error are they appended to the logs.
-
-Each partition's batches are written by a :class:`~kltool.storage.writer.PartitionWriter`.
+(``batch.size``), and appends **all or nothing**: each batch goes to its partition's
+:class:`~kltool.storage.writer.PartitionWriter` as soon as it is built (straight into the segment
+files, no second copy), and nothing else changes before :meth:`Appender.commit`. Bad input (or any
+error, or an interrupt) before the commit undoes every partition: the writers cut the segments back
+to their old ends and remove the segment files they created. The commit first makes the data of every
+partition durable (fsync), and only then replaces index, snapshot and checkpoint files. A crash
+before that leaves whole batches after the old log end (at worst a torn one at the end), which a
+broker's recovery and ``kltool verify --repair`` handle; see :mod:`kltool.storage.writer`.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ from __future__ import annotations
 import os
 import random
 import struct
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +33,7 @@ from ..format.compression import CODEC_IDS, NONE, ZSTD
 from ..format.partitioner import default_partition
 from ..format.records import LOG_OVERHEAD
 from ..format.topics import parse_partition_dir_name, validate_topic
+from ..jsonl import SKIP, LineError, record_blocks
 from .fsutil import LOCK_FILE_NAME, BrokerLock, held_message, lock_holder_present
 from .topic_config import load_topic_config, load_topic_entry, validate_config
 from .writer import PartitionWriter, WriterStats, _now_ms
@@ -42,7 +44,6 @@ __all__ = ["DEFAULT_BATCH_BYTES", "AppendOptions", "Appender", "AppendResult", "
 DEFAULT_BATCH_BYTES = 16384  # the producer's batch.size
 DEFAULT_MEMORY_LIMIT = 64 << 20
 INT32_MAX = 2**31 - 1
-_CHUNK = 4 << 20
 _SIZE = struct.Struct(">i")
 
 # --------------------------------------------------------------------------------------------- appender
@@ -85,7 +86,7 @@ class AppendOptions:
     coordinator_epoch: int = 0
     leader_epoch: int | None = None
     partitioner: str = "sticky"  # for records without a key: sticky | round-robin
-    memory_limit: int = DEFAULT_MEMORY_LIMIT
+    memory_limit: int = DEFAULT_MEMORY_LIMIT  # unused: batches go straight to the segments (kept for callers)
     dry_run: bool = False
 
 
@@ -125,82 +126,15 @@ class AppendResult:
         return sum(len(p.stats.rolled) for p in self.partitions)
 
 
-class _Spool:
-    """Built batches of one partition waiting for the whole input to be valid: in memory, then (past
-    the appender's memory limit) in an anonymous temporary file in the partition directory."""
-
-    def __init__(self, directory: Path):
-        self.directory = directory
-        self.mem: list[bytes] = []
-        self.mem_bytes = 0
-        self.file = None
-
-    def add(self, data: bytes) -> None:
-        self.mem.append(data)
-        self.mem_bytes += len(data)
-
-    def spill(self) -> int:
-        if not self.mem:
-            return 0
-        if self.file is None:
-            self.file = tempfile.TemporaryFile(dir=self.directory, prefix=".kltool-spool-")
-        self.file.write(b"".join(self.mem))
-        n = self.mem_bytes
-        self.mem, self.mem_bytes = [], 0
-        return n
-
-    def chunks(self):
-        """The spooled bytes in order, cut at batch boundaries."""
-        if self.file is not None:
-            f = self.file
-            f.flush()
-            f.seek(0)
-            rest = b""
-            while True:
-                block = f.read(_CHUNK)
-                if not block:
-                    break
-                buf = rest + block if rest else block
-                end = _whole_batches(buf)
-                if end:
-                    yield memoryview(buf)[:end]
-                rest = buf[end:]
-            if rest:
-                raise ValueError("spool ends inside a batch")
-        if self.mem:
-            data = b"".join(self.mem)
-            self.mem, self.mem_bytes = [], 0
-            yield data
-
-    def close(self) -> None:
-        if self.file is not None:
-            self.file.close()
-            self.file = None
-        self.mem = []
-
-
-def _whole_batches(buf) -> int:
-    """Length of the prefix of ``buf`` made of whole batches."""
-    pos = 0
-    n = len(buf)
-    while pos + LOG_OVERHEAD <= n:
-        size = _SIZE.unpack_from(buf, pos + 8)[0] + LOG_OVERHEAD
-        if pos + size > n:
-            break
-        pos += size
-    return pos
-
-
 class _Part:
-    """One partition's state during an append: its writer, the batch being filled, the spool."""
+    """One partition's state during an append: its writer, the batch being filled."""
 
-    __slots__ = ("partition", "writer", "spool", "next_offset", "records", "lines", "est", "count",
+    __slots__ = ("partition", "writer", "next_offset", "records", "lines", "est", "count",
                  "next_seq", "epoch", "markers")
 
-    def __init__(self, partition: int, writer: PartitionWriter, spool: _Spool | None):
+    def __init__(self, partition: int, writer: PartitionWriter):
         self.partition = partition
         self.writer = writer
-        self.spool = spool
         self.next_offset = writer.log_end_offset
         self.records: list = []
         self.lines: list = []
@@ -235,12 +169,12 @@ class Appender:
         self.source = source
         self._lock = None
         self._parts: dict[int, _Part] = {}
-        self._mem = 0
         self._rr = 0
         self._sticky: int | None = None
         self._random = random.Random()
         self._key_partitions: dict[bytes, int] = {}  # murmur2 results of recent keys
         self._committed = False
+        self._last_partition: int | None = None  # where add_items put its last record (add_run continues it)
         if not self.logdir.is_dir():
             raise UsageError("no such log directory", path=self.logdir)
         self.dirs = topic_partition_dirs(self.logdir, self.topic)
@@ -346,7 +280,7 @@ class Appender:
             if e.path is None:
                 e.path = path
             raise
-        pa = _Part(partition, w, None if o.dry_run else _Spool(path))
+        pa = _Part(partition, w)
         if o.producer_id >= 0:
             st = w.producer(o.producer_id)
             epoch = o.producer_epoch if o.producer_epoch is not None else (st.epoch if st and st.epoch >= 0 else 0)
@@ -451,6 +385,60 @@ class Appender:
                                             self._batch_records, self._magic >= 2, skip)
         return i, skipped
 
+    def add_lines(self, stream, fmt: str = "json", key_separator: bytes | None = None, partition: int | None = None,
+                  progress=None) -> int:
+        """Queue the records of a binary stream of JSON lines (``fmt="json"``) or text lines (``"text"``,
+        :func:`kltool.jsonl.parse_text_record`), every one to ``partition`` if given; returns the number
+        of lines skipped (not data records). A bad line raises UsageError naming it.
+        ``progress(n)`` is told the bytes read."""
+        import gc
+
+        # Millions of short-lived tuples and no reference cycles: the cyclic GC's passes over them would
+        # cost a quarter of the parse, so it waits until the input is read.
+        enabled = gc.isenabled()
+        gc.disable()
+        skipped = 0
+        try:
+            for first, items, nbytes in record_blocks(stream, fmt, key_separator):
+                skipped += self.add_items(items, first, partition)
+                if progress is not None:
+                    progress(nbytes)
+        except LineError as e:
+            raise self._err(e.message, e.lineno) from None
+        finally:
+            if enabled:
+                gc.enable()
+        return skipped
+
+    def add_items(self, items: list, first_line: int, partition: int | None = None) -> int:
+        """Queue parsed input lines (:func:`kltool.jsonl.record_blocks`' items: record tuples, None, SKIP),
+        ``items[j]`` being input line ``first_line + j``; runs of plain records that go to the partition
+        of the record before them are queued in one call (:meth:`add_run`), the others by :meth:`add`.
+        Returns the number of lines skipped."""
+        add = self.add
+        add_run = self.add_run
+        skipped = 0
+        last = self._last_partition
+        k = 0
+        n = len(items)
+        while k < n:
+            if last is not None:
+                k, sk = add_run(items, k, last, partition, first_line, SKIP)
+                skipped += sk
+                if k >= n:
+                    break
+            rec = items[k]
+            k += 1
+            if rec is None:
+                continue
+            if rec is SKIP:
+                skipped += 1
+                continue
+            key, value, headers, ts, part = rec
+            last = add(key, value, headers, ts, partition if partition is not None else part, line=first_line + k - 1)
+        self._last_partition = last
+        return skipped
+
     def _build(self, pa: _Part, recs: list, base_offset: int, lines: list) -> bytes:
         try:
             return self._build1(pa, recs, base_offset)
@@ -515,15 +503,7 @@ class Appender:
         if o.producer_id >= 0:
             s = pa.next_seq + nrecs
             pa.next_seq = s - INT32_MAX - 1 if s > INT32_MAX else s
-        if pa.spool is None:  # dry run: the writer computes offsets, rolls and indexes, writes nothing
-            pa.writer.append(data)
-            return
-        pa.spool.add(data)
-        self._mem += len(data)
-        if self._mem > o.memory_limit:
-            for p in self._parts.values():
-                if p.spool is not None:
-                    self._mem -= p.spool.spill()
+        pa.writer.append(data)  # in a dry run the writer computes offsets, rolls and indexes, writes nothing
 
     def _add_markers(self) -> None:
         o = self.options
@@ -560,28 +540,24 @@ class Appender:
             pa.markers += 1
 
     def commit(self, progress=None) -> AppendResult:
-        """Build the last batches, then append everything (or, in a dry run, only compute it)."""
+        """Build the last batches and markers, make every partition's data durable, then finish each
+        partition (index files, snapshots, checkpoints); in a dry run only compute it. An error before
+        the data is durable undoes the whole append. ``progress(n)`` is told the bytes of each
+        partition made durable."""
         if self._committed:
             raise ValueError("already committed")
-        self._committed = True
-        for pa in list(self._parts.values()):
-            self._flush(pa)
-        self._add_markers()
         try:
-            for pa in sorted(self._parts.values(), key=lambda x: x.partition):
-                w = pa.writer
-                if pa.spool is not None:
-                    try:
-                        for chunk in pa.spool.chunks():
-                            w.append(chunk)
-                            if progress is not None:
-                                progress(len(chunk))
-                    except BaseException:
-                        w.abort()
-                        raise
-                    finally:
-                        pa.spool.close()
-                w.close()
+            for pa in list(self._parts.values()):
+                self._flush(pa)
+            self._add_markers()
+            parts = sorted(self._parts.values(), key=lambda x: x.partition)
+            for pa in parts:
+                pa.writer.prepare()
+                if progress is not None:
+                    progress(pa.writer.stats.bytes)
+            self._committed = True  # every batch is durable: from here on nothing is undone
+            for pa in parts:
+                pa.writer.close()
         finally:
             self.close()
         parts = [PartitionResult(p, pa.writer.path, pa.count, pa.markers, pa.writer.stats)
@@ -593,12 +569,10 @@ class Appender:
         return sum(pa.count + len(pa.records) for pa in self._parts.values())
 
     def close(self) -> None:
-        """Release everything (without :meth:`commit`: discard the queued records, write nothing)."""
+        """Release everything. Without a :meth:`commit` (or when it failed before the data was
+        durable) the append is undone: every partition is left as it was."""
         for pa in self._parts.values():
-            if pa.spool is not None:
-                pa.spool.close()
-            if not self._committed:
-                pa.writer.abort()
+            pa.writer.abort(undo=not self._committed)
         if self._lock is not None:
             self._lock.release()
             self._lock = None

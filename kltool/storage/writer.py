@@ -22,11 +22,21 @@ partition directory:
   the final time-index entry, a producer snapshot at the LEO (stray older ones removed, as the broker's
   loader does), the ``leader-epoch-checkpoint`` entry for a new epoch.
 
-Durability: batches are written with ``os.write`` to the ``.log`` (opened for appending) and fsynced at
-each roll and at close; index, snapshot and checkpoint files are replaced atomically (:func:`atomic_write`)
-after the data they describe is durable. An interrupted append therefore leaves at worst a torn batch at
-the end of the ``.log`` (``verify`` reports it, ``verify --repair`` cuts it), and index files that are a
-valid prefix of the full ones.
+Durability and undo: batches go straight to the ``.log`` files (opened for appending, written in
+blocks of a few MiB), nothing else is touched until :meth:`PartitionWriter.close`. Rolled segments get
+their data fsynced at the roll, but their index files and the producer snapshot the roll makes wait
+for close. Until then the writer can be undone: :meth:`PartitionWriter.abort` truncates the segment
+it started in back to its old end and removes the segment files it created, which leaves the
+partition byte for byte as it was. :meth:`PartitionWriter.prepare` makes every byte written durable
+(the first half of close); close then replaces index, snapshot and checkpoint files atomically
+(:func:`atomic_write`), after the data they describe is durable.
+
+A crash (the process killed, the power cut) before close leaves whole batches after the old end of
+the active segment, at worst a torn batch at the very end, and perhaps new ``.log`` files without
+index files: what a broker that crashed while appending leaves. Kafka's recovery keeps the whole
+batches, cuts the torn one and rebuilds the indexes; ``kltool verify`` reports the torn tail and the
+missing indexes, ``verify --repair`` cuts and rebuilds them. Nothing that was in the log before is
+changed: index files of the old active segment still describe a valid prefix of it.
 
 :class:`~kltool.storage.appender.Appender` (records in, batches out) and
 :func:`~kltool.storage.create.create_topic` sit on top of it, in their own modules.
@@ -63,6 +73,10 @@ ProducerState = ProducerStateManager  # the name this module used; producer_stat
 LEADER_EPOCH_FILE = fn.LEADER_EPOCH_CHECKPOINT
 
 
+_WRITE_BLOCK = 4 << 20  # bytes of batches gathered before one writev
+_IOV_MAX = 512  # buffers per writev (Linux allows 1024)
+
+
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -91,6 +105,8 @@ class PartitionWriter:
                  dry_run: bool = False, now_ms: int | None = None):
         self.path = Path(path)
         self.config = config or TopicConfig()
+        self._segment_bytes = self.config.segment_bytes  # read once: _should_roll runs for every batch
+        self._max_segment_ms = self.config.max_segment_ms
         self.dry_run = dry_run
         self.now_ms = now_ms if now_ms is not None else _now_ms()
         self.stats = WriterStats()
@@ -98,6 +114,14 @@ class PartitionWriter:
         self._fd: int | None = None
         self._txn_new: list[AbortedTxn] = []  # aborted txns of the active segment not yet in its .txnindex
         self._closed = False
+        self._buf: list = []  # batches not yet written (a writev block)
+        self._buf_bytes = 0
+        self._disk = 0  # bytes of the active segment's .log on disk (seg_size less what _buf holds)
+        self._sealed: list[tuple] = []  # rolled segments whose index files wait for close
+        self._roll_snapshots: list[tuple[Path, bytes]] = []  # snapshots the rolls made, written at close
+        self._undo: list[tuple[Path, int | None]] = []  # .log files to cut back (None: to remove) on abort
+        self._prepared = False  # every byte written is durable
+        self._publishing = False  # close has started to replace files: no undo from here on
         self._open(leader_epoch)
 
     # ---------------------------------------------------------------------------------------- opening
@@ -132,6 +156,8 @@ class PartitionWriter:
             self._new_segment_file = False
             self._load_active()
         self.seg_created_ms = self.now_ms
+        self._disk = self.seg_size
+        self._undo.append((self.segment.log_path, None if self._new_segment_file else self.seg_size))
         self._load_producer_state()
         self._load_leader_epochs(leader_epoch)
         self.start_offset = self.leo
@@ -265,40 +291,60 @@ class PartitionWriter:
 
     def _should_roll(self, size: int, last_offset: int, max_timestamp: int) -> bool:
         """``LogSegment.shouldRoll`` (roll jitter 0)."""
-        cfg = self.config
         seg_size = self.seg_size
-        if seg_size > cfg.segment_bytes - size:
+        if seg_size > self._segment_bytes - size:
             return True
         if seg_size > 0:
             first = self.first_batch_ts
             waited = max_timestamp - first if first is not None and first >= 0 else self.now_ms - self.seg_created_ms
-            if waited > cfg.max_segment_ms:
+            if waited > self._max_segment_ms:
                 return True
         return self.index.is_full() or not self.index.can_append_offset(last_offset)
 
-    def _open_fd(self, expected_size: int) -> None:
+    def _open_fd(self) -> None:
         if self._fd is None and not self.dry_run:
             flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
             self._fd = os.open(self.segment.log_path, flags, 0o644)
-            if os.fstat(self._fd).st_size != expected_size:
+            if os.fstat(self._fd).st_size != self._disk:
                 os.close(self._fd)
                 self._fd = None
                 raise UnsafeOperation("the file changed while kltool was writing it", path=self.segment.log_path)
 
     def _write(self, data) -> None:
-        """Write the bytes of the batches just counted into ``seg_size``."""
+        """Queue the bytes of the batches just counted into ``seg_size``; whole blocks go to disk."""
         if self.dry_run or not len(data):
             return
-        self._open_fd(self.seg_size - len(data))
-        mv = memoryview(data)
-        while mv:
-            n = os.write(self._fd, mv)
-            mv = mv[n:]
+        self._buf.append(data)
+        self._buf_bytes += len(data)
+        if self._buf_bytes >= _WRITE_BLOCK:
+            self._flush_buf()
+
+    def _flush_buf(self) -> None:
+        """Write the queued batches to the active segment (``writev``, no copy)."""
+        bufs = self._buf
+        if not bufs:
+            return
+        self._open_fd()
+        fd = self._fd
+        for i in range(0, len(bufs), _IOV_MAX):
+            part = bufs[i:i + _IOV_MAX]
+            want = sum(map(len, part))
+            n = os.writev(fd, part)
+            if n < want:  # a short write: the rest in order
+                rest = memoryview(b"".join(part))[n:]
+                while rest:
+                    rest = rest[os.write(fd, rest):]
+            self._disk += want
+        self._buf, self._buf_bytes = [], 0
 
     def append(self, data) -> None:
         """Append whole batches (any magic); the first must start at the log end offset."""
         if self._closed:
             raise ValueError("writer is closed")
+        if self._prepared:
+            raise ValueError("writer is prepared: nothing more can be appended")
+        if type(data) is not bytes and not self.dry_run:
+            data = bytes(data)  # queued until written: a caller's buffer may change after this call
         mv = memoryview(data)
         n = len(mv)
         pos = 0
@@ -340,44 +386,51 @@ class PartitionWriter:
             pos += size
         self._write(mv[start:])
 
-    def _finish_segment(self) -> None:
-        """What the broker does to the active segment on roll and on close: the final time-index entry,
-        trimmed indexes, and the data made durable first."""
+    def _seal(self) -> None:
+        """The active segment is complete (a roll, or close): the final time-index entry, and its data
+        written and fsynced. Its index files are written by :meth:`_publish_segment` at close."""
         self.index.finish()
         if self.dry_run:
             return
+        self._flush_buf()
         if self._fd is not None:
             os.fsync(self._fd)
             os.close(self._fd)
             self._fd = None
-        elif self._new_segment_file and not self.segment.log_path.exists():
-            atomic_write(self.segment.log_path, b"")
-        seg = self.segment
-        atomic_write(seg.index_path, self.index.offset_index_bytes())
-        atomic_write(seg.timeindex_path, self.index.time_index_bytes())
-        if self._txn_new:
+
+    def _publish_segment(self, seg: Segment, index, txn_new: list, new_file: bool) -> None:
+        """What the broker leaves for a finished segment: trimmed indexes (atomically), the
+        ``.txnindex`` entries of its aborted transactions, the (empty) ``.log`` if it has none yet."""
+        if new_file and not seg.log_path.exists():
+            atomic_write(seg.log_path, b"")
+        atomic_write(seg.index_path, index.offset_index_bytes())
+        atomic_write(seg.timeindex_path, index.time_index_bytes())
+        if txn_new:
             try:
                 old = seg.txnindex_path.read_bytes()
             except FileNotFoundError:
                 old = b""
-            atomic_write(seg.txnindex_path, old + encode_txn_index(self._txn_new))
-            self._txn_new = []
+            atomic_write(seg.txnindex_path, old + encode_txn_index(txn_new))
 
     def _roll(self, new_base: int) -> None:
         new_base = max(new_base, self.leo)
         if self.seg_size == 0 and self.segment.base_offset == new_base:
             return  # rolling an empty active segment at its own base offset recreates it: nothing to do
-        self._finish_segment()
+        self._seal()
+        self._sealed.append((self.segment, self.index, self._txn_new, self._new_segment_file))
+        self._txn_new = []
         self.stats.rolled.append(new_base)
         self.segment_bases.append(new_base)
         seg = Segment(self.path, new_base)
         if not self.dry_run:
             try:
-                if seg.log_path.stat().st_size != 0:
-                    raise UnsafeOperation("a non-empty segment file is in the way of the new segment",
-                                          path=seg.log_path)
+                existing = seg.log_path.stat().st_size
             except FileNotFoundError:
-                pass
+                existing = None
+            if existing:
+                raise UnsafeOperation("a non-empty segment file is in the way of the new segment",
+                                      path=seg.log_path)
+            self._undo.append((seg.log_path, existing))
             fd = os.open(seg.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
             self._fd = fd
         self.segment = seg
@@ -385,24 +438,46 @@ class PartitionWriter:
         cfg = self.config
         self.index = IndexBuilder(new_base, cfg.index_interval_bytes, cfg.segment_index_bytes)
         self.seg_size = 0
+        self._disk = 0
         self.first_batch_ts = None
         self.seg_created_ms = self.now_ms
-        # UnifiedLog.roll: producerStateManager.takeSnapshot() named by the new base offset.
+        # UnifiedLog.roll: producerStateManager.takeSnapshot() named by the new base offset (written at close).
         if not self.dry_run:
-            atomic_write(self.path / f"{filename_prefix(new_base)}.snapshot", self.producer_state.snapshot_bytes())
+            self._roll_snapshots.append((self.path / f"{filename_prefix(new_base)}.snapshot",
+                                         self.producer_state.snapshot_bytes()))
+
+    def prepare(self) -> None:
+        """The first half of :meth:`close`: every batch appended is written and fsynced; no other file
+        is touched. :meth:`abort` still undoes it all."""
+        if self._closed:
+            raise ValueError("writer is closed")
+        if self._prepared:
+            return
+        if self.stats.batches:
+            self._seal()
+        self._prepared = True
 
     def close(self) -> WriterStats:
-        """Finish like a clean broker shutdown (see the module docstring). Nothing is touched when
-        nothing was appended."""
+        """Finish like a clean broker shutdown (see the module docstring): :meth:`prepare`, then the
+        index files of every segment written, the snapshots, the leader-epoch checkpoint. Nothing is
+        touched when nothing was appended."""
         if self._closed:
             return self.stats
-        self._closed = True
         if self.stats.batches == 0:
+            self._closed = True
             self._release()
             return self.stats
-        self._finish_segment()
+        self.prepare()
+        self._closed = True
         if self.dry_run:
             return self.stats
+        self._publishing = True
+        for seg, index, txn_new, new_file in self._sealed:
+            self._publish_segment(seg, index, txn_new, new_file)
+        self._publish_segment(self.segment, self.index, self._txn_new, self._new_segment_file)
+        self._sealed, self._txn_new = [], []
+        for spath, data in self._roll_snapshots:
+            atomic_write(spath, data)
         if self._needs_epoch_entry():
             # LeaderEpochFileCache.assign: entries that would not stay monotonic are dropped first
             entries = [(e, o) for e, o in self.epoch_entries if e < self.leader_epoch and o < self.start_offset]
@@ -431,7 +506,34 @@ class PartitionWriter:
             os.close(self._fd)
             self._fd = None
 
-    def abort(self) -> None:
-        """Stop without finishing (after an error): data written so far stays, indexes are not rewritten."""
+    def abort(self, undo: bool = True) -> None:
+        """Stop after an error. Until close has started to replace files, everything written is
+        undone: the segment the writer started in is cut back to its old end and the segment files it
+        created are removed, so the partition is byte for byte as it was. With ``undo=False``, or once
+        close has started, the data written stays (durable if :meth:`prepare` finished) and nothing
+        more is written."""
+        if self._closed and (not self._prepared or self._publishing):
+            return  # closed, or aborted before
         self._closed = True
+        self._buf, self._buf_bytes = [], 0
         self._release()
+        if self.dry_run or self._publishing or not undo:
+            return
+        removed = False
+        for path, size in reversed(self._undo):
+            if size is None:
+                try:
+                    path.unlink()
+                    removed = True
+                except FileNotFoundError:
+                    pass
+                continue
+            fd = os.open(path, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+            try:
+                os.ftruncate(fd, size)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        if removed:
+            fsync_dir(self.path)
+        self._undo = []

@@ -180,7 +180,7 @@ class Logs:
         ``headers`` (pairs), ``timestamp`` (epoch ms) and ``partition``, or ``(key, value)`` pairs,
         written to the single log dir selected as real batches. ``options`` are
         :class:`~kltool.storage.appender.AppendOptions` fields (``compression``, ``magic``,
-        ``transactional`` ...). The whole input is checked before anything is written. Returns an
+        ``transactional`` ...). All or nothing: an error in any record leaves the log dir as it was. Returns an
         ``AppendResult``."""
         from .storage.appender import Appender, AppendOptions
 

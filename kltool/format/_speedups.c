@@ -1349,7 +1349,9 @@ static PyObject *parse_json_lines(PyObject *self, PyObject *args) {
  * key/value, an int timestamp in [-1, 2^63) or None (``now``), bytes header pairs (only when
  * ``headers_ok``), and that fits the open batch (``records``/``lines``, ``est`` bytes so far). Blank
  * lines and ``skip`` items are passed over (counted in ``skipped``). Stops at the first item that
- * is not so: Appender.add() does it, with its checks, flushes and errors.
+ * is not so: Appender.add() does it, with its checks, flushes and errors. An item tuple that only
+ * ``items`` refers to becomes its record in place, and ``items[j]`` None (items[i:] on return are
+ * untouched).
  */
 static PyObject *fill_records(PyObject *self, PyObject *args) {
     PyObject *items, *records, *lines, *override, *skip;
@@ -1403,10 +1405,40 @@ static PyObject *fill_records(PyObject *self, PyObject *args) {
         Py_ssize_t nrec = PyList_GET_SIZE(records);
         if (nrec && (est + e > batch_bytes || nrec >= batch_records)) break;  /* full: add() flushes */
         if (!nrec) est = batch_overhead;
-        PyObject *rec = Py_BuildValue("(nLOOO)", nrec, ts, k, v, hs);
-        PyObject *ln = rec ? PyLong_FromSsize_t(first_line + i) : NULL;
-        if (!ln || PyList_Append(records, rec) < 0 || PyList_Append(lines, ln) < 0) {
-            Py_XDECREF(rec); Py_XDECREF(ln);
+        PyObject *idx = PyLong_FromSsize_t(nrec);
+        PyObject *tsn = tso != Py_None ? (Py_INCREF(tso), tso) : PyLong_FromLongLong(now);
+        PyObject *ln = idx && tsn ? PyLong_FromSsize_t(first_line + i) : NULL;
+        PyObject *rec = NULL;
+        if (ln && Py_REFCNT(t) == 1) {
+            /* Only items holds the parsed tuple: it becomes the record (idx, ts, key, value, headers)
+               in place, and items[i] None, which saves a tuple per record. */
+            Py_INCREF(Py_None);
+            PyList_SET_ITEM(items, i, Py_None);  /* the list's reference to t is now ours */
+            PyTuple_SET_ITEM(t, 0, idx);
+            PyTuple_SET_ITEM(t, 1, tsn);
+            PyTuple_SET_ITEM(t, 2, k);
+            PyTuple_SET_ITEM(t, 3, v);
+            PyTuple_SET_ITEM(t, 4, hs);
+            Py_DECREF(tso);  /* the references items' tuple held; k, v, hs moved */
+            Py_DECREF(po);
+            rec = t;
+        } else if (ln) {
+            rec = PyTuple_New(5);
+            if (rec) {
+                Py_INCREF(k); Py_INCREF(v); Py_INCREF(hs);
+                PyTuple_SET_ITEM(rec, 0, idx);
+                PyTuple_SET_ITEM(rec, 1, tsn);
+                PyTuple_SET_ITEM(rec, 2, k);
+                PyTuple_SET_ITEM(rec, 3, v);
+                PyTuple_SET_ITEM(rec, 4, hs);
+            }
+        }
+        if (!rec) {
+            Py_XDECREF(idx); Py_XDECREF(tsn); Py_XDECREF(ln);
+            return NULL;
+        }
+        if (PyList_Append(records, rec) < 0 || PyList_Append(lines, ln) < 0) {
+            Py_DECREF(rec); Py_DECREF(ln);
             return NULL;
         }
         Py_DECREF(rec);

@@ -375,7 +375,8 @@ class Appender:
         accelerator, as long as they go to ``partition`` (``override``, else their own) and fit its
         open batch; ``items[j]`` is input line ``first_line + j``. A record without a timestamp gets
         the time of this call. Returns (index of the first item not done, lines skipped); the caller
-        gives that item to :meth:`add`. Without the accelerator, or before ``partition`` is open: (i, 0)."""
+        gives that item to :meth:`add`. Items done may be replaced by None (their tuples become the
+        records). Without the accelerator, or before ``partition`` is open: (i, 0)."""
         c = speedups.C
         pa = self._parts.get(partition)
         if c is None or pa is None:

@@ -48,7 +48,7 @@ Options (all strings, as Spark passes them):
 ``allStates``
     ``true`` to also read ``-delete``/``-future``/``-stray`` partition directories.
 ``maxRecordsPerBatch``
-    Rows per Arrow batch (default 8192).
+    Rows per Arrow batch (default 65536; a batch also ends after 32 MiB of record bytes).
 ``splitBytes``
     Records level: split segments into pieces of about this many bytes at batch starts found through
     the ``.index`` (default 128 MiB; 0: never split). The rows are the same either way.
@@ -67,8 +67,8 @@ from __future__ import annotations
 
 import json
 import os
+from array import array
 from dataclasses import dataclass
-from itertools import accumulate, compress
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -116,6 +116,7 @@ ARROW_SEGMENT_SCHEMA = pa.schema([
 ])
 
 EARLIEST, LATEST = -2, -1
+DEFAULT_ROWS_PER_BATCH = 65536  # records level (maxRecordsPerBatch): fewer, larger batches cost Spark less
 
 
 def _bool(v, default: bool) -> bool:
@@ -640,40 +641,106 @@ def group_segments(segs: list[SegmentRead], *, max_bytes: int = 128 << 20, open_
 
 # -- reading (executor side) -------------------------------------------------------------------
 
+# Column buffers of a chunk, in the order of _speedups.arrow_v2's outputs: int64 offsets and
+# timestamps (ms), int32 timestampType, key/value end offsets (int32, from a leading 0), bytes and
+# validity (a byte per row), headers' list end offsets and validity, header keys' ends and bytes,
+# header values' ends, bytes and validity.
+(_OFF, _TSS, _TYPES, _KE, _KD, _KV, _VE, _VD, _VV, _HE, _HV, _HKE, _HKD, _HVE, _HVD, _HVV) = range(16)
+_ZERO32 = bytes(4)
+
+
 class _RecordChunk:
-    """Columns of up to ``limit`` rows, turned into one pyarrow.RecordBatch."""
+    """Rows as Arrow column buffers (bytearrays), turned into one pyarrow.RecordBatch: the C reader
+    (``_speedups.arrow_v2``) and the Python loop (:meth:`add`) append to the same buffers, and only
+    to those of the columns asked for (``want``)."""
 
-    __slots__ = ("keys", "values", "offsets", "timestamps", "types", "h_rows", "h_lens", "h_keys", "h_values",
-                 "nbytes")
+    __slots__ = ("bufs", "rows", "nbytes")
 
-    def __init__(self):
-        self.keys: list = []
-        self.values: list = []
-        self.offsets: list[int] = []
-        self.timestamps: list[int] = []
-        self.types: list[int] = []
-        # headers, sparse: the rows that have any, how many each, and all their keys and values
-        self.h_rows: list[int] = []
-        self.h_lens: list[int] = []
-        self.h_keys: list[bytes] = []
-        self.h_values: list = []
+    def __init__(self, want):
+        def new(*inits):
+            return [bytearray(i) for i in inits]
+
+        b = [None] * 16
+        if "offset" in want:
+            b[_OFF] = bytearray()
+        if "timestamp" in want:
+            b[_TSS] = bytearray()
+        if "timestampType" in want:
+            b[_TYPES] = bytearray()
+        if "key" in want:
+            b[_KE:_KV + 1] = new(_ZERO32, b"", b"")
+        if "value" in want:
+            b[_VE:_VV + 1] = new(_ZERO32, b"", b"")
+        if "headers" in want:
+            b[_HE:_HVV + 1] = new(_ZERO32, b"", _ZERO32, b"", _ZERO32, b"", b"")
+        self.bufs = tuple(b)
+        self.rows = 0
         self.nbytes = 0
 
     def __len__(self):
-        return len(self.offsets)
+        return self.rows
+
+    def add(self, cols, idx, tt: int) -> None:
+        """The records ``idx`` (a range or list of positions) of a decoded batch (RecordColumns)."""
+        b = self.bufs
+        n = len(idx)
+        whole = isinstance(idx, range) and n == len(cols)
+        buf = cols.buffer
+
+        def pick(xs):
+            return xs if whole else [xs[i] for i in idx]
+
+        if b[_OFF] is not None:
+            b[_OFF].extend(array("q", pick(cols.offsets)))
+        if b[_TSS] is not None:
+            b[_TSS].extend(array("q", pick(cols.timestamps)))
+        if b[_TYPES] is not None:
+            b[_TYPES].extend(array("i", [tt]) * n)
+        if b[_KE] is not None:
+            _spans(buf, pick(cols.key_starts), pick(cols.key_ends), b[_KE], b[_KD], b[_KV])
+        if b[_VE] is not None:
+            _spans(buf, pick(cols.value_starts), pick(cols.value_ends), b[_VE], b[_VD], b[_VV])
+        if b[_HE] is not None:
+            hdrs = pick(cols.headers)
+            valid = bytearray(n)
+            ends = array("i")
+            total = len(b[_HKE]) // 4 - 1
+            ks, ke, vs, ve = [], [], [], []
+            for j, spans in enumerate(hdrs):
+                if spans:
+                    valid[j] = 1
+                    total += len(spans)
+                    for a, z, c, d in spans:
+                        ks.append(a)
+                        ke.append(z)
+                        vs.append(c)
+                        ve.append(d)
+                ends.append(total)
+            b[_HE].extend(ends)
+            b[_HV].extend(valid)
+            if ks:
+                _spans(buf, ks, ke, b[_HKE], b[_HKD], None)
+                _spans(buf, vs, ve, b[_HVE], b[_HVD], b[_HVV])
+        self.rows += n
+        self.nbytes += len(buf)
 
     def to_arrow(self, topic: str | None, partition: int | None, columns: list[str] | None = None) -> pa.RecordBatch:
         """The chunk as a RecordBatch of ``columns`` (default: all of Spark's Kafka-source schema)."""
-        n = len(self.offsets)
+        n = self.rows
+        b = self.bufs
+
+        def ints(i, t):
+            return pa.Array.from_buffers(t, n, [None, pa.py_buffer(b[i])])
+
         make = {
-            "key": lambda: pa.array(self.keys, pa.binary()),
-            "value": lambda: pa.array(self.values, pa.binary()),
+            "key": lambda: _binary(pa.binary(), n, b[_KE], b[_KD], b[_KV]),
+            "value": lambda: _binary(pa.binary(), n, b[_VE], b[_VD], b[_VV]),
             "topic": lambda: pa.repeat(pa.scalar(topic, pa.string()), n),
             "partition": lambda: pa.repeat(pa.scalar(partition, pa.int32()), n),
-            "offset": lambda: pa.array(self.offsets, pa.int64()),
-            "timestamp": lambda: pc.multiply_checked(pa.array(self.timestamps, pa.int64()), 1000).cast(_TS),
-            "timestampType": lambda: pa.array(self.types, pa.int32()),
-            "headers": lambda: self._headers(n) if self.h_rows else pa.nulls(n, _HEADERS),
+            "offset": lambda: ints(_OFF, pa.int64()),
+            "timestamp": lambda: pc.multiply_checked(ints(_TSS, pa.int64()), 1000).cast(_TS),
+            "timestampType": lambda: ints(_TYPES, pa.int32()),
+            "headers": lambda: self._headers(n) if b[_HE] is not None and len(b[_HKE]) > 4 else pa.nulls(n, _HEADERS),
         }
         if columns is None:
             return pa.RecordBatch.from_arrays([make[f.name]() for f in ARROW_RECORD_SCHEMA], schema=ARROW_RECORD_SCHEMA)
@@ -681,20 +748,47 @@ class _RecordChunk:
         return pa.RecordBatch.from_arrays([make[c]() for c in columns], schema=schema)
 
     def _headers(self, n: int) -> pa.Array:
-        """list<struct<key string, value binary>>: null except the rows in ``h_rows``."""
-        lens = [0] * n
-        null = [True] * n
-        for i, k in zip(self.h_rows, self.h_lens, strict=True):
-            lens[i] = k
-            null[i] = False
-        keys = pa.array(self.h_keys, pa.binary())
+        """list<struct<key string, value binary>>: null for the rows without headers."""
+        b = self.bufs
+        m = len(b[_HKE]) // 4 - 1
+        keys = _binary(pa.binary(), m, b[_HKE], b[_HKD], None)
         try:
             keys = keys.cast(pa.string())  # validates UTF-8
         except pa.ArrowInvalid:  # like Java's new String(bytes, UTF_8): U+FFFD for bad bytes
-            keys = pa.array([k.decode("utf-8", "replace") for k in self.h_keys], pa.string())
-        struct = pa.StructArray.from_arrays([keys, pa.array(self.h_values, pa.binary())], fields=list(_HEADER))
-        return pa.ListArray.from_arrays(pa.array(list(accumulate(lens, initial=0)), pa.int32()), struct,
-                                        type=_HEADERS, mask=pa.array(null, pa.bool_()))
+            keys = pa.array([k.decode("utf-8", "replace") for k in keys.to_pylist()], pa.string())
+        struct = pa.StructArray.from_arrays([keys, _binary(pa.binary(), m, b[_HVE], b[_HVD], b[_HVV])],
+                                            fields=list(_HEADER))
+        return pa.Array.from_buffers(_HEADERS, n, [_validity(b[_HV], n), pa.py_buffer(b[_HE])], children=[struct])
+
+
+def _spans(buf, starts, ends, out_ends: bytearray, out_data: bytearray, out_valid: bytearray | None) -> None:
+    """Append the bytes ``buf[s:e]`` (null where s < 0) as Arrow binary buffers."""
+    pos = len(out_data)
+    offs = array("i")
+    parts = []
+    valid = bytearray(len(starts))
+    for j, (s, e) in enumerate(zip(starts, ends, strict=True)):
+        if s >= 0:
+            parts.append(buf[s:e])
+            pos += e - s
+            valid[j] = 1
+        offs.append(pos)
+    out_data.extend(b"".join(parts))
+    out_ends.extend(offs)
+    if out_valid is not None:
+        out_valid.extend(valid)
+
+
+def _validity(valid: bytearray, n: int):
+    """An Arrow validity bitmap from a byte per row (None when no row is null)."""
+    if valid.find(0) < 0:
+        return None
+    return pa.Array.from_buffers(pa.uint8(), n, [None, pa.py_buffer(valid)]).cast(pa.bool_()).buffers()[1]
+
+
+def _binary(t, n: int, ends: bytearray, data: bytearray, valid: bytearray | None) -> pa.Array:
+    return pa.Array.from_buffers(t, n, [None if valid is None else _validity(valid, n), pa.py_buffer(ends),
+                                        pa.py_buffer(data)])
 
 
 class _Source:
@@ -783,7 +877,7 @@ class _Source:
 
 
 def read_records(part: SegmentRead, *, include_control: bool = False, include_headers: bool = True,
-                 chunk_rows: int = 8192, chunk_bytes: int = 32 << 20, columns: list[str] | None = None):
+                 chunk_rows: int = DEFAULT_ROWS_PER_BATCH, chunk_bytes: int = 32 << 20, columns: list[str] | None = None):
     """pyarrow.RecordBatches of the records of one segment in [part.start, part.end); only
     ``columns`` when given (keys, values and headers are not copied out when not asked for)."""
     want_kv = columns is None or "key" in columns or "value" in columns
@@ -805,64 +899,82 @@ def read_records(part: SegmentRead, *, include_control: bool = False, include_he
 
 def _records_of(src, part, flt, start, end, include_control, include_headers, want_kv, chunk_rows, chunk_bytes,
                 columns):
+    """The rows of ``src``: runs of plain checked v2 batches through the C reader (``arrow_v2``)
+    when built, every other batch (and every batch without it) through :func:`_add_batch`."""
+    from ..format import parse_header, speedups
+    from ..storage.scan import BatchRun
+
+    want = set(ARROW_RECORD_SCHEMA.names if columns is None else columns)
+    if not include_headers:
+        want.discard("headers")
+    if not want_kv:
+        want -= {"key", "value"}
+    C = speedups.C
+    chunk = _RecordChunk(want)
+    topic, partition, stop = part.topic, part.partition, src.stop
+    for item in src.walk(with_data=True, runs=C is not None):
+        if isinstance(item, BatchRun):
+            buf, i = item.window()
+            first = i
+            j = i + item.size
+            clipped = stop is not None and item.end > stop  # a split ends inside the run
+            if clipped:
+                j = i + (stop - item.position)
+            status = 0
+            while i < j:
+                i, status, chunk.rows, chunk.nbytes = C.arrow_v2(buf, i, j, start, end, include_control, chunk_rows,
+                                                                 chunk_bytes, chunk.rows, chunk.nbytes, chunk.bufs)
+                if status == 2:  # this batch is for the Python loop
+                    h = parse_header(buf, i, check_crc=False)
+                    h.crc_valid = True  # checked by the walker
+                    h.position = item.position + (i - first)
+                    h.data = bytes(buf[i:i + h.size])
+                    i += h.size
+                    status = _add_batch(chunk, h, flt, start, end, include_control)
+                    if status != 3 and (len(chunk) >= chunk_rows or chunk.nbytes >= chunk_bytes):
+                        status = 1
+                if status == 1:
+                    yield chunk.to_arrow(topic, partition, columns)
+                    chunk = _RecordChunk(want)
+                elif status == 3:
+                    break
+            if status == 3 or clipped:
+                break
+            continue
+        if not hasattr(item, "crc_valid"):  # Damage: skipped (see level=damage)
+            continue
+        if _add_batch(chunk, item, flt, start, end, include_control) == 3:
+            break
+        if len(chunk) >= chunk_rows or chunk.nbytes >= chunk_bytes:
+            yield chunk.to_arrow(topic, partition, columns)
+            chunk = _RecordChunk(want)
+    if len(chunk):
+        yield chunk.to_arrow(topic, partition, columns)
+
+
+def _add_batch(chunk, h, flt, start, end, include_control) -> int:
+    """Add the records of batch ``h`` (data kept) that the read returns to ``chunk``: 0 when it adds
+    nothing, 3 when the read is over (the batch starts at or past ``end``)."""
     from ..errors import CorruptDataError
     from ..format import decode_records
 
-    chunk = _RecordChunk()
-    tt_ids = TIMESTAMP_TYPE_IDS
-    for h in src.walk(with_data=True):
-        if not hasattr(h, "crc_valid"):  # Damage: skipped (see level=damage)
-            continue
-        if not h.crc_valid or (h.is_control and not include_control):
-            continue
-        if start is not None and h.last_offset < start:
-            continue
-        if end is not None and h.magic == 2 and h.base_offset >= end:
-            break
-        try:
-            cols = decode_records(h)
-        except CorruptDataError:
-            continue  # undecodable batch: `kltool verify --deep` names it
-        offs = cols.offsets
-        n = len(offs)
-        if n == 0:
-            continue
-        buf = cols.buffer
-        idx = flt.indices(cols)
-        if len(idx) < n:
-            if not idx:
-                continue
-            ks, ke = [cols.key_starts[i] for i in idx], [cols.key_ends[i] for i in idx]
-            vs, ve = [cols.value_starts[i] for i in idx], [cols.value_ends[i] for i in idx]
-            hdrs = [cols.headers[i] for i in idx]
-            offs = [offs[i] for i in idx]
-            tss = [cols.timestamps[i] for i in idx]
-            n = len(idx)
-        else:
-            ks, ke, vs, ve = cols.key_starts, cols.key_ends, cols.value_starts, cols.value_ends
-            hdrs, tss = cols.headers, cols.timestamps
-        row0 = len(chunk.offsets)
-        chunk.offsets.extend(offs)
-        chunk.timestamps.extend(tss)
-        if want_kv:
-            chunk.keys.extend([None if s < 0 else buf[s:e] for s, e in zip(ks, ke, strict=True)])
-            chunk.values.extend([None if s < 0 else buf[s:e] for s, e in zip(vs, ve, strict=True)])
-        chunk.types.extend([tt_ids.get(h.timestamp_type, -1)] * n)
-        if include_headers and any(hdrs):
-            h_rows, h_lens, h_keys, h_values = chunk.h_rows, chunk.h_lens, chunk.h_keys, chunk.h_values
-            for i in compress(range(n), hdrs):  # only the rows that have headers
-                spans = hdrs[i]
-                h_rows.append(row0 + i)
-                h_lens.append(len(spans))
-                for a, b, c, d in spans:
-                    h_keys.append(buf[a:b])
-                    h_values.append(None if c < 0 else buf[c:d])
-        chunk.nbytes += len(buf)
-        if len(chunk) >= chunk_rows or chunk.nbytes >= chunk_bytes:
-            yield chunk.to_arrow(part.topic, part.partition, columns)
-            chunk = _RecordChunk()
-    if len(chunk):
-        yield chunk.to_arrow(part.topic, part.partition, columns)
+    if not h.crc_valid or (h.is_control and not include_control):
+        return 0
+    if start is not None and h.last_offset < start:
+        return 0
+    if end is not None and h.magic == 2 and h.base_offset >= end:
+        return 3
+    try:
+        cols = decode_records(h)
+    except CorruptDataError:
+        return 0  # undecodable batch: `kltool verify --deep` names it
+    if not len(cols):
+        return 0
+    idx = flt.indices(cols)
+    if not idx:
+        return 0
+    chunk.add(cols, idx, TIMESTAMP_TYPE_IDS.get(h.timestamp_type, -1))
+    return 0
 
 
 def _path(p):
@@ -979,7 +1091,7 @@ def read_partition_rows(opts: dict, part: SegmentGroup | SegmentRead | list, col
         if level == "records":
             yield from read_records(seg, include_control=_bool(opts.get("includecontrol"), False),
                                     include_headers=_bool(opts.get("includeheaders"), True),
-                                    chunk_rows=_int(opts, "maxrecordsperbatch") or 8192, columns=columns)
+                                    chunk_rows=_int(opts, "maxrecordsperbatch") or DEFAULT_ROWS_PER_BATCH, columns=columns)
         elif level == "batches":
             yield from _project(read_batches(seg), columns)
         else:

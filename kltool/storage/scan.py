@@ -93,6 +93,11 @@ class BatchRun:
         shift = self.position - self._i  # the C walker gives indexes into its buffer
         return [p + shift for p in q[0::4]], list(q[1::4]), list(q[2::4]), list(q[3::4])
 
+    def window(self) -> tuple[bytearray, int]:
+        """The walker's buffer and the index of the run's first batch in it (the run is
+        ``buf[i:i + size]``): only valid until the walk resumes."""
+        return self._buf, self._i
+
     def headers(self) -> list[BatchHeader]:
         out = []
         i = self._i

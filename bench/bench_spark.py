@@ -19,6 +19,13 @@ Queries, each the median of ``--runs`` after one warm-up, with records/s and rec
   full read        an aggregate over every column (count, sum of key/value lengths, headers seen)
   pushed query     ``where(partition = 0 AND offset >= N - 390000)``, count: filter pushdown
   startingOffsets  the same rows asked for with ``startingOffsets`` (the form pushdown must match)
+  floor            Spark's own cost: a trivial Python data source yielding prebuilt Arrow batches of
+                   the pruned count's two columns (offset, timestamp), as many rows in as many tasks
+                   and batches as the pruned count: no file is read, so this is the most any Python
+                   data source can do here
+
+Queries run interleaved (one warm-up each, then ``--runs`` rounds of every query); the machine's
+load (``uptime``) is printed before and after.
 
 Plus the input tasks the segment is planned into: split at batch starts every ``splitBytes``
 (128 MiB) versus whole (``splitBytes=0``). Session start is timed apart.
@@ -77,14 +84,60 @@ def generate(pdir: Path, size: int) -> int:
     return n
 
 
-def timed(fn, runs: int) -> tuple[float, object]:
-    fn()  # warm-up
-    times, out = [], None
+def timed(queries: dict, runs: int) -> dict:
+    """{name: (median seconds, last result)}: a warm-up of each, then ``runs`` interleaved rounds."""
+    for fn in queries.values():
+        fn()
+    times: dict = {name: [] for name in queries}
+    out: dict = {}
     for _ in range(runs):
-        t = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times), out
+        for name, fn in queries.items():
+            t = time.perf_counter()
+            out[name] = fn()
+            times[name].append(time.perf_counter() - t)
+    return {name: (statistics.median(ts), out[name]) for name, ts in times.items()}
+
+
+def floor_source(rows_per_batch: int):
+    """A Python data source with nothing to read: ``rows`` rows of (offset, timestamp) in ``parts``
+    partitions, yielded as one prebuilt Arrow batch of ``rows_per_batch`` rows (sliced at the end)."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    class FloorReader(DataSourceReader):
+        def __init__(self, options):
+            self.rows, self.parts = int(options["rows"]), int(options["parts"])
+
+        def partitions(self):
+            per = -(-self.rows // self.parts)
+            return [InputPartition(max(0, min(per, self.rows - i * per))) for i in range(self.parts)]
+
+        def read(self, partition):
+            from array import array
+
+            import pyarrow as pa
+
+            k = rows_per_batch
+            off = pa.Array.from_buffers(pa.int64(), k, [None, pa.py_buffer(array("q", range(k)))])
+            ts = pa.Array.from_buffers(pa.timestamp("us", tz="UTC"), k,
+                                       [None, pa.py_buffer(array("q", range(0, 1000 * k, 1000)))])
+            batch = pa.RecordBatch.from_arrays([off, ts], names=["offset", "timestamp"])
+            left = partition.value
+            while left > 0:
+                yield batch if left >= k else batch.slice(0, left)
+                left -= k
+
+    class FloorSource(DataSource):
+        @classmethod
+        def name(cls):
+            return "kltool-bench-floor"
+
+        def schema(self):
+            return "offset long, timestamp timestamp"
+
+        def reader(self, schema):
+            return FloorReader(self.options)
+
+    return FloorSource
 
 
 def tasks(pdir: Path) -> tuple[int, int]:
@@ -97,7 +150,7 @@ def tasks(pdir: Path) -> tuple[int, int]:
     return n({}), n({"splitBytes": "0"})
 
 
-def bench_master(master: str, pdir: Path, n: int, runs: int) -> list[tuple[str, float, int]]:
+def bench_master(master: str, pdir: Path, n: int, runs: int, n_tasks: int) -> list[tuple[str, float, int]]:
     from pyspark.sql import functions as F
 
     from kltool.spark import session
@@ -115,6 +168,9 @@ def bench_master(master: str, pdir: Path, n: int, runs: int) -> list[tuple[str, 
             r = r.schema(schema)
         return r.load(path)
 
+    from kltool.spark.datasource import DEFAULT_ROWS_PER_BATCH
+
+    spark.dataSource.register(floor_source(DEFAULT_ROWS_PER_BATCH))
     queries = {
         "count": lambda: fresh().count(),
         "pruned count": lambda: fresh("offset LONG, timestamp TIMESTAMP").agg(
@@ -124,10 +180,11 @@ def bench_master(master: str, pdir: Path, n: int, runs: int) -> list[tuple[str, 
         "pushed query": lambda: fresh().where(f"partition = 0 AND offset >= {lo}").count(),
         "startingOffsets": lambda: spark.read.format("kafka-log").option(
             "startingOffsets", json.dumps({"t": {"0": lo}})).load(path).count(),
+        "floor": lambda: spark.read.format("kltool-bench-floor").option("rows", n).option("parts", n_tasks).load().agg(
+            F.count("*"), F.max("offset")).collect()[0][0],
     }
     rows = []
-    for name, q in queries.items():
-        secs, got = timed(q, runs)
+    for name, (secs, got) in timed(queries, runs).items():
         want = n - lo if name in ("pushed query", "startingOffsets") else n
         if got != want:
             raise SystemExit(f"{name} on {master}: {got} rows, expected {want}")
@@ -144,6 +201,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--masters", default="local[2];local-cluster[2,1,1024]", help="separated by ;")
     args = ap.parse_args()
+    print(f"load before: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} (1, 5, 15 min)")
     size = _size(args.size)
     pdir = HERE / "out" / f"spark-seg-{args.size}" / "t-0"
     t = time.perf_counter()
@@ -154,7 +212,7 @@ def main() -> None:
     print(f"tasks for the segment: {split} split at .index batch starts (splitBytes 128 MiB), {whole} unsplit")
     results = {}
     for master in [m.strip() for m in args.masters.split(";") if m.strip()]:
-        results[master] = bench_master(master, pdir, n, args.runs)
+        results[master] = bench_master(master, pdir, n, args.runs, split)
     print("\nquery              " + "".join(f"{m:>30s}" for m in results))
     names = [r[0] for r in next(iter(results.values()))]
     for i, name in enumerate(names):
@@ -165,7 +223,9 @@ def main() -> None:
         print(f"{name:18s} " + "".join(f"{c:>30s}" for c in cells))
     for m, rows in results.items():
         d = {r[0]: r[1] for r in rows}
-        print(f"{m}: pushed query / startingOffsets = {d['pushed query'] / d['startingOffsets']:.2f}x")
+        print(f"{m}: pushed query / startingOffsets = {d['pushed query'] / d['startingOffsets']:.2f}x; "
+              f"pruned count takes {d['pruned count'] / d['floor']:.2f}x the floor's time")
+    print(f"load after: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} (1, 5, 15 min)")
 
 
 if __name__ == "__main__":

@@ -670,3 +670,46 @@ def test_killed_while_appending_keeps_everything_before(kl, tmp_path):
         assert [x["value"] and base64.b64decode(x["value"]) for x in recs[:40]] == [v for _o, _t, _k, v, _h in old]
     assert kl("verify", "--repair", ld).code in (0, 1)
     assert kl("verify", ld).code == 0
+
+
+def test_many_partitions_hold_no_descriptors_and_little_memory(kl, tmp_path):
+    """Every partition written while the input is read: a segment file is open only while a block is
+    written (100 partitions under a limit of 40 descriptors), and --memory-limit bounds what the
+    partitions hold together (1 MiB here: written many times over while reading)."""
+    import subprocess
+    import sys
+
+    ld = make_topic(kl, tmp_path, "t", 100)
+    src = tmp_path / "in.jsonl"
+    src.write_text(jsonl([{"value": f"{i}:" + "v" * 1000} for i in range(3000)]))
+    code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_NOFILE, (40, 40));"
+            "from kltool.cli import main; sys.exit(main())")
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    p = subprocess.run([sys.executable, "-c", code, "--json", "append", str(ld), "t", "-i", str(src),
+                        "--partitioner", "round-robin", "--memory-limit", "1"],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert json.loads(p.stdout.splitlines()[-1])["records"] == 3000
+    assert kl("verify", ld).code == 0
+    values = sorted(int(as_bytes(r["value"]).split(b":")[0]) for r in dumped_records(kl, ld))
+    assert values == list(range(3000))
+
+
+@pytest.mark.oracle
+def test_kafkas_reader_reads_what_was_appended_after_an_undone_append(kl, tmp_path, kafka_oracle):
+    ld = make_topic(kl, tmp_path, "t", 1, "segment.bytes=100000")
+    assert kl("append", ld, "t", stdin=jsonl(sample_records(50))).code == 0
+    before = _snapshot_tree(ld)
+    good = [{"key": f"k{i}", "value": f"{i}:" + "v" * 500, "timestamp": TS0 + i} for i in range(1000)]
+    r = kl("append", ld, "t", stdin=jsonl(good[:700]) + "{oops\n" + jsonl(good[700:]))
+    assert r.code == 2 and "line 701" in r.err, r
+    assert _snapshot_tree(ld) == before
+    assert kl("append", ld, "t", stdin=jsonl(good)).code == 0
+    logs = sorted((ld / "t-0").glob("*.log"))
+    assert len(logs) > 3
+    code, rows = kafka_oracle(logs, records=True)
+    assert code == 0 and all(x["validBytes"] == x["fileSize"] and x["error"] is None
+                             for x in rows if x["type"] == "summary"), rows[-3:]
+    recs = [x for x in rows if x["type"] == "record"]
+    assert [x["offset"] for x in recs] == list(range(1050))
+    assert [base64.b64decode(x["value"]).decode() for x in recs[50:]] == [g["value"] for g in good]

@@ -54,8 +54,8 @@ def _header_option(h: str) -> tuple[bytes, bytes | None]:
 @click.option("--partitioner", type=click.Choice(["sticky", "round-robin"]), default="sticky", show_default=True,
               help="Where records without a key and partition go.")
 @click.option("--dry-run", is_flag=True, help="Read and check everything, print what would be written, write nothing.")
-@click.option("--memory-limit", type=int, default=64, metavar="MiB", hidden=True,
-              help="Accepted for older scripts and ignored: batches no longer wait in memory.")
+@click.option("--memory-limit", type=int, default=64, show_default=True, metavar="MiB",
+              help="Built batches held in memory (all partitions) before they are written.")
 @click.pass_obj
 def command(out, logdir, topic, partition, input_path, fmt, key_separator, key_opt, value_opt, header_opts,
             timestamp_opt, magic, compression, compression_level, batch_bytes, batch_records, timestamp_type,
@@ -81,6 +81,8 @@ def command(out, logdir, topic, partition, input_path, fmt, key_separator, key_o
         if not key_separator:
             raise UsageError("--key-separator must not be empty")
     fmt = fmt or "json"
+    if memory_limit < 1:
+        raise UsageError("--memory-limit must be at least 1 MiB")
     opts = AppendOptions(
         magic=magic, compression=compression, level=compression_level, batch_bytes=batch_bytes,
         batch_records=batch_records,
@@ -88,7 +90,7 @@ def command(out, logdir, topic, partition, input_path, fmt, key_separator, key_o
         append_time=parse_time(append_time), producer_id=producer_id, producer_epoch=producer_epoch,
         base_sequence=base_sequence, transactional=transactional, end_transaction=end_transaction,
         coordinator_epoch=coordinator_epoch, leader_epoch=leader_epoch, partitioner=partitioner,
-        dry_run=dry_run)
+        memory_limit=memory_limit << 20, dry_run=dry_run)
     source = "<stdin>" if input_path == "-" else input_path
     t0 = time.perf_counter()
     skipped = 0

@@ -86,7 +86,7 @@ class AppendOptions:
     coordinator_epoch: int = 0
     leader_epoch: int | None = None
     partitioner: str = "sticky"  # for records without a key: sticky | round-robin
-    memory_limit: int = DEFAULT_MEMORY_LIMIT  # unused: batches go straight to the segments (kept for callers)
+    memory_limit: int = DEFAULT_MEMORY_LIMIT  # built batches held over all partitions before they are written
     dry_run: bool = False
 
 
@@ -174,6 +174,7 @@ class Appender:
         self._random = random.Random()
         self._key_partitions: dict[bytes, int] = {}  # murmur2 results of recent keys
         self._committed = False
+        self._mem = 0  # bytes the writers hold, not yet written
         self._last_partition: int | None = None  # where add_items put its last record (add_run continues it)
         if not self.logdir.is_dir():
             raise UsageError("no such log directory", path=self.logdir)
@@ -504,7 +505,14 @@ class Appender:
         if o.producer_id >= 0:
             s = pa.next_seq + nrecs
             pa.next_seq = s - INT32_MAX - 1 if s > INT32_MAX else s
-        pa.writer.append(data)  # in a dry run the writer computes offsets, rolls and indexes, writes nothing
+        w = pa.writer
+        held = w.buffered
+        w.append(data)  # in a dry run the writer computes offsets, rolls and indexes, writes nothing
+        self._mem += w.buffered - held
+        if self._mem > o.memory_limit:  # many partitions, each holding part of a write block
+            for p in self._parts.values():
+                p.writer.flush()
+            self._mem = 0
 
     def _add_markers(self) -> None:
         o = self.options

@@ -120,6 +120,7 @@ class PartitionWriter:
         self._sealed: list[tuple] = []  # rolled segments whose index files wait for close
         self._roll_snapshots: list[tuple[Path, bytes]] = []  # snapshots the rolls made, written at close
         self._undo: list[tuple[Path, int | None]] = []  # .log files to cut back (None: to remove) on abort
+        self._unsynced = False  # the active segment has data written and not yet fsynced
         self._prepared = False  # every byte written is durable
         self._publishing = False  # close has started to replace files: no undo from here on
         self._open(leader_epoch)
@@ -319,23 +320,38 @@ class PartitionWriter:
         if self._buf_bytes >= _WRITE_BLOCK:
             self._flush_buf()
 
+    @property
+    def buffered(self) -> int:
+        """Bytes of batches appended but not yet written (at most about one write block)."""
+        return self._buf_bytes
+
+    def flush(self) -> None:
+        """Write the batches queued so far to the segment (not fsynced: :meth:`prepare` does that)."""
+        if not self.dry_run:
+            self._flush_buf()
+
     def _flush_buf(self) -> None:
-        """Write the queued batches to the active segment (``writev``, no copy)."""
+        """Write the queued batches to the active segment (``writev``, no copy). The file is open only
+        while it is written, so that an append to thousands of partitions holds no descriptors."""
         bufs = self._buf
         if not bufs:
             return
         self._open_fd()
         fd = self._fd
-        for i in range(0, len(bufs), _IOV_MAX):
-            part = bufs[i:i + _IOV_MAX]
-            want = sum(map(len, part))
-            n = os.writev(fd, part)
-            if n < want:  # a short write: the rest in order
-                rest = memoryview(b"".join(part))[n:]
-                while rest:
-                    rest = rest[os.write(fd, rest):]
-            self._disk += want
+        try:
+            for i in range(0, len(bufs), _IOV_MAX):
+                part = bufs[i:i + _IOV_MAX]
+                want = sum(map(len, part))
+                n = os.writev(fd, part)
+                if n < want:  # a short write: the rest in order
+                    rest = memoryview(b"".join(part))[n:]
+                    while rest:
+                        rest = rest[os.write(fd, rest):]
+                self._disk += want
+        finally:
+            self._release()
         self._buf, self._buf_bytes = [], 0
+        self._unsynced = True
 
     def append(self, data) -> None:
         """Append whole batches (any magic); the first must start at the log end offset."""
@@ -393,10 +409,13 @@ class PartitionWriter:
         if self.dry_run:
             return
         self._flush_buf()
-        if self._fd is not None:
-            os.fsync(self._fd)
-            os.close(self._fd)
-            self._fd = None
+        if self._unsynced:
+            fd = os.open(self.segment.log_path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_CLOEXEC", 0))
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            self._unsynced = False
 
     def _publish_segment(self, seg: Segment, index, txn_new: list, new_file: bool) -> None:
         """What the broker leaves for a finished segment: trimmed indexes (atomically), the
@@ -431,8 +450,7 @@ class PartitionWriter:
                 raise UnsafeOperation("a non-empty segment file is in the way of the new segment",
                                       path=seg.log_path)
             self._undo.append((seg.log_path, existing))
-            fd = os.open(seg.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
-            self._fd = fd
+            os.close(os.open(seg.log_path, os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644))
         self.segment = seg
         self._new_segment_file = True
         cfg = self.config

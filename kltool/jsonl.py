@@ -214,37 +214,65 @@ def record_blocks(stream, fmt: str = "json", key_separator: bytes | None = None)
     line that is not a data record. A line end is "\n" or "\r\n". Raises :class:`LineError`."""
     c = speedups.C if fmt == "json" else None
     lineno = 1
-    rest = b""
-    while True:
-        chunk = stream.read(BLOCK_BYTES)
-        if chunk:
+    for block, cut in _line_blocks(stream):
+        if c is not None:
+            items, deferred = c.parse_json_lines(block, SKIP, cut)
+            if deferred:
+                raws = bytes(block[:cut]).split(b"\n")
+                for j, it in enumerate(items):
+                    if it is False:
+                        items[j] = _parse_line(parse_record_line, raws[j], lineno + j)
+        else:
+            raws = bytes(block[:cut]).split(b"\n")
+            if not raws[-1]:  # the block ends with a line end
+                raws.pop()
+            if fmt == "json":
+                items = [_parse_line(parse_record_line, raw, lineno + j) for j, raw in enumerate(raws)]
+            else:
+                items = [_parse_line(parse_text_record, raw[:-1] if raw.endswith(b"\r") else raw, lineno + j,
+                                     key_separator) for j, raw in enumerate(raws)]
+        yield lineno, items, cut
+        lineno += len(items)
+
+
+def _line_blocks(stream):
+    """``(block, cut)``: ``block[:cut]`` is the next whole lines of ``stream`` (the last one may lack its
+    "\n" at the end of the input); ``block`` is only valid until the next step. With ``readinto`` one
+    buffer is reused (no new 1 MiB object, no concatenation per block)."""
+    readinto = getattr(stream, "readinto", None)
+    if readinto is None:
+        rest = b""
+        while True:
+            chunk = stream.read(BLOCK_BYTES)
+            if not chunk:
+                if rest:
+                    yield rest, len(rest)
+                return
             block = rest + chunk if rest else chunk
             cut = block.rfind(b"\n") + 1
             rest = block[cut:]
-        else:
-            block, rest = rest, b""
-            cut = len(block)
-        if cut:
-            if c is not None:
-                items, deferred = c.parse_json_lines(block, SKIP, cut)
-                if deferred:
-                    raws = block[:cut].split(b"\n")
-                    for j, it in enumerate(items):
-                        if it is False:
-                            items[j] = _parse_line(parse_record_line, raws[j], lineno + j)
-            else:
-                raws = block[:cut].split(b"\n")
-                if not raws[-1]:  # the block ends with a line end
-                    raws.pop()
-                if fmt == "json":
-                    items = [_parse_line(parse_record_line, raw, lineno + j) for j, raw in enumerate(raws)]
-                else:
-                    items = [_parse_line(parse_text_record, raw[:-1] if raw.endswith(b"\r") else raw, lineno + j,
-                                         key_separator) for j, raw in enumerate(raws)]
-            yield lineno, items, cut
-            lineno += len(items)
-        if not chunk:
+            if cut:
+                yield block, cut
+    buf = bytearray(BLOCK_BYTES)
+    have = 0  # bytes at the start of buf: the rest of a line not yet ended
+    while True:
+        if have == len(buf):  # a line longer than the buffer
+            buf.extend(bytes(len(buf)))
+        with memoryview(buf) as mv, mv[have:] as free:
+            n = readinto(free)
+        if not n:
+            if have:
+                yield buf, have
             return
+        end = have + n
+        cut = buf.rfind(b"\n", 0, end) + 1
+        if cut:
+            yield buf, cut
+            rest = buf[cut:end]
+            buf[:len(rest)] = rest
+            have = len(rest)
+        else:
+            have = end
 
 
 def _parse_line(parse, raw: bytes, lineno: int, *sep):

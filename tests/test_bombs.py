@@ -105,7 +105,8 @@ def test_a_record_over_the_limit_is_a_finding_and_an_exit_2_error(tmp_path, code
     code, rss, out, err = _run(tmp_path, "--json", "verify", "--deep", "--max-record-bytes", 8 * MIB, d)
     errs = [json.loads(x) for x in out.splitlines() if '"severity":"error"' in x]
     assert code == 1 and [e["kind"] for e in errs] == ["record_too_large"], (out, err)
-    assert "more than 8388608 bytes" in errs[0]["message"] and errs[0]["position"] == 0
+    assert "record at offset 0 declares 25165834 bytes, more than --max-record-bytes (8388608)" in errs[0]["message"]
+    assert errs[0]["position"] == 0 and errs[0]["offset"] == 0
     code, rss2, out, err = _run(tmp_path, "dump", "--records", "--max-record-bytes", 8 * MIB, d)
     assert code == 2, (out, err)
     assert "baseOffset: 0 lastOffset: 0 count: 1" in out  # the batch's metadata is printed

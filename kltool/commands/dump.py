@@ -5,15 +5,15 @@ from __future__ import annotations
 import click
 
 from ..errors import CorruptDataError, UsageError
-from ..format import decode_records, speedups
-from ..format.batch import V2_OVERHEAD
+from ..format import speedups
+from ..format.batch import V2_OVERHEAD, whole_batch_limit
 from ..format.compression import CODEC_NAMES
 from ..format.records import CONTROL_IDS, BatchHeader
 from ..jsonl import record_json
 from ..output import _dumps, text_bytes
 from ..storage.findings import Finding
 from ..storage.read import RecordFilter
-from ..storage.scan import Damage, walk
+from ..storage.scan import HOLD, Damage, records_of, walk
 from .common import parse_time, select, selection_options
 
 TS_NAMES = {"create": "CreateTime", "log_append": "LogAppendTime", "none": "NoTimestampType"}
@@ -96,6 +96,7 @@ class Dumper:
         self.topic = topic
         self.partition = partition
         self.errors = 0
+        self.too_large: CorruptDataError | None = None  # the first record over --max-record-bytes
 
     def decoder(self):
         """The internal-topic decoder for the current topic (``--decoder``), or None."""
@@ -152,37 +153,20 @@ class Dumper:
     def batch(self, h: BatchHeader, file: str) -> None:
         if not self.flt.batch_may_match(h):
             return
-        if self.records and self._fast_records(h, file):
-            return
-        cols = None
-        err = None
-        if self.records or (h.magic < 2 and not h.base_offset_exact):
-            if h.crc_valid or self.records:
-                try:
-                    cols = decode_records(h, h.data)
-                except CorruptDataError as e:
-                    err = e
         if not self.records:
-            if self.flt.key is not None or self.flt.to_time is not None or self.flt.from_time is not None:
-                # batch-level output with record filters: show the batch if any record matches
-                if cols is None:
-                    try:
-                        cols = decode_records(h, h.data)
-                    except CorruptDataError:
-                        cols = None
-                if cols is not None:
-                    n = len(cols)
-                    for i in range(n):  # --to-time: nothing after the first record stamped later
-                        if self.flt.past_end(cols.offsets[i], cols.timestamps[i], h.magic):
-                            self.stopped = True
-                            n = i
-                            break
-                    if not any(self.flt.record_matches(cols.offsets[i], cols.timestamps[i], cols.key(i))
-                               for i in range(n)):
-                        return
-            self._emit_batch(h, file)
-            self.emitted += 1
+            self._batch_only(h, file)
             return
+        if self._fast_records(h, file):
+            return
+        # The records, a bounded group at a time (records_of): a batch of any size is read; a record over
+        # --max-record-bytes ends it with record_too_large after the records before it.
+        groups = records_of(h, file)
+        err = None
+        cols = None
+        try:
+            cols = next(groups, None)
+        except CorruptDataError as e:
+            err = e
         if self.flt.to_time is not None and cols is not None and h.magic > 0:
             for i in range(len(cols)):  # --to-time: no header for a batch whose first record is past it
                 if self.flt.from_offset is None or cols.offsets[i] >= self.flt.from_offset:
@@ -192,12 +176,49 @@ class Dumper:
                     break
         if self.flt.key is None and self.fmt is None:
             self._emit_batch(h, file)
+        while cols is not None:
+            if self._print_records(h, cols):
+                return
+            try:
+                cols = next(groups, None)
+            except CorruptDataError as e:
+                err = e
+                break
         if err is not None:
             self.errors += 1
             self._record_error(h, file, err)
-            return
-        if not h.crc_valid:
+        elif not h.crc_valid:
             self.errors += 1
+
+    def _batch_only(self, h: BatchHeader, file: str) -> None:
+        """The batch line; with record filters, only when a record matches."""
+        flt = self.flt
+        filtered = flt.key is not None or flt.to_time is not None or flt.from_time is not None
+        if filtered or (h.magic < 2 and not h.base_offset_exact and h.crc_valid):  # (v0/v1: the exact base offset)
+            matched = not filtered
+            try:
+                for cols in records_of(h, file):
+                    if not filtered:
+                        break
+                    n = len(cols)
+                    for i in range(n):  # --to-time: nothing after the first record stamped later
+                        if flt.past_end(cols.offsets[i], cols.timestamps[i], h.magic):
+                            self.stopped = True
+                            n = i
+                            break
+                    matched = matched or any(flt.record_matches(cols.offsets[i], cols.timestamps[i], cols.key(i))
+                                             for i in range(n))
+                    if self.stopped:
+                        break
+            except CorruptDataError:
+                matched = True  # undecodable: shown (verify --deep names the problem)
+            if not matched:
+                return
+        self._emit_batch(h, file)
+        self.emitted += 1
+
+    def _print_records(self, h: BatchHeader, cols) -> bool:
+        """Print the matching records of one group; True when the dump stops here (--to-time, --limit)."""
         enc = self.encoding
         out = self.out
         flt = self.flt
@@ -208,11 +229,11 @@ class Dumper:
             key = cols.key(i)
             if flt.past_end(off, ts, h.magic):
                 self.stopped = True  # --to-time: stop at the first record stamped after it (as kcat's end)
-                return
+                return True
             if not flt.record_matches(off, ts, key):
                 continue
             if self.done:
-                return
+                return True
             self.emitted += 1
             val = cols.value(i)
             hdrs = cols.header_list(i)
@@ -262,6 +283,7 @@ class Dumper:
                     if val is not None:
                         parts.append(f" payload: {text_bytes(val, enc)}")
                 out.line("".join(parts))
+        return False
 
     def _fast_records(self, h: BatchHeader, file: str) -> bool:
         """The C formatter (when built) writes a whole v2 batch's record lines into one buffer,
@@ -273,15 +295,20 @@ class Dumper:
             return False  # (--format, kafka-dump-log's record-line variants and --to-time's stop: the Python loop)
         if c is None or h.magic != 2 or h.is_control or h.count is None or h.count < 0 or self.decoder() is not None:
             return False
+        if h.data is None:
+            return False  # (a batch too large to hold: read in groups by the Python loop)
         data = memoryview(h.data)[V2_OVERHEAD:h.size]
+        whole = whole_batch_limit()
         if h.compression != 0:
             from ..format.compression import decompress
 
             try:  # bounded: a batch that expands further (a bomb, or huge) goes through the Python loop,
-                # which decompresses only as far as its declared records need
-                data = decompress(h.compression, data, 2, limit=min(max(1 << 20, 16 * len(data)), 32 << 20))
+                # which reads it a group of records at a time, only as far as its declared records need
+                data = decompress(h.compression, data, 2, limit=min(max(1 << 20, 16 * len(data)), whole))
             except CorruptDataError:
                 return False
+        elif len(data) > whole:
+            return False  # (its records may exceed --max-record-bytes: the Python loop checks each)
         js = self.out.json_mode
         suffix = "}"
         if js and self.topic is not None:
@@ -321,12 +348,14 @@ class Dumper:
         from ..format.compression import TooLarge
 
         kind = "record_too_large" if isinstance(e, TooLarge) else "record_corrupt"
-        if kind == "record_too_large":
-            self.too_large = True  # the batch line is printed; its records are not (exit 2 at the end)
+        if kind == "record_too_large" and self.too_large is None:
+            # the batch line and the records before it are printed; exit 2 at the end, naming the first
+            self.too_large = CorruptDataError(f"{e.message} (the batch's metadata and the records before it "
+                                              f"are printed)", path=file, position=h.position)
         if self.out.json_mode:
             self.out.emit(Finding("error", kind, file, e.message,
                                   position=e.position if e.position is not None else h.position,
-                                  offset=h.base_offset, length=h.size).to_json())
+                                  offset=getattr(e, "offset", None) or h.base_offset, length=h.size).to_json())
         else:
             self.out.line(f"!! {kind} in batch at position {h.position} of {file}: {e.message}")
 
@@ -352,7 +381,7 @@ def _dump_log(d: Dumper, path, base_offset=None) -> None:
         from ..storage.segment import Segment
 
         start = Segment(path.parent, base_offset, path).position_for_offset(d.flt.from_offset)
-    for item in walk(path, start=start, with_data=True):
+    for item in walk(path, start=start, with_data=True, hold_limit=HOLD):
         if d.done:
             return
         if d.max_bytes is not None and _end_of(item) > d.max_bytes:
@@ -593,7 +622,8 @@ _KAFKA_HINTS = {
 @click.option("--index-sanity-check", is_flag=True, help="For .index/.timeindex files: run Kafka's sanity check "
               "only ('FILE passed sanity check.').")
 @click.option("--max-record-bytes", type=click.IntRange(min=1024), default=256 << 20, show_default=True,
-              help="The most one batch's records may decompress to; a batch over it is reported, never held in memory.")
+              help="The largest record (key, value and headers) read; a record over it is reported (exit 2), "
+                   "never held. Batches of any size are read.")
 @click.option("--verify-index-only", is_flag=True, hidden=True)
 @click.option("--key-decoder-class", hidden=True)
 @click.option("--value-decoder-class", hidden=True)
@@ -669,7 +699,6 @@ def command(out, paths, topic, partition_spec, records, from_offset, to_offset, 
         else:
             _dump_other(d, path, kind, base)
     out.flush()
-    if getattr(d, "too_large", False):
-        raise UsageError("a batch's records decompress to more than --max-record-bytes (see the lines above); "
-                         "its metadata is printed, its records are not")
+    if d.too_large is not None:
+        raise d.too_large
     return 1 if d.errors else 0

@@ -15,7 +15,8 @@ from .common import human_bytes, paths_argument, select, selection_options
 @selection_options
 @click.option("--deep", is_flag=True, help="Also decompress and parse every record.")
 @click.option("--max-record-bytes", type=click.IntRange(min=1024), default=256 << 20, show_default=True,
-              help="The most one batch's records may decompress to; a batch over it is reported, never held in memory.")
+              help="The largest record (key, value and headers) read; a record over it is reported "
+                   "(record_too_large), never held. Batches of any size are read.")
 @click.option("--strict", is_flag=True, help="Exit 1 on warnings too.")
 @click.option("--repair", is_flag=True, help="Repair what is found (see kltool-verify(1)); plan first with --dry-run.")
 @click.option("--dry-run", is_flag=True, help="With --repair: print the plan, change nothing.")

@@ -6,11 +6,12 @@ import struct
 from operator import itemgetter
 
 from ..errors import CorruptDataError
+from . import compression as _compression
 from . import speedups as _speedups
-from .compression import NONE, Inflater, TooLarge, compress
+from .compression import NONE, UNLIMITED, BytesSource, Inflater, TooLarge, _read_exact, compress
 from .records import CONTROL_TYPES, LOG_OVERHEAD, BatchHeader, RecordColumns
 from .speedups import crc32c
-from .varint import encode_varint, encode_varlong, read_varint
+from .varint import encode_varint, encode_varlong, read_varint, read_varlong
 
 V2_HEADER = struct.Struct(">qiibIhiqqqhii")
 V2_OVERHEAD = V2_HEADER.size  # 61
@@ -74,8 +75,10 @@ def _bad(msg: str, pos: int) -> CorruptDataError:
     return CorruptDataError(msg, position=pos)
 
 
-def decode_v2_records(h: BatchHeader, batch) -> RecordColumns:
-    """Decode the records of a v2 batch (``batch`` holds exactly the batch's bytes).
+def decode_v2_records(h: BatchHeader, batch, limit: int | None = None) -> RecordColumns:
+    """Decode the records of a v2 batch (``batch`` holds exactly the batch's bytes), all at once: the
+    columns API. A compressed batch whose records decompress to more than ``limit`` bytes (default
+    --max-record-bytes) raises :class:`TooLarge`; :func:`v2_record_groups` reads any batch.
 
     Applies Kafka's reader strictness: each record consumes exactly its length; after
     ``count`` records no bytes remain. Positions in errors are file positions when the batch
@@ -98,7 +101,7 @@ def decode_v2_records(h: BatchHeader, batch) -> RecordColumns:
         except CorruptDataError as e:
             raise _bad(e.message, h.position) from None
 
-    inf = Inflater(h.compression, payload, 2)
+    inf = Inflater(h.compression, payload, 2, limit)
     data = more(min(max(1 << 16, 8 * len(payload)), 4 << 20))  # then doubling: at most twice what is needed
     while True:
         if inf.eof:
@@ -113,6 +116,170 @@ def decode_v2_records(h: BatchHeader, batch) -> RecordColumns:
         if more(1):
             raise _bad("Incorrect declared batch size, records still remaining in file", h.position)
         return cols
+
+
+# ------------------------------------------------------------------------------------ record groups
+# Reading any batch in bounded memory: a batch's records as consecutive groups of columns. A batch whose
+# records are few and small (the usual case) is one group, decoded whole (decode_v2_records, the C decoder);
+# a larger one is read from the decompression stream (or the file) a group at a time: each group is at most
+# GROUP_BYTES of records (or one record larger than that) and GROUP_RECORDS records. Only ONE record larger
+# than --max-record-bytes is refused (TooLarge, before it is read): memory is a fixed budget plus the
+# largest record.
+
+WHOLE_BYTES = 16 << 20  # records decompressing to at most this (and the limit) are decoded whole
+WHOLE_RECORDS = 1 << 17  # ... when the batch declares at most this many
+GROUP_BYTES = 4 << 20
+GROUP_RECORDS = 1 << 15
+
+
+def whole_batch_limit() -> int:
+    """A batch whose records take at most this many bytes is decoded whole (one group): no record of it
+    can exceed --max-record-bytes."""
+    return min(WHOLE_BYTES, _compression.MAX_DECOMPRESSED)
+
+
+def v2_record_groups(h: BatchHeader, batch, *, group_bytes: int = GROUP_BYTES, group_records: int = GROUP_RECORDS,
+                     whole: bool = True):
+    """The records of the v2 batch ``batch`` (its bytes, or a reader whose ``read(n)`` gives them from the
+    batch's first byte) as consecutive :class:`RecordColumns`, with exactly :func:`decode_v2_records`'s
+    checks. Errors are raised when met: the groups before them have been yielded."""
+    count = h.count
+    if count < 0:
+        raise _bad(f"Found invalid record count {count} in magic v2 batch", h.position + 57)
+    held = not hasattr(batch, "read")
+    if whole and held and count <= WHOLE_RECORDS:
+        fast = whole_batch_limit()
+        if h.compression == NONE:
+            if h.size - V2_OVERHEAD <= fast:
+                yield decode_v2_records(h, batch)
+                return
+        else:
+            try:
+                cols = decode_v2_records(h, batch, fast)
+            except TooLarge:
+                pass  # more than the whole-batch budget: read it again, streamed
+            else:
+                yield cols
+                return
+    yield from _stream_v2(h, batch, group_bytes, group_records)
+
+
+def _stream_v2(h: BatchHeader, batch, group_bytes: int, group_records: int):
+    limit = _compression.MAX_DECOMPRESSED
+    if hasattr(batch, "read"):
+        src = batch
+        if len(_read_exact(src, V2_OVERHEAD)) < V2_OVERHEAD:
+            raise _bad("Incorrect declared batch size, premature EOF reached", h.position)
+    else:
+        src = BytesSource(memoryview(batch)[V2_OVERHEAD:h.size])
+    if h.compression != NONE:
+        inf = Inflater(h.compression, src, 2, UNLIMITED)
+        where = None
+
+        def read(n: int) -> bytes:
+            try:
+                return bytes(inf.read(n))
+            except TooLarge as e:
+                raise TooLarge(f"batch {h.base_offset}..{h.last_offset}: {e.message}", position=h.position,
+                               size=e.size) from None
+            except CorruptDataError as e:
+                raise _bad(e.message, h.position) from None
+    else:
+        where = h.position + V2_OVERHEAD
+
+        def read(n: int) -> bytes:
+            return bytes(_read_exact(src, n))
+
+    def fill(buf: bytes, need: int) -> bytes:
+        more = read(need - len(buf))
+        return buf + more if buf else more
+
+    consumed = 0  # bytes of the records' stream before buf
+    buf = b""
+    remaining = h.count
+    while remaining:
+        k, end = _whole_records(buf, min(remaining, group_records), group_bytes)
+        if k:
+            group = buf if end == len(buf) else buf[:end]
+            yield _decode_v2_data(h, group, k, None if where is None else where + consumed)
+            buf = buf[end:]
+            consumed += end
+            remaining -= k
+            continue
+        length, hdr = _length_at(buf)
+        if length is not None and length > limit:
+            buf = fill(buf, hdr + 16) if len(buf) < hdr + 16 else buf
+            off = _offset_delta_at(buf, hdr)
+            what = "record" if off is None else f"record at offset {h.base_offset + off}"
+            raise TooLarge(f"batch {h.base_offset}..{h.last_offset}: {what} declares {length} bytes, more than "
+                           f"--max-record-bytes ({limit}): not read", position=h.position, size=length,
+                           offset=None if off is None else h.base_offset + off)
+        if length is None or length < 0:
+            need = len(buf) + (group_bytes if hdr is None else 0)
+        else:
+            need = max(hdr + length, min(len(buf) + group_bytes, limit))
+        grown = fill(buf, need) if need > len(buf) else buf
+        if len(grown) == len(buf):  # the stream ends inside the record (or the record is malformed)
+            _decode_v2_data(h, buf, 1, None if where is None else where + consumed)  # raises Kafka's error
+            raise _bad("Incorrect declared batch size, premature EOF reached",
+                       h.position if where is None else where + consumed)
+        buf = grown
+    if buf or read(1):  # every declared record read: nothing else may follow (Kafka's rule)
+        raise _bad("Incorrect declared batch size, records still remaining in file",
+                   h.position if where is None else where + consumed)
+
+
+def _whole_records(buf: bytes, most: int, budget: int) -> tuple[int, int]:
+    """How many whole records (at most ``most``, at most ``budget`` bytes unless the first is larger) start
+    ``buf``, and where they end. Stops at anything malformed (the decoder reports it)."""
+    n = len(buf)
+    pos = k = 0
+    while k < most and pos < n:
+        b = buf[pos]
+        p = pos + 1
+        if b >= 0x80:
+            raw = b & 0x7F
+            shift = 7
+            while True:
+                if p >= n or shift > 28:
+                    return k, pos
+                b = buf[p]
+                p += 1
+                raw |= (b & 0x7F) << shift
+                if b < 0x80:
+                    break
+                shift += 7
+            b = raw
+        length = (b >> 1) ^ -(b & 1)
+        end = p + length
+        if length < 0 or end > n or (k and end > budget):
+            break
+        pos = end
+        k += 1
+    return k, pos
+
+
+def _length_at(buf: bytes) -> tuple[int | None, int | None]:
+    """The declared length of the record starting ``buf`` and the size of its length field; (None, None)
+    when the field is not whole yet, (None, 5) when it is too long."""
+    raw = shift = 0
+    for i in range(min(5, len(buf))):
+        b = buf[i]
+        raw |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (raw >> 1) ^ -(raw & 1), i + 1
+        shift += 7
+    return (None, 5) if len(buf) >= 5 else (None, None)
+
+
+def _offset_delta_at(buf: bytes, pos: int) -> int | None:
+    """The offset delta of the record whose body (attributes byte first) starts at ``pos``, or None."""
+    try:
+        _ts, p = read_varlong(buf, pos + 1)
+        od, _p = read_varint(buf, p)
+        return od
+    except (IndexError, CorruptDataError):
+        return None
 
 
 def _decode_v2_data(h: BatchHeader, data: bytes, count: int, where) -> RecordColumns:

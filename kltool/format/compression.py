@@ -132,25 +132,35 @@ def _fix_lz4_header_checksum(data: bytes) -> bytes:
 # ---------------------------------------------------------------------------------------------
 # --------------------------------------------------------------------------------------- bounded output
 # A batch whose CRC is valid can still decompress to gigabytes (a "decompression bomb", or a huge but real
-# batch): decompression is streamed, in steps of at most _STEP bytes, and stops with TooLarge once more
-# than the limit would come out. Callers that know how much they need (decode_v2_records: the declared
-# record count) read only that much, as Kafka's reader does.
+# batch): decompression is streamed, compressed input in steps of at most _IN bytes and output in steps of at
+# most _STEP bytes. What is held is bounded by the caller: decode_v2_records (a whole batch's columns) stops
+# with TooLarge past its limit; batch.record_groups reads any batch a record at a time and only refuses ONE
+# record larger than MAX_DECOMPRESSED (--max-record-bytes).
 
-MAX_DECOMPRESSED = 256 << 20  # the default limit on what one batch may decompress to (--max-record-bytes)
+MAX_DECOMPRESSED = 256 << 20  # --max-record-bytes: the largest record (or held v0/v1 wrapper) read
+UNLIMITED = 1 << 62  # an Inflater limit for streamed reads (the caller bounds what it holds)
 _STEP = 1 << 20
+_IN = 1 << 20
 
 
 class TooLarge(CorruptDataError):
-    """A payload decompresses to more than the limit: reported, never held in memory."""
+    """A record (or a payload that would be held whole) is larger than the limit: reported, never held.
+    ``size`` is the declared or reached size when known, ``offset`` the record's offset when known."""
+
+    def __init__(self, message: str, *, path=None, position: int | None = None, size: int | None = None,
+                 offset: int | None = None):
+        super().__init__(message, path=path, position=position)
+        self.size = size
+        self.offset = offset
 
 
 def set_limit(limit: int) -> None:
-    """Set the process-wide limit on the bytes one batch or wrapper message may decompress to."""
+    """Set the process-wide limit on one record (``--max-record-bytes``)."""
     global MAX_DECOMPRESSED
     MAX_DECOMPRESSED = int(limit)
 
 
-def _varint_len(data: bytes) -> int | None:
+def _varint_len(data) -> int | None:
     """The uncompressed length at the start of a raw snappy block (a varint), or None."""
     n = shift = 0
     for i in range(min(5, len(data))):
@@ -162,108 +172,275 @@ def _varint_len(data: bytes) -> int | None:
     return None
 
 
-def _gzip_chunks(data, step):
-    buf = bytes(data)
-    while buf:
+class BytesSource:
+    """``read(n)`` over a bytes-like object, without copying (memoryview slices)."""
+
+    __slots__ = ("view", "pos")
+
+    def __init__(self, data):
+        self.view = memoryview(data).cast("B") if not isinstance(data, memoryview) or data.format != "B" \
+            else data
+        self.pos = 0
+
+    def read(self, n: int = -1):
+        p = self.pos
+        q = len(self.view) if n is None or n < 0 else min(len(self.view), p + n)
+        self.pos = q
+        return self.view[p:q]
+
+
+def as_source(data):
+    """``data`` itself when it has ``read(n)`` (e.g. a file span the storage layer opened), else a
+    :class:`BytesSource` over it."""
+    return data if hasattr(data, "read") else BytesSource(data)
+
+
+def _read_exact(src, n: int):
+    """Up to ``n`` bytes of ``src`` (fewer only at its end)."""
+    first = src.read(n)
+    if len(first) >= n or not first:
+        return first
+    parts = [bytes(first)]
+    got = len(first)
+    while got < n:
+        more = src.read(n - got)
+        if not more:
+            break
+        parts.append(bytes(more))
+        got += len(more)
+    return b"".join(parts)
+
+
+def _gzip_chunks(src, step):
+    tail = src.read(_IN)
+    while len(tail):
         d = zlib.decompressobj(wbits=31)
-        src = buf
         while True:
-            out = d.decompress(src, step)
+            out = d.decompress(tail, step)
             if out:
                 yield out
             if d.eof:
+                tail = d.unused_data
                 break
-            src = d.unconsumed_tail
-            if not src and not out:
-                raise CorruptDataError("gzip stream ends before its end marker")
-        buf = d.unused_data
+            tail = d.unconsumed_tail
+            if not tail:
+                tail = src.read(_IN)
+                if not len(tail) and not out:
+                    raise CorruptDataError("gzip stream ends before its end marker")
+        if len(tail) < 2:
+            tail = bytes(tail) + bytes(_read_exact(src, 2 - len(tail)))
         # Trailing zero padding after the last member is tolerated, like GZIPInputStream.
-        if buf and not buf.startswith(b"\x1f\x8b"):
-            break
+        if not tail or not bytes(tail[:2]) == b"\x1f\x8b":
+            return
 
 
-def _snappy_chunks(data, step, limit):
-    data = bytes(data)
-
+def _snappy_chunks(src, step, limit):
     def block(raw, where):
         n = _varint_len(raw)
         if n is not None and n > limit:
-            raise TooLarge(f"snappy block decompresses to {n} bytes, more than the limit of {limit}", position=where)
+            raise TooLarge(f"snappy block decompresses to {n} bytes, more than --max-record-bytes ({limit})",
+                           position=where, size=n)
         return bytes(_snappy().decompress_raw(raw))
 
-    if len(data) < 16 or not data.startswith(XERIAL_MAGIC):
-        yield block(data, 0)
+    head = _read_exact(src, 16)
+    if len(head) < 16 or not bytes(head[:8]) == XERIAL_MAGIC:
+        # one raw snappy buffer (what SnappyInputStream reads without the xerial magic): read whole, within the limit
+        rest = _read_exact(src, limit + 16)
+        if len(rest) > limit:
+            raise TooLarge(f"raw snappy data of more than {limit} bytes (--max-record-bytes)", position=0)
+        yield block(bytes(head) + bytes(rest), 0)
         return
     p = 16
-    n = len(data)
-    while p < n:
-        if p + 4 > n:
+    while True:
+        lb = _read_exact(src, 4)
+        if not lb:
+            return
+        if len(lb) < 4:
             raise CorruptDataError("snappy (xerial) block length runs past the end of the data", position=p)
-        (blen,) = struct.unpack_from(">i", data, p)
-        if blen == 0x82534E41 - (1 << 32) and data[p:p + 8] == XERIAL_MAGIC:
-            p += 16  # concatenated stream: another header follows
-            continue
+        (blen,) = struct.unpack(">i", lb)
+        if blen == 0x82534E41 - (1 << 32):
+            more = _read_exact(src, 12)
+            if bytes(lb) + bytes(more[:4]) == XERIAL_MAGIC and len(more) == 12:
+                p += 16  # concatenated stream: another header follows
+                continue
+            raise CorruptDataError(f"snappy (xerial) block of {blen} bytes runs past the end of the data", position=p)
         p += 4
-        if blen < 0 or p + blen > n:
+        if blen < 0 or blen > limit + 64:
             raise CorruptDataError(f"snappy (xerial) block of {blen} bytes runs past the end of the data",
                                    position=p - 4)
-        yield block(data[p:p + blen], p)
+        raw = _read_exact(src, blen)
+        if len(raw) < blen:
+            raise CorruptDataError(f"snappy (xerial) block of {blen} bytes runs past the end of the data",
+                                   position=p - 4)
+        yield block(raw, p)
         p += blen
 
 
-def _lz4_chunks(data, magic, step):
-    data = bytes(data)
+def _lz4_chunks(src, magic, step):
+    data = src.read(_IN)
     if magic == 0:
-        data = _fix_lz4_header_checksum(data)
+        if len(data) < 15:
+            data = bytes(data) + bytes(_read_exact(src, 15 - len(data)))
+        data = _fix_lz4_header_checksum(bytes(data))
     d = _lz4().LZ4FrameDecompressor()
-    src = data
     while True:
-        out = d.decompress(src, max_length=step)
-        src = b""
+        out = d.decompress(data, max_length=step)
+        data = b""
         if out:
             yield out
         if d.eof:
             return
-        if d.needs_input and not out:
-            raise CorruptDataError("lz4 frame ends before its end")
+        if d.needs_input:
+            data = src.read(_IN)
+            if not len(data) and not out:
+                raise CorruptDataError("lz4 frame ends before its end")
 
 
-def _zstd_chunks(data, step):
+_ZSTD_MAGIC = 0xFD2FB528
+
+
+class ZstdFrames:
+    """Follows the frame structure of a zstd stream from its compressed bytes alone (frame headers, block
+    headers and sizes, the optional checksum; no decompression): :meth:`complete` says whether the bytes fed
+    so far end exactly at the end of a frame. The stream reader of the zstandard package ends silently on a
+    truncated frame; Kafka's reader (zstd-jni) throws, and so does kltool, with this."""
+
+    __slots__ = ("pending", "skip", "state", "checksum", "frames", "seen")
+
+    def __init__(self):
+        self.pending = b""  # header bytes not parsed yet (at most a frame header)
+        self.skip = 0  # bytes to pass over (block contents, skippable frames)
+        self.state = 0  # 0: at a frame start, 1: at a block header, 2: the last block's contents/checksum
+        self.checksum = 0
+        self.frames = 0
+        self.seen = 0  # bytes fed
+
+    def feed(self, chunk) -> None:
+        self.seen += len(chunk)
+        view = memoryview(chunk).cast("B") if len(chunk) else b""
+        i = 0
+        n = len(view)
+        while True:
+            if self.skip:
+                k = min(self.skip, n - i)
+                self.skip -= k
+                i += k
+                if self.skip:
+                    return
+            if self.state == 2:  # the last block (and checksum) passed: a frame ended
+                self.state = 0
+                self.frames += 1
+            need = 0
+            buf = self.pending
+            if self.state == 0:
+                if len(buf) < 4:
+                    need = 4
+                else:
+                    (magic,) = struct.unpack_from("<I", buf, 0)
+                    if magic & 0xFFFFFFF0 == 0x184D2A50:
+                        need = 8
+                    elif magic != _ZSTD_MAGIC:
+                        raise CorruptDataError("zstd data: unknown frame magic")
+                    else:
+                        need = 5
+                        if len(buf) >= 5:
+                            fhd = buf[4]
+                            fcs = (0, 2, 4, 8)[fhd >> 6]
+                            single = fhd & 0x20
+                            if single and not fcs:
+                                fcs = 1
+                            need = 5 + (0 if single else 1) + (0, 1, 2, 4)[fhd & 0x03] + fcs
+            else:
+                need = 3
+            if len(buf) < need:
+                take = min(need - len(buf), n - i)
+                if take <= 0:
+                    return
+                self.pending = buf = buf + bytes(view[i:i + take])
+                i += take
+                if len(buf) < need:
+                    return
+                continue
+            if self.state == 0:
+                (magic,) = struct.unpack_from("<I", buf, 0)
+                if magic != _ZSTD_MAGIC:  # a skippable frame
+                    self.skip = struct.unpack_from("<I", buf, 4)[0]
+                    self.state = 2
+                else:
+                    self.checksum = 4 if buf[4] & 0x04 else 0
+                    self.state = 1
+            else:
+                (hdr,) = struct.unpack("<I", buf + b"\x00")
+                last, btype, bsize = hdr & 1, (hdr >> 1) & 3, hdr >> 3
+                if btype == 3:
+                    raise CorruptDataError("zstd data: reserved block type")
+                self.skip = 1 if btype == 1 else bsize
+                if last:
+                    self.skip += self.checksum
+                    self.state = 2
+            self.pending = b""
+
+    def complete(self) -> bool:
+        if self.state == 2 and not self.skip and not self.pending:
+            self.state = 0
+            self.frames += 1
+        return self.state == 0 and not self.skip and not self.pending and self.frames > 0
+
+
+class _Watched:
+    """A source whose bytes :class:`ZstdFrames` follows as the decompressor reads them."""
+
+    __slots__ = ("src", "frames")
+
+    def __init__(self, src, frames):
+        self.src = src
+        self.frames = frames
+
+    def read(self, n: int = -1):
+        data = self.src.read(n if n is not None and 0 <= n <= _IN else _IN)
+        self.frames.feed(data)
+        return bytes(data)
+
+
+def _zstd_chunks(src, step):
     if not _zstd_d:
         _zstd_d.append(_zstd().ZstdDecompressor())
     # Kafka's zstd frames carry no content size; the stream reader bounds each step's output (a bomb of a
     # few KiB can expand to gigabytes in one call of a decompressobj)
-    reader = _zstd_d[0].stream_reader(bytes(data), read_across_frames=True)
-    got = False
+    frames = ZstdFrames()
+    reader = _zstd_d[0].stream_reader(_Watched(src, frames), read_size=_IN, read_across_frames=True)
     while True:
         out = reader.read(step)
         if not out:
             break
-        got = True
         yield out
-    if not got and len(data):  # an empty frame, or a truncated one (the stream reader says nothing then)
-        d = _zstd_d[0].decompressobj()
-        if d.decompress(bytes(data)[:1 << 16]) or not d.eof:
-            raise CorruptDataError("zstd frame ends before its end")
+    rest = src.read(_IN)  # (the stream reader may stop at a frame's end with input left)
+    while len(rest):
+        frames.feed(rest)
+        rest = src.read(_IN)
+    if frames.seen and not frames.complete():  # a truncated frame (the stream reader says nothing then)
+        raise CorruptDataError("zstd frame ends before its end")
 
 
 def _chunks(codec: int, data, magic: int, limit: int):
+    src = as_source(data)
     if codec == GZIP:
-        return _gzip_chunks(data, _STEP)
+        return _gzip_chunks(src, _STEP)
     if codec == SNAPPY:
-        return _snappy_chunks(data, _STEP, limit)
+        return _snappy_chunks(src, _STEP, min(limit, MAX_DECOMPRESSED))
     if codec == LZ4:
-        return _lz4_chunks(data, magic, _STEP)
+        return _lz4_chunks(src, magic, _STEP)
     if codec == ZSTD:
         if magic < 2:
             raise CorruptDataError("Invalid wrapper compressionType found in legacy deep record iterator: zstd")
-        return _zstd_chunks(data, _STEP)
+        return _zstd_chunks(src, _STEP)
     raise CorruptDataError(f"Unknown compression type id: {codec}")
 
 
 class Inflater:
-    """Streams the decompressed bytes of a payload: :meth:`read` gives up to ``n`` more (b"" at the end),
-    never more than ``limit`` in all (then :class:`TooLarge`)."""
+    """Streams the decompressed bytes of a payload (``data``: bytes-like, or anything with ``read(n)``):
+    :meth:`read` gives up to ``n`` more (b"" at the end), never more than ``limit`` in all (then
+    :class:`TooLarge`; :data:`UNLIMITED` for a caller that bounds what it holds itself)."""
 
     def __init__(self, codec: int, data, magic: int = 2, limit: int | None = None):
         self.codec = codec
@@ -290,10 +467,10 @@ class Inflater:
             self.total += len(chunk)
             if self.total > self.limit:
                 raise TooLarge(f"{codec_name(self.codec)} data decompresses to more than {self.limit} bytes "
-                               f"(the limit, --max-record-bytes): not held in memory")
+                               f"(--max-record-bytes): not held in memory", size=self.total)
             out.append(chunk)
             have += len(chunk)
-        data = b"".join(out)
+        data = out[0] if len(out) == 1 else b"".join(out)
         if len(data) > n:
             data, self._pending = data[:n], data[n:]
         return data

@@ -40,7 +40,7 @@ class BatchHeader:
         "position", "size", "magic", "base_offset", "last_offset", "count", "crc", "crc_valid",
         "attributes", "compression", "timestamp_type", "first_timestamp", "max_timestamp",
         "producer_id", "producer_epoch", "base_sequence", "partition_leader_epoch",
-        "is_transactional", "is_control", "has_delete_horizon", "base_offset_exact", "data",
+        "is_transactional", "is_control", "has_delete_horizon", "base_offset_exact", "data", "source",
     )
 
     def __init__(self, position, size, magic, base_offset, last_offset, count, crc, crc_valid,
@@ -70,6 +70,7 @@ class BatchHeader:
         self.has_delete_horizon = has_delete_horizon
         self.base_offset_exact = base_offset_exact
         self.data = None  # the batch's bytes, when the reader was asked to keep them
+        self.source = None  # the file it was read from, when it was too large to keep (data is None then)
 
     @property
     def end(self) -> int:

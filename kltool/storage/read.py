@@ -14,10 +14,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ..errors import CorruptDataError
-from ..format import decode_records
 from ..format.records import BatchHeader, RecordColumns
 from .partition import Partition
-from .scan import Damage
+from .scan import HOLD, Damage, records_of
 from .segment import Segment
 
 
@@ -35,7 +34,9 @@ def read_partition(p: Partition, *, from_offset: int | None = None, to_offset: i
                    from_time: int | None = None, with_data: bool = True
                    ) -> Iterator[tuple[Segment, BatchHeader | Damage]]:
     """Batches (and damage) that may hold offsets in [from_offset, to_offset] and timestamps
-    >= from_time, in offset order. Callers filter records exactly."""
+    >= from_time, in offset order. Callers filter records exactly. A batch larger than
+    :data:`~kltool.storage.scan.HOLD` is not held (``data`` None): read its records with
+    :func:`~kltool.storage.scan.records_of`."""
     segs = p.segments_from(from_offset)
     if from_time is not None:
         by_time = segments_for_time(p, from_time)
@@ -50,7 +51,7 @@ def read_partition(p: Partition, *, from_offset: int | None = None, to_offset: i
             elif from_offset is not None:
                 start = seg.position_for_offset(from_offset)
         first = False
-        for item in seg.walk(start=start, with_data=with_data):
+        for item in seg.walk(start=start, with_data=with_data, hold_limit=HOLD):
             if isinstance(item, Damage):
                 yield seg, item
                 continue
@@ -142,7 +143,9 @@ def records(p: Partition, *, from_offset: int | None = None, to_offset: int | No
     (transaction markers) only with ``include_control``, as a consumer never sees them. Damaged
     regions, batches with a bad CRC and batches that cannot be decoded are skipped; with ``errors`` a
     list, each is appended to it (a :class:`~kltool.storage.scan.Damage`, a BatchHeader or a
-    :class:`~kltool.errors.CorruptDataError`)."""
+    :class:`~kltool.errors.CorruptDataError`). A batch is read a bounded group of records at a time: one
+    whose records together exceed --max-record-bytes is read whole; a record larger than it is an error
+    (:class:`~kltool.format.compression.TooLarge`) after the records before it."""
     flt = RecordFilter(from_offset, to_offset, from_time, to_time, key)
     for seg, item in read_partition(p, from_offset=from_offset, to_offset=to_offset, from_time=from_time):
         if isinstance(item, Damage) or not item.crc_valid:
@@ -153,17 +156,16 @@ def records(p: Partition, *, from_offset: int | None = None, to_offset: int | No
         if not flt.batch_may_match(h) or (h.is_control and not include_control):
             continue
         try:
-            cols = decode_records(h, h.data)
+            for cols in records_of(h, seg.log_path):  # bounded groups: any batch, however large
+                offs, tss = cols.offsets, cols.timestamps
+                for i in flt.indices(cols) if flt.to_time is None else range(len(cols)):
+                    if flt.past_end(offs[i], tss[i], h.magic):
+                        return
+                    if flt.to_time is not None and not flt.record_matches(offs[i], tss[i], cols.key(i)):
+                        continue
+                    r = cols.record(i)
+                    yield LogRecord(p.topic, p.partition, r.offset, r.timestamp, h.timestamp_type, r.key, r.value,
+                                    r.headers, r.sequence, r.size, r.control, h, seg)
         except CorruptDataError as e:
             if errors is not None:
                 errors.append(e.at(path=seg.log_path))
-            continue
-        offs, tss = cols.offsets, cols.timestamps
-        for i in flt.indices(cols) if flt.to_time is None else range(len(cols)):
-            if flt.past_end(offs[i], tss[i], h.magic):
-                return
-            if flt.to_time is not None and not flt.record_matches(offs[i], tss[i], cols.key(i)):
-                continue
-            r = cols.record(i)
-            yield LogRecord(p.topic, p.partition, r.offset, r.timestamp, h.timestamp_type, r.key, r.value,
-                            r.headers, r.sequence, r.size, r.control, h, seg)

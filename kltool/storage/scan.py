@@ -25,6 +25,7 @@ from ..format.records import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MIN_BATCH_SI
 from ..format.speedups import crc32c
 
 CHUNK = 4 << 20
+HOLD = 32 << 20  # walk(hold_limit=HOLD): a larger batch is not held (header.source; records_of reads it)
 _OFFSET_SIZE = struct.Struct(">qi")
 _I = struct.Struct(">i")
 _FIRST = struct.Struct(">q4xi7xi")  # v2: baseOffset, partitionLeaderEpoch (12), lastOffsetDelta (23)
@@ -292,11 +293,13 @@ def _region_kind(r: _Reader, pos: int, end: int) -> str:
 def walk(path, *, start: int = 0, end: int | None = None, with_data: bool = False, resync: bool = True,
          chunk_size: int = CHUNK, progress: Callable[[int], None] | None = None, runs: bool = False,
          prev_last: int | None = None, base_offset: int | None = None, deep: bool = False,
-         want_cols: bool = False) -> Iterator[BatchHeader | Damage | BatchRun]:
+         want_cols: bool = False, hold_limit: int | None = None) -> Iterator[BatchHeader | Damage | BatchRun]:
     """Yield every batch (:class:`BatchHeader`, ``crc_valid`` set) and every damaged region
     (:class:`Damage`) of the ``.log`` file ``path`` from byte ``start`` to ``end``.
 
-    ``with_data`` keeps each batch's bytes in ``header.data``. With ``resync=False`` the walk
+    ``with_data`` keeps each batch's bytes in ``header.data``; with ``hold_limit``, a batch larger than
+    that is not held: its CRC is checked chunk by chunk, ``data`` is None and ``source`` names the file
+    (:func:`records_of` reads its records from there, streamed). With ``resync=False`` the walk
     stops at the first damage (Kafka's behaviour).
 
     ``runs=True`` (verify's fast path) lets the C accelerator, when built, check stretches of plain
@@ -354,7 +357,8 @@ def walk(path, *, start: int = 0, end: int | None = None, with_data: bool = Fals
                 problem = ("invalid_size", f"Record is corrupt (the message size {size_field} is smaller than "
                                            f"the minimum for magic {magic})")
             if problem is None:
-                if total > r.chunk and not with_data:
+                hold = with_data and (hold_limit is None or total <= hold_limit)
+                if total > r.chunk and not hold:
                     i = r.ensure(pos, 61)
                     h = parse_header(r.buf, i, check_crc=False)
                     if magic == 2:
@@ -366,9 +370,11 @@ def walk(path, *, start: int = 0, end: int | None = None, with_data: bool = Fals
                     h = parse_header(r.buf, i)
                 h.position = pos
                 if h.crc_valid or _plausible(r, pos + total, end):
-                    if with_data:
+                    if hold:
                         i = r.ensure(pos, total)
                         h.data = bytes(r.view[i:i + total])
+                    elif with_data:
+                        h.source = path
                     if h.crc_valid and (prev_last is None or h.last_offset > prev_last):
                         prev_last = h.last_offset
                     yield h
@@ -397,6 +403,39 @@ def walk(path, *, start: int = 0, end: int | None = None, with_data: bool = Fals
     finally:
         if r is not None:
             r.close()
+        os.close(fd)
+
+
+class FileSpan:
+    """``read(n)`` over the bytes [start, stop) of a file (positioned reads; nothing held)."""
+
+    __slots__ = ("fd", "pos", "stop")
+
+    def __init__(self, fd: int, start: int, stop: int):
+        self.fd = fd
+        self.pos = start
+        self.stop = stop
+
+    def read(self, n: int = -1) -> bytes:
+        n = self.stop - self.pos if n is None or n < 0 else min(n, self.stop - self.pos)
+        data = os.pread(self.fd, n, self.pos) if n > 0 else b""
+        self.pos += len(data)
+        return data
+
+
+def records_of(h: BatchHeader, path=None):
+    """The records of batch ``h`` as :func:`kltool.format.record_groups` gives them (bounded groups), from
+    ``h.data`` when the walker held it, else read from ``h.source`` (or ``path``) in steps: memory is a fixed
+    budget plus the largest record, for any batch."""
+    from ..format import record_groups
+
+    if h.data is not None:
+        yield from record_groups(h, h.data)
+        return
+    fd = os.open(h.source if h.source is not None else path, os.O_RDONLY)
+    try:
+        yield from record_groups(h, FileSpan(fd, h.position, h.position + h.size))
+    finally:
         os.close(fd)
 
 

@@ -12,16 +12,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import CorruptDataError
-from ..format import decode_records
 from ..format import filenames as fn
 from ..format import index as fidx
+from ..format.compression import TooLarge
 from ..format.records import BatchHeader
 from .epochs import EpochWatch, checkpoint_epochs
 from .findings import Finding
 from .index_check import IndexChecker
 from .logdir import LogDir, Selection
 from .partition import Partition
-from .scan import BatchRun, Damage, walk
+from .scan import HOLD, BatchRun, Damage, FileSpan, records_of, walk
 from .segment import Segment
 
 INT32_MAX = 2**31 - 1
@@ -83,7 +83,7 @@ def verify_log_file(path: Path, *, base_offset: int | None, deep: bool, stats: V
     first_problem = None
     prev = None  # the previous valid batch: (position, base offset, last offset, the last offset before it), or a run
     for item in walk(path, with_data=deep, progress=progress, runs=True, prev_last=prev_last, base_offset=base_offset,
-                     deep=deep, want_cols=index_check is not None and index_check.pending):
+                     deep=deep, want_cols=index_check is not None and index_check.pending, hold_limit=HOLD):
         if type(item) is BatchRun:  # batches the C walker checked: nothing to report, only to count
             stats.batches += item.batches
             stats.bytes += item.size
@@ -159,32 +159,7 @@ def verify_log_file(path: Path, *, base_offset: int | None, deep: bool, stats: V
             yield _err("invalid_batch", path, f"Found invalid record count {h.count}", position=h.position,
                        offset=h.base_offset)
         if deep or (h.is_control and h.producer_id >= 0):
-            try:
-                cols = decode_records(h, h.data if deep else _read_range(path, h.position, h.size))
-            except CorruptDataError as e:
-                kind = "record_too_large" if type(e).__name__ == "TooLarge" else "record_corrupt"
-                yield _err(kind, path, f"batch {h.base_offset}..{h.last_offset}: {e.message}",
-                           position=e.position if e.position is not None else h.position, offset=h.base_offset)
-            else:
-                if h.is_control and h.producer_id >= 0 and cols.controls:
-                    ctype = cols.controls[0]["type"]
-                    if ctype not in ("COMMIT", "ABORT"):
-                        yield _err("invalid_control", path, f"transactional control batch {h.base_offset} holds a "
-                                   f"{ctype} record, not COMMIT/ABORT: the broker's log load fails on it",
-                                   position=h.position, offset=h.base_offset)
-                if h.magic < 2 and h.compression != 0:
-                    stats.records += len(cols)
-                if deep and cols.offsets:
-                    offs = cols.offsets
-                    in_range = offs[0] >= h.base_offset and offs[-1] <= h.last_offset
-                    if not (in_range and cols.ordered):
-                        prev = None
-                        for o in offs:
-                            if o < h.base_offset or o > h.last_offset or (prev is not None and o <= prev):
-                                yield _err("offset_order", path, f"record offset {o} outside or out of order in "
-                                           f"batch {h.base_offset}..{h.last_offset}", position=h.position, offset=o)
-                                break
-                            prev = o
+            yield from _check_records(path, h, deep, stats)
         if index_check is not None:
             index_check.batch(h)
         if h.crc_valid:
@@ -193,6 +168,47 @@ def verify_log_file(path: Path, *, base_offset: int | None, deep: bool, stats: V
             last = h.last_offset
     stats.segment_ends[str(path)] = last
     stats.last_batches[str(path)] = prev
+
+
+def _check_records(path: Path, h: BatchHeader, deep: bool, stats: VerifyStats) -> Iterator[Finding]:
+    """Findings for the records of batch ``h``, read a bounded group at a time (records_of): a record over
+    --max-record-bytes is record_too_large, anything Kafka's reader rejects record_corrupt."""
+    n = 0
+    prev = None
+    control = None
+    try:
+        for cols in records_of(h, path):
+            n += len(cols)
+            if control is None and cols.controls:
+                control = cols.controls[0]["type"]
+            offs = cols.offsets
+            if not deep or not offs:
+                continue
+            in_range = offs[0] >= h.base_offset and offs[-1] <= h.last_offset and (prev is None or offs[0] > prev)
+            if not (in_range and cols.ordered):
+                for o in offs:
+                    if o < h.base_offset or o > h.last_offset or (prev is not None and o <= prev):
+                        yield _err("offset_order", path, f"record offset {o} outside or out of order in "
+                                   f"batch {h.base_offset}..{h.last_offset}", position=h.position, offset=o)
+                        deep = False  # one finding per batch
+                        break
+                    prev = o
+            prev = offs[-1]
+    except CorruptDataError as e:
+        if isinstance(e, TooLarge):
+            msg = e.message if e.message.startswith("batch ") else f"batch {h.base_offset}..{h.last_offset}: {e.message}"
+            yield _err("record_too_large", path, msg, position=h.position,
+                       offset=e.offset if e.offset is not None else h.base_offset)
+        else:
+            yield _err("record_corrupt", path, f"batch {h.base_offset}..{h.last_offset}: {e.message}",
+                       position=e.position if e.position is not None else h.position, offset=h.base_offset)
+        return
+    if h.is_control and h.producer_id >= 0 and control is not None and control not in ("COMMIT", "ABORT"):
+        yield _err("invalid_control", path, f"transactional control batch {h.base_offset} holds a "
+                   f"{control} record, not COMMIT/ABORT: the broker's log load fails on it",
+                   position=h.position, offset=h.base_offset)
+    if h.magic < 2 and h.compression != 0:
+        stats.records += n
 
 
 def _odd_field_finding(path, odd, lo: int) -> Finding:
@@ -224,18 +240,22 @@ def _odd_one_out(prev, lo: int, last: int | None, path: Path):
 
 
 def _computed_crc(path: Path, h: BatchHeader) -> int:
+    """The CRC the batch's bytes give (read in steps when the walker did not hold them)."""
     import zlib
 
-    from ..format.batch import batch_crc
+    from ..format.speedups import crc32c
 
-    raw = h.data if h.data is not None else _read_range(path, h.position, h.size)
-    return batch_crc(raw, 0, h.size) if h.magic >= 2 else zlib.crc32(memoryview(raw)[16:h.size])
-
-
-def _read_range(path: Path, position: int, size: int) -> bytes:
+    func, skip = (crc32c, 21) if h.magic >= 2 else (zlib.crc32, 16)
+    if h.data is not None:
+        return func(memoryview(h.data)[skip:h.size])
+    value = 0
     with open(path, "rb") as f:
-        f.seek(position)
-        return f.read(size)
+        span = FileSpan(f.fileno(), h.position + skip, h.position + h.size)
+        while True:
+            data = span.read(4 << 20)
+            if not data:
+                return value
+            value = func(data, value)
 
 
 def verify_partition(p: Partition, *, deep: bool = False, stats: VerifyStats,

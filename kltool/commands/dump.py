@@ -176,6 +176,8 @@ class Dumper:
                     break
         if self.flt.key is None and self.fmt is None:
             self._emit_batch(h, file)
+        if err is None and not h.crc_valid:
+            self.errors += 1
         while cols is not None:
             if self._print_records(h, cols):
                 return
@@ -187,8 +189,6 @@ class Dumper:
         if err is not None:
             self.errors += 1
             self._record_error(h, file, err)
-        elif not h.crc_valid:
-            self.errors += 1
 
     def _batch_only(self, h: BatchHeader, file: str) -> None:
         """The batch line; with record filters, only when a record matches."""

@@ -166,6 +166,8 @@ def v2_record_groups(h: BatchHeader, batch, *, group_bytes: int = GROUP_BYTES, g
 
 def _stream_v2(h: BatchHeader, batch, group_bytes: int, group_records: int):
     limit = _compression.MAX_DECOMPRESSED
+    if not h.count:
+        return  # (no record is read, so nothing is checked: Kafka's reader neither)
     if hasattr(batch, "read"):
         src = batch
         if len(_read_exact(src, V2_OVERHEAD)) < V2_OVERHEAD:
@@ -198,10 +200,20 @@ def _stream_v2(h: BatchHeader, batch, group_bytes: int, group_records: int):
     buf = b""
     remaining = h.count
     while remaining:
-        k, end = _whole_records(buf, min(remaining, group_records), group_bytes)
+        k, end = _whole_records(buf, min(remaining, group_records), group_bytes, limit)
         if k:
-            group = buf if end == len(buf) else buf[:end]
-            yield _decode_v2_data(h, group, k, None if where is None else where + consumed)
+            try:
+                cols = _decode_v2_data(h, buf, k, None if where is None else where + consumed, end)
+            except CorruptDataError as e:
+                # a record's fields run past its length: with the records after it in reach, the error is
+                # the whole-batch decoder's ("expected to read ..."); read on (up to the limit) to say the same
+                if ("premature EOF" in e.message or "runs past the end" in e.message) and len(buf) < limit:
+                    more = read(max(len(buf), group_bytes))
+                    if more:
+                        buf += more
+                        continue
+                raise
+            yield cols
             buf = buf[end:]
             consumed += end
             remaining -= k
@@ -229,9 +241,10 @@ def _stream_v2(h: BatchHeader, batch, group_bytes: int, group_records: int):
                    h.position if where is None else where + consumed)
 
 
-def _whole_records(buf: bytes, most: int, budget: int) -> tuple[int, int]:
+def _whole_records(buf: bytes, most: int, budget: int, limit: int) -> tuple[int, int]:
     """How many whole records (at most ``most``, at most ``budget`` bytes unless the first is larger) start
-    ``buf``, and where they end. Stops at anything malformed (the decoder reports it)."""
+    ``buf``, and where they end. Stops at anything malformed (the decoder reports it) and before a record
+    longer than ``limit`` (the caller refuses it)."""
     n = len(buf)
     pos = k = 0
     while k < most and pos < n:
@@ -252,7 +265,7 @@ def _whole_records(buf: bytes, most: int, budget: int) -> tuple[int, int]:
             b = raw
         length = (b >> 1) ^ -(b & 1)
         end = p + length
-        if length < 0 or end > n or (k and end > budget):
+        if length < 0 or length > limit or end > n or (k and end > budget):
             break
         pos = end
         k += 1
@@ -282,9 +295,11 @@ def _offset_delta_at(buf: bytes, pos: int) -> int | None:
         return None
 
 
-def _decode_v2_data(h: BatchHeader, data: bytes, count: int, where) -> RecordColumns:
+def _decode_v2_data(h: BatchHeader, data: bytes, count: int, where, stop: int | None = None) -> RecordColumns:
     """Decode ``count`` records from ``data`` (the records' bytes; ``where`` their file position when
-    uncompressed)."""
+    uncompressed), which must end at ``stop`` (default: the end of ``data``; record_groups gives the
+    bytes after a group too, so that a record whose fields run past its length is told as the whole-batch
+    decoder tells it)."""
     cols = RecordColumns(data)
     if count == 0:
         return cols
@@ -297,11 +312,12 @@ def _decode_v2_data(h: BatchHeader, data: bytes, count: int, where) -> RecordCol
             # Malformed (or out-of-int64) data: let the reference decoder produce its exact error.
             cols = RecordColumns(data)
         else:
-            return _finish_columns(h, cols, pos, len(data), where)
-    return _decode_v2_python(h, cols, data, count, where)
+            return _finish_columns(h, cols, pos, len(data) if stop is None else stop, where)
+    return _decode_v2_python(h, cols, data, count, where, stop)
 
 
-def _decode_v2_python(h: BatchHeader, cols: RecordColumns, data: bytes, count: int, where) -> RecordColumns:
+def _decode_v2_python(h: BatchHeader, cols: RecordColumns, data: bytes, count: int, where,
+                      stop: int | None = None) -> RecordColumns:
     oapp = cols.offsets.append
     tapp = cols.timestamps.append
     ksapp, keapp = cols.key_starts.append, cols.key_ends.append
@@ -431,7 +447,7 @@ def _decode_v2_python(h: BatchHeader, cols: RecordColumns, data: bytes, count: i
             "Incorrect declared batch size, premature EOF reached", 0)
         e.position = h.position if where is None else where + rec_start
         raise e from None
-    return _finish_columns(h, cols, pos, n, where)
+    return _finish_columns(h, cols, pos, n if stop is None else stop, where)
 
 
 def _finish_columns(h: BatchHeader, cols: RecordColumns, pos: int, n: int, where) -> RecordColumns:

@@ -355,7 +355,8 @@ class Dumper:
         if self.out.json_mode:
             self.out.emit(Finding("error", kind, file, e.message,
                                   position=e.position if e.position is not None else h.position,
-                                  offset=getattr(e, "offset", None) or h.base_offset, length=h.size).to_json())
+                                  offset=h.base_offset if getattr(e, "offset", None) is None else e.offset,
+                                  length=h.size).to_json())
         else:
             self.out.line(f"!! {kind} in batch at position {h.position} of {file}: {e.message}")
 

@@ -408,12 +408,19 @@ def _zstd_chunks(src, step):
     # Kafka's zstd frames carry no content size; the stream reader bounds each step's output (a bomb of a
     # few KiB can expand to gigabytes in one call of a decompressobj)
     frames = ZstdFrames()
-    reader = _zstd_d[0].stream_reader(_Watched(src, frames), read_size=_IN, read_across_frames=True)
+    if isinstance(src, BytesSource):  # in memory: the reader takes the buffer; the frames are followed after
+        data = src.read()
+        reader = _zstd_d[0].stream_reader(data, read_across_frames=True)
+    else:
+        data = None
+        reader = _zstd_d[0].stream_reader(_Watched(src, frames), read_size=_IN, read_across_frames=True)
     while True:
         out = reader.read(step)
         if not out:
             break
         yield out
+    if data is not None:
+        frames.feed(data)
     rest = src.read(_IN)  # (the stream reader may stop at a frame's end with input left)
     while len(rest):
         frames.feed(rest)

@@ -573,6 +573,7 @@ def _dying_writev(monkeypatch, *, crash: bool, at: int = 1) -> list:
 def test_an_interrupted_append_is_undone(kl, tmp_path, monkeypatch):
     ld = make_topic(kl, tmp_path, "t", 1, "index.interval.bytes=100", "segment.bytes=3000")
     assert kl("append", ld, "t", "--batch-records", "2", stdin=jsonl(sample_records(20))).code == 0
+    (ld / ".kafka_cleanshutdown").write_bytes(b"")  # a broker before 3.7 stopped cleanly
     before = _snapshot_tree(ld)
     logs = _dying_writev(monkeypatch, crash=False, at=4)
     r = kl("append", ld, "t", "--batch-records", "2", stdin=jsonl(sample_records(60, seed=2)))
@@ -606,6 +607,8 @@ def test_bad_line_in_the_middle_undoes_written_and_rolled_segments(kl, tmp_path)
     blocks, rolled segments, in two partitions) leaves the log dir byte for byte as it was."""
     ld = make_topic(kl, tmp_path, "t", 2, "segment.bytes=1000000")
     assert kl("append", ld, "t", stdin=jsonl(sample_records(50))).code == 0
+    marker = b'{"version":0,"brokerEpoch":7}'
+    (ld / ".kafka_cleanshutdown").write_bytes(marker)  # a broker stopped cleanly
     before = _snapshot_tree(ld)
     good = [{"key": f"k{i}", "value": "v" * 1000, "timestamp": TS0 + i} for i in range(12000)]  # ~12 MB
     text = jsonl(good[:9000]) + '{"value": "x", "timestamp": "never"}\n' + jsonl(good[9000:])
@@ -614,6 +617,7 @@ def test_bad_line_in_the_middle_undoes_written_and_rolled_segments(kl, tmp_path)
     assert _snapshot_tree(ld) == before
     r = kl("--json", "append", ld, "t", stdin=jsonl(good))
     assert r.code == 0 and r.json()[-1]["records"] == 12000 and r.json()[-1]["segments_rolled"] >= 4, r
+    assert (ld / ".kafka_cleanshutdown").read_bytes() == marker  # finished: as a clean shutdown leaves it
     assert kl("verify", ld).code == 0
     for p in (0, 1):
         check_indexes(ld / f"t-{p}")
@@ -621,8 +625,8 @@ def test_bad_line_in_the_middle_undoes_written_and_rolled_segments(kl, tmp_path)
 
 def test_killed_while_appending_keeps_everything_before(kl, tmp_path):
     """A real kill -9 in the middle of an append (input still arriving on a pipe): whole batches after
-    the old log end, indexes of the old data untouched; verify finds no error, and every record that
-    was there before is read back."""
+    the old log end, indexes of the old data untouched, the broker's clean-shutdown marker away (so
+    its recovery runs); verify finds no error, and every record that was there before is read back."""
     import signal
     import subprocess
     import sys
@@ -632,6 +636,7 @@ def test_killed_while_appending_keeps_everything_before(kl, tmp_path):
     assert kl("append", ld, "t", stdin=jsonl(sample_records(40))).code == 0
     part = ld / "t-0"
     old = kp_read(part / "00000000000000000000.log")
+    (ld / ".kafka_cleanshutdown").write_bytes(b'{"version":0,"brokerEpoch":3}')
     before = _snapshot_tree(ld)
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
     p = subprocess.Popen([sys.executable, "-c", "import sys; from kltool.cli import main; sys.exit(main())",
@@ -650,8 +655,11 @@ def test_killed_while_appending_keeps_everything_before(kl, tmp_path):
         p.wait()
         p.stdin.close()
     after = _snapshot_tree(ld)
+    # nothing but .log data changed, and the clean-shutdown marker is gone: the broker will recover
+    # the segments written (cut a torn tail, rebuild indexes) rather than trust them
+    assert ".kafka_cleanshutdown" not in after
     assert {k: v for k, v in after.items() if not k.endswith(".log")} == \
-        {k: v for k, v in before.items() if not k.endswith(".log")}  # nothing but .log data changed
+        {k: v for k, v in before.items() if not k.endswith(".log") and k != ".kafka_cleanshutdown"}
     assert after["t-0/00000000000000000000.log"].startswith(before["t-0/00000000000000000000.log"])
     v = kl("--json", "verify", ld)
     assert v.code in (0, 1) and v.json()[-1]["errors"] == 0, v

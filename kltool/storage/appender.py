@@ -9,7 +9,9 @@ error, or an interrupt) before the commit undoes every partition: the writers cu
 to their old ends and remove the segment files they created. The commit first makes the data of every
 partition durable (fsync), and only then replaces index, snapshot and checkpoint files. A crash
 before that leaves whole batches after the old log end (at worst a torn one at the end), which a
-broker's recovery and ``kltool verify --repair`` handle; see :mod:`kltool.storage.writer`.
+broker's recovery and ``kltool verify --repair`` handle; see :mod:`kltool.storage.writer`. The log
+dir's ``.kafka_cleanshutdown`` is held away while the append writes (put back when it is finished or
+undone), so that after a crash the broker recovers the segments instead of trusting them.
 """
 
 from __future__ import annotations
@@ -30,11 +32,12 @@ from ..format.batch import (
     encode_end_txn_value,
 )
 from ..format.compression import CODEC_IDS, NONE, ZSTD
+from ..format.filenames import CLEAN_SHUTDOWN_FILE
 from ..format.partitioner import default_partition
 from ..format.records import LOG_OVERHEAD
 from ..format.topics import parse_partition_dir_name, validate_topic
 from ..jsonl import SKIP, LineError, record_blocks
-from .fsutil import LOCK_FILE_NAME, BrokerLock, held_message, lock_holder_present
+from .fsutil import LOCK_FILE_NAME, BrokerLock, atomic_write, fsync_dir, held_message, lock_holder_present
 from .topic_config import load_topic_config, load_topic_entry, validate_config
 from .writer import PartitionWriter, WriterStats, _now_ms
 
@@ -174,6 +177,8 @@ class Appender:
         self._random = random.Random()
         self._key_partitions: dict[bytes, int] = {}  # murmur2 results of recent keys
         self._committed = False
+        self._finished = False  # every partition closed: the log dir is as a clean shutdown leaves it
+        self._clean_shutdown: tuple[bytes, os.stat_result] | None = None  # the marker, held away while writing
         self._mem = 0  # bytes the writers hold, not yet written
         self._last_partition: int | None = None  # where add_items put its last record (add_run continues it)
         if not self.logdir.is_dir():
@@ -274,6 +279,8 @@ class Appender:
                                 f"{self.num_partitions} partitions", line)
             raise self._err(f"partition {partition} of topic {self.topic} is not in this log dir", line)
         o = self.options
+        if not o.dry_run and not self._parts:
+            self._hold_clean_shutdown()
         try:
             w = PartitionWriter(path, config=self.config, leader_epoch=o.leader_epoch, dry_run=o.dry_run,
                                 now_ms=self.append_time)
@@ -567,6 +574,7 @@ class Appender:
             self._committed = True  # every batch is durable: from here on nothing is undone
             for pa in parts:
                 pa.writer.close()
+            self._finished = True
         finally:
             self.close()
         parts = [PartitionResult(p, pa.writer.path, pa.count, pa.markers, pa.writer.stats)
@@ -580,11 +588,32 @@ class Appender:
     def close(self) -> None:
         """Release everything. Without a :meth:`commit` (or when it failed before the data was
         durable) the append is undone: every partition is left as it was."""
-        for pa in self._parts.values():
-            pa.writer.abort(undo=not self._committed)
-        if self._lock is not None:
-            self._lock.release()
-            self._lock = None
+        try:
+            for pa in self._parts.values():
+                pa.writer.abort(undo=not self._committed)
+            if self._clean_shutdown is not None and (self._finished or not self._committed):
+                data, st = self._clean_shutdown  # finished, or undone: the log dir is as it was left
+                atomic_write(self.logdir / CLEAN_SHUTDOWN_FILE, data, like=st)
+                self._clean_shutdown = None
+        finally:
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None
+
+    def _hold_clean_shutdown(self) -> None:
+        """Take the broker's ``.kafka_cleanshutdown`` away (kept in memory) before the first byte is
+        written, as a starting broker removes it: if kltool dies in the middle, the broker then
+        recovers the segments written (cuts a torn tail, rebuilds indexes) instead of trusting them.
+        :meth:`close` puts it back, byte for byte, once the append is finished or undone."""
+        path = self.logdir / CLEAN_SHUTDOWN_FILE
+        try:
+            data = path.read_bytes()
+            st = path.stat()
+        except FileNotFoundError:
+            return
+        path.unlink()
+        fsync_dir(self.logdir)
+        self._clean_shutdown = (data, st)
 
     def __enter__(self) -> Appender:
         return self

@@ -33,7 +33,8 @@ partition byte for byte as it was. :meth:`PartitionWriter.prepare` makes every b
 
 A crash (the process killed, the power cut) before close leaves whole batches after the old end of
 the active segment, at worst a torn batch at the very end, and perhaps new ``.log`` files without
-index files: what a broker that crashed while appending leaves. Kafka's recovery keeps the whole
+index files: what a broker that crashed while appending leaves. Kafka's recovery (which runs: the
+:class:`~kltool.storage.appender.Appender` holds ``.kafka_cleanshutdown`` away meanwhile) keeps the whole
 batches, cuts the torn one and rebuilds the indexes; ``kltool verify`` reports the torn tail and the
 missing indexes, ``verify --repair`` cuts and rebuilds them. Nothing that was in the log before is
 changed: index files of the old active segment still describe a valid prefix of it.

@@ -1473,9 +1473,12 @@ typedef struct { PyObject *ba; char *p; Py_ssize_t len, cap; } gbuf;
 
 #define NOUTS 16
 
+/* Growth by half (and the bytearray's own allocation used as the capacity) keeps the final resize
+ * to the filled length from giving memory back (CPython reallocates below half its allocation), so
+ * the next call does not grow (and fault in) the buffer again. */
 static int gb_reserve(gbuf *g, Py_ssize_t extra) {
     if (g->len + extra <= g->cap) return 0;
-    Py_ssize_t ncap = g->cap * 2;
+    Py_ssize_t ncap = g->len + g->len / 2;
     if (ncap < g->len + extra) ncap = g->len + extra;
     if (ncap < 4096) ncap = 4096;
     if (PyByteArray_Resize(g->ba, ncap) < 0) return -1;
@@ -1519,10 +1522,9 @@ static int arrow_batch(const unsigned char *p, Py_ssize_t n, int64_t count, int6
     Py_ssize_t sel = 0;
     int rc;
     if (count * 7 > (int64_t)n) return 1;  /* a record takes >= 7 bytes: malformed, Python says how */
-    for (int k = 0; k < 3; k++)
-        if (o[k].ba && gb_reserve(&o[k], count * 8) < 0) return -1;
-    for (int k = 3; k < 11; k++)
-        if (o[k].ba && gb_reserve(&o[k], count * 4) < 0) return -1;
+    static const int width[11] = {8, 8, 4, 4, 0, 1, 4, 0, 1, 4, 1};  /* per row, of the fixed-width outputs */
+    for (int k = 0; k < 11; k++)
+        if (o[k].ba && width[k] && gb_reserve(&o[k], count * width[k]) < 0) return -1;
     for (int64_t r = 0; r < count; r++) {
         int64_t length, tsd, od, kl, vl, hc;
         if (c.pos >= c.n) return 1;
@@ -1608,6 +1610,77 @@ static int arrow_batch(const unsigned char *p, Py_ssize_t n, int64_t count, int6
     return 0;
 }
 
+/* The 16 outputs (bytearrays or None) as growable buffers; the groups are all there or all None. */
+static int outs_open(PyObject *outs, gbuf *o) {
+    memset(o, 0, sizeof(gbuf) * NOUTS);
+    if (PyTuple_GET_SIZE(outs) != NOUTS) { PyErr_SetString(PyExc_ValueError, "arrow_v2: 16 outputs"); return -1; }
+    for (int k = 0; k < NOUTS; k++) {
+        PyObject *b = PyTuple_GET_ITEM(outs, k);
+        if (b == Py_None) continue;
+        if (!PyByteArray_Check(b)) { PyErr_SetString(PyExc_TypeError, "arrow_v2: outputs are bytearrays or None"); return -1; }
+        o[k].ba = b;
+        o[k].len = PyByteArray_GET_SIZE(b);
+        PyByteArrayObject *ba = (PyByteArrayObject *)b;  /* room already allocated (one byte for the NUL) */
+        o[k].cap = ba->ob_alloc - 1 - (ba->ob_start - ba->ob_bytes);
+        if (o[k].cap < o[k].len) o[k].cap = o[k].len;
+        if (o[k].cap > o[k].len && PyByteArray_Resize(b, o[k].cap) < 0) return -1;  /* no realloc: it fits */
+        o[k].p = PyByteArray_AS_STRING(b);
+    }
+    if ((o[3].ba && (!o[4].ba || !o[5].ba)) || (o[6].ba && (!o[7].ba || !o[8].ba)) ||
+        (o[9].ba && (!o[10].ba || !o[11].ba || !o[12].ba || !o[13].ba || !o[14].ba || !o[15].ba))) {
+        PyErr_SetString(PyExc_ValueError, "arrow_v2: incomplete output group");
+        return -1;
+    }
+    return 0;
+}
+
+/* Give each bytearray its filled length back. */
+static int outs_close(gbuf *o) {
+    int ok = 0;
+    for (int k = 0; k < NOUTS; k++)
+        if (o[k].ba && PyByteArray_Resize(o[k].ba, o[k].len) < 0) ok = -1;
+    return ok;
+}
+
+/*
+ * arrow_records(data, count, base_offset, base_ts, log_append, max_ts, lo, hi, outs) -> rows or None
+ * arrow_v2's appending for one batch's records already decoded by decode_records (``data``: its
+ * RecordColumns.buffer, e.g. a decompressed payload): the records with offsets in [lo, hi) appended
+ * to ``outs``. None (nothing appended) when it does not take them: the Python loop does.
+ */
+static PyObject *arrow_records(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    long long count, base, base_ts, max_ts;
+    int lat;
+    PyObject *lo_obj, *hi_obj, *outs, *result = NULL;
+    if (!PyArg_ParseTuple(args, "y*LLLpLOOO!", &view, &count, &base, &base_ts, &lat, &max_ts, &lo_obj, &hi_obj,
+                          &PyTuple_Type, &outs))
+        return NULL;
+    gbuf o[NOUTS];
+    Py_ssize_t saved[NOUTS];
+    int has_lo = 0, has_hi = 0, rc = 1, opened = 0;
+    int64_t lo = 0, hi = 0;
+    Py_ssize_t sel = 0;
+    if (outs_open(outs, o) < 0) goto done;
+    opened = 1;
+    int rlo = opt_bound(lo_obj, &has_lo, &lo), rhi = rlo < 0 ? 0 : opt_bound(hi_obj, &has_hi, &hi);
+    if (rlo < 0 || rhi < 0) goto done;
+    if (!rlo && !rhi && count > 0) {
+        for (int k = 0; k < NOUTS; k++) saved[k] = o[k].len;
+        rc = arrow_batch(view.buf, view.len, count, base, base_ts, lat, max_ts, has_lo, lo, has_hi, hi, o, &sel);
+        if (rc)  /* roll back: nothing appended */
+            for (int k = 0; k < NOUTS; k++) o[k].len = saved[k];
+    }
+done:
+    if (opened && outs_close(o) < 0) rc = -1;
+    if (!PyErr_Occurred() && rc >= 0) {
+        if (rc == 0) result = PyLong_FromSsize_t(sel);
+        else { result = Py_None; Py_INCREF(result); }
+    }
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyObject *arrow_v2(PyObject *self, PyObject *args) {
     Py_buffer view;
     Py_ssize_t i, j, limit_rows, rows;
@@ -1622,22 +1695,7 @@ static PyObject *arrow_v2(PyObject *self, PyObject *args) {
     PyObject *result = NULL;
     int has_lo, has_hi, status = 0, ok = 1;
     int64_t lo = 0, hi = 0;
-    memset(o, 0, sizeof(o));
-    if (PyTuple_GET_SIZE(outs) != NOUTS) { PyErr_SetString(PyExc_ValueError, "arrow_v2: 16 outputs"); goto done; }
-    for (int k = 0; k < NOUTS; k++) {
-        PyObject *b = PyTuple_GET_ITEM(outs, k);
-        if (b == Py_None) continue;
-        if (!PyByteArray_Check(b)) { PyErr_SetString(PyExc_TypeError, "arrow_v2: outputs are bytearrays or None"); goto done; }
-        o[k].ba = b;
-        o[k].len = o[k].cap = PyByteArray_GET_SIZE(b);
-        o[k].p = PyByteArray_AS_STRING(b);
-    }
-    /* the groups are all there or all None */
-    if ((o[3].ba && (!o[4].ba || !o[5].ba)) || (o[6].ba && (!o[7].ba || !o[8].ba)) ||
-        (o[9].ba && (!o[10].ba || !o[11].ba || !o[12].ba || !o[13].ba || !o[14].ba || !o[15].ba))) {
-        PyErr_SetString(PyExc_ValueError, "arrow_v2: incomplete output group");
-        goto done;
-    }
+    if (outs_open(outs, o) < 0) goto done;
     int rlo = opt_bound(lo_obj, &has_lo, &lo), rhi = rlo < 0 ? 0 : opt_bound(hi_obj, &has_hi, &hi);
     if (rlo < 0 || rhi < 0) goto done;
     if (rlo || rhi) j = i;  /* status 2 below */
@@ -1685,8 +1743,7 @@ static PyObject *arrow_v2(PyObject *self, PyObject *args) {
         if (rows >= limit_rows || nbytes >= limit_bytes) { status = 1; break; }
     }
 done:
-    for (int k = 0; k < NOUTS; k++)
-        if (o[k].ba && PyByteArray_Resize(o[k].ba, o[k].len) < 0) ok = 0;
+    if (outs_close(o) < 0) ok = 0;
     if (ok && !PyErr_Occurred())
         result = Py_BuildValue("(ninL)", i, status, rows, nbytes);
     PyBuffer_Release(&view);
@@ -1702,6 +1759,7 @@ static PyMethodDef methods[] = {
     {"encode_records", encode_records, METH_VARARGS, "The records of a v2 batch, encoded (None: not plain)."},
     {"parse_json_lines", parse_json_lines, METH_VARARGS, "Plain record lines of append's JSON input, parsed."},
     {"fill_records", fill_records, METH_VARARGS, "Appender.add() for a run of plain parsed lines."},
+    {"arrow_records", arrow_records, METH_VARARGS, "One decoded batch's records as Arrow column buffers (Spark reader)."},
     {"arrow_v2", arrow_v2, METH_VARARGS, "The records of a run of checked v2 batches as Arrow column buffers (Spark reader)."},
     {"format_v2", format_v2, METH_VARARGS, "The dump --records lines (text or JSON) of a v2 payload."},
     {NULL, NULL, 0, NULL},
@@ -1716,6 +1774,6 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     use_hw_crc = __builtin_cpu_supports("sse4.2") ? 1 : 0;
 #endif
     PyObject *m = PyModule_Create(&module);
-    if (m && PyModule_AddIntConstant(m, "ABI", 6) < 0) { Py_DECREF(m); return NULL; }
+    if (m && PyModule_AddIntConstant(m, "ABI", 7) < 0) { Py_DECREF(m); return NULL; }
     return m;
 }

@@ -956,7 +956,7 @@ def _add_batch(chunk, h, flt, start, end, include_control) -> int:
     """Add the records of batch ``h`` (data kept) that the read returns to ``chunk``: 0 when it adds
     nothing, 3 when the read is over (the batch starts at or past ``end``)."""
     from ..errors import CorruptDataError
-    from ..format import decode_records
+    from ..format import decode_records, speedups
 
     if not h.crc_valid or (h.is_control and not include_control):
         return 0
@@ -973,6 +973,14 @@ def _add_batch(chunk, h, flt, start, end, include_control) -> int:
     idx = flt.indices(cols)
     if not idx:
         return 0
+    C = speedups.C
+    if C is not None and h.magic == 2:  # the C appender over the decoded (decompressed) records
+        got = C.arrow_records(cols.buffer, h.count, h.base_offset, h.first_timestamp, h.timestamp_type == "log_append",
+                              h.max_timestamp, start, end, chunk.bufs)
+        if got is not None:
+            chunk.rows += got
+            chunk.nbytes += len(cols.buffer)
+            return 0
     chunk.add(cols, idx, TIMESTAMP_TYPE_IDS.get(h.timestamp_type, -1))
     return 0
 

@@ -11,7 +11,8 @@ The library API (every command is a thin wrapper over these); start from :class:
 >>> kltool.verify("/var/lib/kafka/data").clean          # one call each: verify, repair, retention
 
 Lower down: ``open_path``/``open_log_dir``/``open_partition`` give the storage objects (``LogDir``,
-``Partition``, ``Segment``), ``walk`` the batch walker, ``decode_records`` a batch's records. Every
+``Partition``, ``Segment``), ``walk`` the batch walker, ``decode_records`` a batch's records (all at once),
+``record_groups`` / ``records_of`` a batch of any size a bounded group of records at a time. Every
 error a caller can cause is a :class:`KltoolError`. ``dir(kltool)`` lists all of it; importing kltool
 loads none of it until first use.
 """
@@ -26,11 +27,11 @@ _EXPORTS = {
     "open_path": "storage.logdir", "open_paths": "storage.logdir", "open_log_dir": "storage.logdir",
     "open_partition": "storage.logdir", "LogDir": "storage.logdir", "Selection": "storage.logdir",
     "Partition": "storage.partition", "Segment": "storage.segment", "walk": "storage.scan",
-    "Damage": "storage.scan", "records": "storage.read", "RecordFilter": "storage.read",
+    "Damage": "storage.scan", "records_of": "storage.scan", "records": "storage.read", "RecordFilter": "storage.read",
     "LogRecord": "storage.read",
     "create_topic": "storage.create", "Appender": "storage.appender", "AppendOptions": "storage.appender",
     "PartitionWriter": "storage.writer",
-    "decode_records": "format", "parse_header": "format", "build_batch": "format",
+    "decode_records": "format", "record_groups": "format", "parse_header": "format", "build_batch": "format",
 }
 
 __all__ = ["__version__", *_EXPORTS]

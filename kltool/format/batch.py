@@ -178,9 +178,9 @@ def _stream_v2(h: BatchHeader, batch, group_bytes: int, group_records: int):
         inf = Inflater(h.compression, src, 2, UNLIMITED)
         where = None
 
-        def read(n: int) -> bytes:
+        def read(n: int, head: bytes = b"") -> bytes:
             try:
-                return bytes(inf.read(n))
+                return bytes(inf.read(n, head))
             except TooLarge as e:
                 raise TooLarge(f"batch {h.base_offset}..{h.last_offset}: {e.message}", position=h.position,
                                size=e.size) from None
@@ -189,12 +189,12 @@ def _stream_v2(h: BatchHeader, batch, group_bytes: int, group_records: int):
     else:
         where = h.position + V2_OVERHEAD
 
-        def read(n: int) -> bytes:
-            return bytes(_read_exact(src, n))
+        def read(n: int, head: bytes = b"") -> bytes:
+            more = _read_exact(src, n)
+            return head + more if head else bytes(more)
 
     def fill(buf: bytes, need: int) -> bytes:
-        more = read(need - len(buf))
-        return buf + more if buf else more
+        return read(need - len(buf), buf)
 
     consumed = 0  # bytes of the records' stream before buf
     buf = b""
@@ -208,9 +208,9 @@ def _stream_v2(h: BatchHeader, batch, group_bytes: int, group_records: int):
                 # a record's fields run past its length: with the records after it in reach, the error is
                 # the whole-batch decoder's ("expected to read ..."); read on (up to the limit) to say the same
                 if ("premature EOF" in e.message or "runs past the end" in e.message) and len(buf) < limit:
-                    more = read(max(len(buf), group_bytes))
-                    if more:
-                        buf += more
+                    grown = read(max(len(buf), group_bytes), buf)
+                    if len(grown) > len(buf):
+                        buf = grown
                         continue
                 raise
             yield cols

@@ -457,8 +457,12 @@ class Inflater:
         self._pending = b""
         self._it = _chunks(codec, data, magic, self.limit)
 
-    def read(self, n: int) -> bytes:
-        out = [self._pending] if self._pending else []
+    def read(self, n: int, head: bytes = b"") -> bytes:
+        """Up to ``n`` more bytes (fewer only at the end), after ``head`` when given (one copy in all: a
+        caller growing a buffer for a large record holds it about twice, not three times)."""
+        out = [head] if head else []
+        if self._pending:
+            out.append(self._pending)
         have = len(self._pending)
         self._pending = b""
         while have < n and not self.eof:
@@ -477,10 +481,14 @@ class Inflater:
                                f"(--max-record-bytes): not held in memory", size=self.total)
             out.append(chunk)
             have += len(chunk)
-        data = out[0] if len(out) == 1 else b"".join(out)
-        if len(data) > n:
-            data, self._pending = data[:n], data[n:]
-        return data
+        if have > n:  # keep the overshoot of the last step (at most one step) for the next read
+            extra = have - n
+            last = out[-1]
+            out[-1] = last[:len(last) - extra]
+            self._pending = last[len(last) - extra:]
+        if not out:
+            return b""
+        return out[0] if len(out) == 1 else b"".join(out)
 
     def at_end(self) -> bool:
         """True when nothing more comes out (reads one more step to find out)."""

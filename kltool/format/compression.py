@@ -506,13 +506,21 @@ def decompress(codec: int, data, magic: int = 2, limit: int | None = None) -> by
     (default :data:`MAX_DECOMPRESSED`; more raises :class:`TooLarge`)."""
     if codec == NONE:
         return bytes(data)
-    inf = Inflater(codec, data, magic, limit)
+    limit = MAX_DECOMPRESSED if limit is None else limit
     out = []
-    while True:
-        chunk = inf.read(_STEP)
-        if not chunk:
-            return b"".join(out)
-        out.append(chunk)
+    total = 0
+    try:
+        for chunk in _chunks(codec, data, magic, limit):  # (Inflater's loop, without its buffering)
+            total += len(chunk)
+            if total > limit:
+                raise TooLarge(f"{codec_name(codec)} data decompresses to more than {limit} bytes "
+                               f"(--max-record-bytes): not held in memory", size=total)
+            out.append(chunk)
+    except CorruptDataError:
+        raise
+    except Exception as e:  # the codec libraries raise their own types
+        raise CorruptDataError(f"{codec_name(codec)} decompression failed: {e}") from None
+    return out[0] if len(out) == 1 else b"".join(out)
 
 
 def compress(codec: int, data: bytes, level: int | None = None, magic: int = 2) -> bytes:

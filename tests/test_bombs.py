@@ -324,3 +324,16 @@ def test_a_3_gib_batch_is_read_in_bounded_memory(tmp_path, codec):
     assert code == 0 and _format_lines(out) == [(i, size) for i in range(n)], err[-2000:]
     print(f"{codec}: verify --deep {t1 - t0:.1f}s {rss // 1024} MiB; dump --format {t2 - t1:.1f}s {rss2 // 1024} MiB")
     assert max(rss, rss2) < 300 * 1024, f"peak RSS {rss} / {rss2} KiB"
+
+
+def test_offset_for_time_reads_a_batch_over_the_limit(tmp_path):
+    """kltool offsets --time reads a batch's records the same bounded way (not the whole batch at once)."""
+    from kltool.storage.offsets import offset_for_time
+
+    d = tmp_path / "lz4-0"
+    d.mkdir()
+    _write_big_batch(d / "00000000000000000000.log", "lz4", 400, lambda i: bytes([i % 251]) * (64 << 10))
+    warnings: list = []
+    with _limit(8 * MIB):
+        got = offset_for_time(open_partition(d), 1_700_000_000_000 + 300, warnings=warnings)
+    assert (got.offset, got.timestamp, warnings) == (300, 1_700_000_000_300, [])

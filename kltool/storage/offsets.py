@@ -23,14 +23,12 @@ would find.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..errors import CorruptDataError
-from ..format import decode_records
 from ..format.records import BatchHeader
-from .scan import Damage
+from .scan import Damage, records_of
 from .segment import Segment
 
 if TYPE_CHECKING:
@@ -74,16 +72,30 @@ def _epoch(h: BatchHeader) -> int | None:
     return h.partition_leader_epoch if h.magic >= 2 and h.partition_leader_epoch >= 0 else None
 
 
-def _decode(seg: Segment, h: BatchHeader, warnings: list[str]):
-    """The batch's records (its bytes read with one pread), or None with a warning."""
+def _scan_records(seg: Segment, h: BatchHeader, warnings: list[str], start_offset: int, match=None):
+    """One pass over the batch's records, a bounded group at a time (records_of: any batch size):
+    (how many are at or above ``start_offset``, the first of them, (offset, timestamp) of the first of
+    them whose timestamp passes ``match``); None, with a warning, when the batch cannot be decoded."""
+    n = 0
+    first = found = None
     try:
-        with open(seg.log_path, "rb") as f:
-            data = os.pread(f.fileno(), h.size, h.position)
-        return decode_records(h, data)
+        for cols in records_of(h, seg.log_path):
+            offs = cols.offsets
+            if offs and offs[0] < start_offset:
+                offs = [o for o in offs if o >= start_offset]
+            n += len(offs)
+            if first is None and offs:
+                first = offs[0]
+            if match is not None and found is None:
+                for off, ts in zip(cols.offsets, cols.timestamps, strict=True):
+                    if off >= start_offset and match(ts):
+                        found = (off, ts)
+                        break
     except CorruptDataError as e:
         warnings.append(f"{seg.log_path}: batch {h.base_offset}..{h.last_offset} at byte {h.position} "
                         f"cannot be decoded ({e.message}); skipped")
         return None
+    return n, first, found
 
 
 @dataclass
@@ -103,9 +115,6 @@ class _Lookup:
                 continue
             yield seg
 
-    def records(self, seg: Segment, h: BatchHeader):
-        return _decode(seg, h, self.warnings)
-
     def search(self, seg: Segment, start: int, match) -> TimestampOffset | None:
         """Batches from ``start`` whose max timestamp passes ``match``, then their first record that does."""
         for item in seg.walk(start=start, chunk_size=_SCAN_CHUNK):
@@ -114,12 +123,9 @@ class _Lookup:
             h = item
             if h.last_offset < self.start_offset or not match(h.max_timestamp):
                 continue
-            cols = self.records(seg, h)
-            if cols is None:
-                continue
-            for off, ts in zip(cols.offsets, cols.timestamps, strict=True):
-                if off >= self.start_offset and match(ts):
-                    return TimestampOffset(off, ts, _epoch(h))
+            got = _scan_records(seg, h, self.warnings, self.start_offset, match)
+            if got is not None and got[2] is not None:
+                return TimestampOffset(got[2][0], got[2][1], _epoch(h))
         return None
 
 
@@ -217,11 +223,10 @@ def segment_stats(seg: Segment, start_offset: int = 0, *, warnings: list[str] | 
         elif h.magic < 2 and h.compression == 0:
             n, first = 1, h.last_offset
         else:
-            cols = _decode(seg, h, warnings)
-            if cols is None:
+            got = _scan_records(seg, h, warnings, start_offset)
+            if got is None:
                 continue
-            offs = [o for o in cols.offsets if o >= start_offset]
-            n, first = len(offs), (offs[0] if offs else h.last_offset)
+            n, first = got[0], (h.last_offset if got[1] is None else got[1])
         st.batches += 1
         if h.is_control:
             st.control_records += n

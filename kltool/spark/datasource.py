@@ -856,7 +856,8 @@ class _Source:
 
     def walk(self, **kw):
         """The walker's items from ``start`` up to the first batch at or past ``stop``; positions
-        are those of ``self.path`` (add ``shift`` for the segment's own)."""
+        are those of ``self.path`` (add ``shift`` for the segment's own). With ``runs=True`` a
+        BatchRun that starts before ``stop`` may go on past it: the caller cuts it there."""
         from ..storage.scan import walk
 
         for item in walk(self.path, start=self.start, **kw):

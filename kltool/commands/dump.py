@@ -160,10 +160,11 @@ class Dumper:
             return
         # The records, a bounded group at a time (records_of): a batch of any size is read; a record over
         # --max-record-bytes ends it with record_too_large after the records before it.
-        groups = records_of(h, file)
+        groups = iter(())
         err = None
         cols = None
         try:
+            groups = iter(records_of(h, file))
             cols = next(groups, None)
         except CorruptDataError as e:
             err = e

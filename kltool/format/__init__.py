@@ -38,7 +38,8 @@ def record_groups(header: BatchHeader, batch=None):
     """The records of a batch as consecutive :class:`RecordColumns` groups, with :func:`decode_records`'s
     checks, in memory bounded by a fixed budget plus the largest record: any batch, however large, is read,
     and only one record larger than --max-record-bytes is refused (:class:`~kltool.format.compression.TooLarge`,
-    raised before that record is read; the groups before it have been yielded). A usual batch is one group.
+    raised before that record is read; the groups before it have been yielded). A usual batch is one group,
+    decoded by the call itself (errors may be raised by the call or by the iteration).
 
     ``batch`` is the batch's bytes (default ``header.data``) or a reader whose ``read(n)`` gives them from
     the batch's first byte (for a batch too large to hold; the storage layer opens it).
@@ -48,8 +49,7 @@ def record_groups(header: BatchHeader, batch=None):
     if batch is None:
         batch = header.data
     if header.magic == 2:
-        yield from v2_record_groups(header, batch)
-        return
+        return v2_record_groups(header, batch)
     if header.magic not in (0, 1):
         raise CorruptDataError(f"Invalid magic found in record: {header.magic}", position=header.position + 16)
     limit = _compression.MAX_DECOMPRESSED
@@ -59,7 +59,7 @@ def record_groups(header: BatchHeader, batch=None):
                                     size=header.size - 12, offset=header.last_offset)
     if hasattr(batch, "read"):
         batch = bytes(_compression._read_exact(batch, header.size))
-    yield decode_legacy_records(header, batch)
+    return (decode_legacy_records(header, batch),)
 
 
 def build_batch(records, *, base_offset: int, magic: int = 2, **kw) -> bytes:

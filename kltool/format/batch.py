@@ -142,26 +142,22 @@ def v2_record_groups(h: BatchHeader, batch, *, group_bytes: int = GROUP_BYTES, g
                      whole: bool = True):
     """The records of the v2 batch ``batch`` (its bytes, or a reader whose ``read(n)`` gives them from the
     batch's first byte) as consecutive :class:`RecordColumns`, with exactly :func:`decode_v2_records`'s
-    checks. Errors are raised when met: the groups before them have been yielded."""
+    checks. Errors are raised when met: the groups before them have been yielded (a usual batch, one
+    group, is decoded by this call and returned as a 1-tuple: no generator per batch)."""
     count = h.count
     if count < 0:
         raise _bad(f"Found invalid record count {count} in magic v2 batch", h.position + 57)
-    held = not hasattr(batch, "read")
-    if whole and held and count <= WHOLE_RECORDS:
-        fast = whole_batch_limit()
+    if whole and count <= WHOLE_RECORDS and not hasattr(batch, "read"):
+        fast = min(WHOLE_BYTES, _compression.MAX_DECOMPRESSED)  # (whole_batch_limit())
         if h.compression == NONE:
             if h.size - V2_OVERHEAD <= fast:
-                yield decode_v2_records(h, batch)
-                return
+                return (decode_v2_records(h, batch),)
         else:
             try:
-                cols = decode_v2_records(h, batch, fast)
+                return (decode_v2_records(h, batch, fast),)
             except TooLarge:
                 pass  # more than the whole-batch budget: read it again, streamed
-            else:
-                yield cols
-                return
-    yield from _stream_v2(h, batch, group_bytes, group_records)
+    return _stream_v2(h, batch, group_bytes, group_records)
 
 
 def _stream_v2(h: BatchHeader, batch, group_bytes: int, group_records: int):

@@ -426,13 +426,19 @@ class FileSpan:
 def records_of(h: BatchHeader, path=None):
     """The records of batch ``h`` as :func:`kltool.format.record_groups` gives them (bounded groups), from
     ``h.data`` when the walker held it, else read from ``h.source`` (or ``path``) in steps: memory is a fixed
-    budget plus the largest record, for any batch."""
+    budget plus the largest record, for any batch. Errors (CorruptDataError) may be raised by this call
+    or by the iteration."""
     from ..format import record_groups
 
     if h.data is not None:
-        yield from record_groups(h, h.data)
-        return
-    fd = os.open(h.source if h.source is not None else path, os.O_RDONLY)
+        return record_groups(h, h.data)  # (a usual batch: a 1-tuple, decoded by this call)
+    return _records_from_file(h, h.source if h.source is not None else path)
+
+
+def _records_from_file(h: BatchHeader, path):
+    from ..format import record_groups
+
+    fd = os.open(path, os.O_RDONLY)
     try:
         yield from record_groups(h, FileSpan(fd, h.position, h.position + h.size))
     finally:

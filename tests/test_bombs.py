@@ -337,3 +337,31 @@ def test_offset_for_time_reads_a_batch_over_the_limit(tmp_path):
     with _limit(8 * MIB):
         got = offset_for_time(open_partition(d), 1_700_000_000_000 + 300, warnings=warnings)
     assert (got.offset, got.timestamp, warnings) == (300, 1_700_000_000_300, [])
+
+
+@pytest.mark.parametrize("codec", ["none", "lz4", "zstd"])
+def test_the_spark_reader_reads_a_batch_over_the_limit_in_bounded_chunks(tmp_path, codec):
+    """The kafka-log source's executor read (read_records, the Spark tasks' code; no session needed) takes a
+    batch over --max-record-bytes and over the walker's 32 MiB hold a group of records at a time: every
+    record, in Arrow batches no larger than its chunk budget. (It used to skip such a batch silently.)"""
+    pytest.importorskip("pyarrow", reason="the Spark extra (pyarrow) is not installed")
+    import random
+
+    from kltool.spark import datasource as ds
+
+    n, size = 576, 64 << 10
+    rnd = random.Random(2).randbytes(size + n)
+    d = tmp_path / f"{codec}-0"
+    d.mkdir()
+    log = d / "00000000000000000000.log"
+    _write_big_batch(log, codec, n, lambda i: rnd[i:i + size])
+    part = ds.SegmentRead(str(log), codec, 0, 0, bytes=log.stat().st_size)
+    with _limit(8 * MIB):
+        batches = list(ds.read_records(part, chunk_bytes=4 * MIB))
+    offsets = [o for b in batches for o in b.column("offset").to_pylist()]
+    assert offsets == list(range(n))
+    assert len(batches) > 4 and max(b.nbytes for b in batches) < 12 * MIB
+    first = batches[0]
+    assert first.column("value")[0].as_py() == rnd[:size] and first.column("key")[1].as_py() == b"k1"
+    pruned = list(ds.read_records(part, columns=["offset", "timestamp"]))  # the default limit: usual groups
+    assert [o for b in pruned for o in b.column("offset").to_pylist()] == list(range(n))

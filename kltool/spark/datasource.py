@@ -903,7 +903,7 @@ def _records_of(src, part, flt, start, end, include_control, include_headers, wa
     """The rows of ``src``: runs of plain checked v2 batches through the C reader (``arrow_v2``)
     when built, every other batch (and every batch without it) through :func:`_add_batch`."""
     from ..format import parse_header, speedups
-    from ..storage.scan import BatchRun
+    from ..storage.scan import HOLD, BatchRun
 
     want = set(ARROW_RECORD_SCHEMA.names if columns is None else columns)
     if not include_headers:
@@ -911,9 +911,9 @@ def _records_of(src, part, flt, start, end, include_control, include_headers, wa
     if not want_kv:
         want -= {"key", "value"}
     C = speedups.C
-    chunk = _RecordChunk(want)
-    topic, partition, stop = part.topic, part.partition, src.stop
-    for item in src.walk(with_data=True, runs=C is not None):
+    out = _Rows(want, part.topic, part.partition, columns, chunk_rows, chunk_bytes)
+    stop = src.stop
+    for item in src.walk(with_data=True, runs=C is not None, hold_limit=HOLD):
         if isinstance(item, BatchRun):
             buf, i = item.window()
             first = i
@@ -923,6 +923,7 @@ def _records_of(src, part, flt, start, end, include_control, include_headers, wa
                 j = i + (stop - item.position)
             status = 0
             while i < j:
+                chunk = out.chunk
                 i, status, chunk.rows, chunk.nbytes = C.arrow_v2(buf, i, j, start, end, include_control, chunk_rows,
                                                                  chunk_bytes, chunk.rows, chunk.nbytes, chunk.bufs)
                 if status == 2:  # this batch is for the Python loop
@@ -931,12 +932,11 @@ def _records_of(src, part, flt, start, end, include_control, include_headers, wa
                     h.position = item.position + (i - first)
                     h.data = bytes(buf[i:i + h.size])
                     i += h.size
-                    status = _add_batch(chunk, h, flt, start, end, include_control)
-                    if status != 3 and (len(chunk) >= chunk_rows or chunk.nbytes >= chunk_bytes):
+                    status = yield from _add_batch(out, h, flt, start, end, include_control)
+                    if status != 3 and out.full():
                         status = 1
                 if status == 1:
-                    yield chunk.to_arrow(topic, partition, columns)
-                    chunk = _RecordChunk(want)
+                    yield out.flush()
                 elif status == 3:
                     break
             if status == 3 or clipped:
@@ -944,20 +944,42 @@ def _records_of(src, part, flt, start, end, include_control, include_headers, wa
             continue
         if not hasattr(item, "crc_valid"):  # Damage: skipped (see level=damage)
             continue
-        if _add_batch(chunk, item, flt, start, end, include_control) == 3:
+        if (yield from _add_batch(out, item, flt, start, end, include_control)) == 3:
             break
-        if len(chunk) >= chunk_rows or chunk.nbytes >= chunk_bytes:
-            yield chunk.to_arrow(topic, partition, columns)
-            chunk = _RecordChunk(want)
-    if len(chunk):
-        yield chunk.to_arrow(topic, partition, columns)
+        if out.full():
+            yield out.flush()
+    if len(out.chunk):
+        yield out.flush()
 
 
-def _add_batch(chunk, h, flt, start, end, include_control) -> int:
-    """Add the records of batch ``h`` (data kept) that the read returns to ``chunk``: 0 when it adds
-    nothing, 3 when the read is over (the batch starts at or past ``end``)."""
+class _Rows:
+    """The chunk of rows being filled, and how it becomes the next pyarrow.RecordBatch."""
+
+    __slots__ = ("want", "topic", "partition", "columns", "max_rows", "max_bytes", "chunk")
+
+    def __init__(self, want, topic, partition, columns, max_rows, max_bytes):
+        self.want, self.topic, self.partition, self.columns = want, topic, partition, columns
+        self.max_rows, self.max_bytes = max_rows, max_bytes
+        self.chunk = _RecordChunk(want)
+
+    def full(self) -> bool:
+        return len(self.chunk) >= self.max_rows or self.chunk.nbytes >= self.max_bytes
+
+    def flush(self):
+        batch = self.chunk.to_arrow(self.topic, self.partition, self.columns)
+        self.chunk = _RecordChunk(self.want)
+        return batch
+
+
+def _add_batch(out: _Rows, h, flt, start, end, include_control):
+    """Add the records of batch ``h`` that the read returns to ``out``: returns 0, or 3 when the read is
+    over (the batch starts at or past ``end``). A batch is read as :func:`kltool.storage.scan.records_of`
+    gives it: a usual one whole, a larger one (more than ``--max-record-bytes`` decompressed, or not held
+    by the walker) a bounded group of records at a time, yielding every chunk it fills on the way, so
+    memory stays a chunk plus a group whatever the batch holds."""
     from ..errors import CorruptDataError
-    from ..format import decode_records, speedups
+    from ..format import speedups
+    from ..storage.scan import records_of
 
     if not h.crc_valid or (h.is_control and not include_control):
         return 0
@@ -965,24 +987,35 @@ def _add_batch(chunk, h, flt, start, end, include_control) -> int:
         return 0
     if end is not None and h.magic == 2 and h.base_offset >= end:
         return 3
+    tt = TIMESTAMP_TYPE_IDS.get(h.timestamp_type, -1)
     try:
-        cols = decode_records(h)
-    except CorruptDataError:
-        return 0  # undecodable batch: `kltool verify --deep` names it
-    if not len(cols):
-        return 0
-    idx = flt.indices(cols)
-    if not idx:
-        return 0
-    C = speedups.C
-    if C is not None and h.magic == 2:  # the C appender over the decoded (decompressed) records
-        got = C.arrow_records(cols.buffer, h.count, h.base_offset, h.first_timestamp, h.timestamp_type == "log_append",
-                              h.max_timestamp, start, end, chunk.bufs)
-        if got is not None:
-            chunk.rows += got
-            chunk.nbytes += len(cols.buffer)
+        groups = records_of(h)
+        if isinstance(groups, tuple):  # a usual batch: decoded whole
+            cols = groups[0]
+            if not len(cols):
+                return 0
+            idx = flt.indices(cols)
+            if not idx:
+                return 0
+            C = speedups.C
+            if C is not None and h.magic == 2:  # the C appender over the decoded (decompressed) records
+                chunk = out.chunk
+                got = C.arrow_records(cols.buffer, h.count, h.base_offset, h.first_timestamp,
+                                      h.timestamp_type == "log_append", h.max_timestamp, start, end, chunk.bufs)
+                if got is not None:
+                    chunk.rows += got
+                    chunk.nbytes += len(cols.buffer)
+                    return 0
+            out.chunk.add(cols, idx, tt)
             return 0
-    chunk.add(cols, idx, TIMESTAMP_TYPE_IDS.get(h.timestamp_type, -1))
+        for cols in groups:
+            idx = flt.indices(cols) if len(cols) else None
+            if idx:
+                out.chunk.add(cols, idx, tt)
+                if out.full():
+                    yield out.flush()
+    except CorruptDataError:
+        return 0  # an undecodable batch (the records before the damage are kept): `kltool verify --deep` names it
     return 0
 
 

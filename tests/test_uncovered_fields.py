@@ -247,3 +247,29 @@ def test_verify_reports_a_flipped_leader_epoch_inside_a_run(kl, tmp_path, monkey
     lec = part / "leader-epoch-checkpoint"
     lec.write_text(f"0\n2\n{old} 0\n{old + 7} {h.base_offset}\n")  # the checkpoint names it: a real leader change
     assert kl("verify", part).code == 0
+
+
+def test_a_flipped_epoch_next_to_a_damaged_batch(kl, tmp_path, kafka_oracle):
+    """Two faults side by side: a flipped partitionLeaderEpoch, then a batch whose CRC fails. The witness
+    after the epoch is the next CRC-valid batch (the damaged one is cut, its neighbours meet): verify names
+    both, one repair restores the epoch and cuts the damaged batch, and verify is clean after it (the
+    repair used to leave the epoch, which the next verify then reported)."""
+    part = tmp_path / "logs" / "v2-multi-segment-0"
+    shutil.copytree(FIXTURES / "java-oracle/v2-multi-segment-0", part)
+    (part / "expected.jsonl").unlink()
+    log = _logs(part)[0]
+    hs = _batches(log)
+    h, bad = hs[5], hs[6]
+    b = bytearray(log.read_bytes())
+    b[h.position + 12:h.position + 16] = (h.partition_leader_epoch + 3).to_bytes(4, "big", signed=True)
+    b[bad.position + bad.size - 1] ^= 0x01  # in the CRC-covered payload
+    log.write_bytes(bytes(b))
+    v = kl("--json", "verify", part)
+    kinds = {(o["kind"], o["position"]) for o in v.json() if o["type"] == "finding" and o["severity"] == "error"}
+    assert ("leader_epoch_field", h.position + 12) in kinds and ("crc_mismatch", bad.position) in kinds, v
+    r = kl("--json", "verify", "--repair", "--backup-dir", tmp_path / "bk", part)
+    assert r.code == 0, r
+    assert {o["op"] for o in r.json() if o["type"] == "action"} >= {"fix_field", "excise"}
+    assert kl("verify", part).code == 0
+    assert (h.base_offset, h.last_offset) in _offsets(part) and (bad.base_offset, bad.last_offset) not in _offsets(part)
+    assert kafka_oracle(_logs(part))[0] == 0

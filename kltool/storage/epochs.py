@@ -44,8 +44,10 @@ class EpochWatch:
     segments, and reports a batch whose epoch is out of line (:func:`epoch_out_of_line`).
 
     Feed it groups of consecutive batches that share one epoch (:meth:`batches`; a run of the C walker
-    is one), and :meth:`gap` where something that is not such a batch comes between (damage, a CRC
-    mismatch, a v0/v1 message). A finding is returned once the batch after the suspect is seen."""
+    is one), and :meth:`gap` where a CRC-valid batch that is not v2 comes between. Damage and batches
+    whose CRC fails are left out (a repair cuts them, and the batches around them become neighbours, as
+    repair's witness is the next CRC-valid batch). A finding is returned once the batch after the
+    suspect is seen."""
 
     __slots__ = ("known", "prev", "epoch", "single", "where")
 
@@ -77,7 +79,7 @@ class EpochWatch:
         return found
 
     def gap(self) -> None:
-        """Something that is not a CRC-valid v2 batch: the current group has no witness after it."""
+        """A CRC-valid batch that is not v2: the current group has no witness after it."""
         if self.epoch is not None:
             self.prev = self.epoch
         self.epoch, self.single, self.where = None, False, None

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import os
 import struct
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -244,6 +245,39 @@ class _Ctx:
         self.txn_error = ""
 
 
+
+class _Peek:
+    """The walk's items, with a look further ahead: the first CRC-valid batch after damage that the plan
+    cuts (the leader-epoch witness, epochs.epoch_out_of_line)."""
+
+    __slots__ = ("it", "ahead")
+    LIMIT = 256  # items looked at, at most
+
+    def __init__(self, it):
+        self.it = it
+        self.ahead: deque = deque()
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return self.ahead.popleft() if self.ahead else next(self.it)
+
+    def next_valid(self) -> BatchHeader | None:
+        """The first CRC-valid batch among the items still to come (they stay to come), None when damage
+        goes on to the end or for more than LIMIT items."""
+        for i in range(self.LIMIT):
+            if i == len(self.ahead):
+                x = next(self.it, None)
+                if x is None:
+                    return None
+                self.ahead.append(x)
+            x = self.ahead[i]
+            if isinstance(x, BatchHeader) and x.crc_valid:
+                return x
+        return None
+
+
 class _SegScan:
     """Walk one segment: decide what to cut and what to fix, and build its new indexes on the way."""
 
@@ -274,7 +308,7 @@ class _SegScan:
     def run(self) -> None:
         self.fd = os.open(self.seg.log, os.O_RDONLY)
         try:
-            items = walk(self.seg.log, progress=self.progress)
+            items = self.items = _Peek(walk(self.seg.log, progress=self.progress))
             nxt = next(items, None)
             while nxt is not None:
                 item, nxt = nxt, next(items, None)
@@ -287,7 +321,7 @@ class _SegScan:
                     fixed = None if self.like_broker else self._try_fix_size(pos)
                     if fixed is not None and fixed.end <= self.size:
                         self._batch(fixed)
-                        items = walk(self.seg.log, start=fixed.end, progress=None)
+                        items = self.items = _Peek(walk(self.seg.log, start=fixed.end, progress=None))
                         nxt = next(items, None)
                         continue
                     h = self._try_fix_magic(pos, end)
@@ -310,7 +344,7 @@ class _SegScan:
                     fixed = None if self.like_broker else self._try_fix_size(h.position)
                     if fixed is not None:  # the walk trusted a damaged length: go on from the batch's true end
                         self._batch(fixed)
-                        items = walk(self.seg.log, start=fixed.end, progress=None)
+                        items = self.items = _Peek(walk(self.seg.log, start=fixed.end, progress=None))
                         nxt = next(items, None)
                         continue
                     self._cut(h.position, h.end, "crc_mismatch", f"Record is corrupt (stored crc = {h.crc})",
@@ -419,6 +453,8 @@ class _SegScan:
         log, so the field is damaged; restore the neighbours' epoch in place (the broker would otherwise add
         the bogus epoch to its leader epoch cache at recovery)."""
         prev, nxt = self.ctx.last_epoch, self.lookahead
+        if isinstance(nxt, Damage) or (isinstance(nxt, BatchHeader) and not nxt.crc_valid):
+            nxt = self.items.next_valid()  # what is cut between makes the next valid batch its neighbour
         if h.magic != 2 or prev is None or not isinstance(nxt, BatchHeader) or not nxt.crc_valid or nxt.magic != 2:
             return
         ple = h.partition_leader_epoch

@@ -97,8 +97,7 @@ def verify_log_file(path: Path, *, base_offset: int | None, deep: bool, stats: V
             prev = (item, last)
             last = item.last_offset
             continue
-        if isinstance(item, Damage):
-            epochs.gap()
+        if isinstance(item, Damage):  # (no gap for the epochs: a repair cuts it, its neighbours meet)
             where = "" if item.resumed_at is None else f"; valid batches resume at byte {item.resumed_at}"
             if live_tail and item.resumed_at is None:
                 # The active segment of a running broker: a write in progress, or preallocated space.
@@ -123,8 +122,8 @@ def verify_log_file(path: Path, *, base_offset: int | None, deep: bool, stats: V
             odd_epoch = epochs.batches(h.partition_leader_epoch, 1, path, h.position, h.base_offset, h.last_offset)
             if odd_epoch is not None:
                 yield odd_epoch
-        else:
-            epochs.gap()
+        elif h.crc_valid:
+            epochs.gap()  # a v0/v1 message
         if not h.crc_valid:
             computed = _computed_crc(path, h)
             yield _err("crc_mismatch", path, f"Record is corrupt (stored crc = {h.crc}, computed crc = {computed}) "

@@ -344,7 +344,6 @@ def test_the_spark_reader_reads_a_batch_over_the_limit_in_bounded_chunks(tmp_pat
     """The kafka-log source's executor read (read_records, the Spark tasks' code; no session needed) takes a
     batch over --max-record-bytes and over the walker's 32 MiB hold a group of records at a time: every
     record, in Arrow batches no larger than its chunk budget. (It used to skip such a batch silently.)"""
-    pytest.importorskip("pyarrow", reason="the Spark extra (pyarrow) is not installed")
     import random
 
     from kltool.spark import datasource as ds

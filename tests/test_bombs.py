@@ -199,6 +199,21 @@ def _write_big_batch(path: Path, codec: str, n: int, value, *, extra=()) -> int:
     return size
 
 
+def _random_big_batch(tmp_path: Path, codec: str, seed: int):
+    """A partition ``<codec>-0`` whose segment is one batch of 576 random 64 KiB records (36 MiB: more than
+    the walker's 32 MiB hold, and as large on disk when compressed): (count, size, the random bytes value i
+    starts at i of, the partition directory, the .log)."""
+    import random
+
+    n, size = 576, 64 << 10
+    rnd = random.Random(seed).randbytes(size + n)
+    d = tmp_path / f"{codec}-0"
+    d.mkdir()
+    log = d / "00000000000000000000.log"
+    _write_big_batch(log, codec, n, lambda i: rnd[i:i + size])
+    return n, size, rnd, d, log
+
+
 def _format_lines(out: str) -> list[tuple[int, int]]:
     return [tuple(map(int, x.split())) for x in out.splitlines() if x and x[0].isdigit()]
 
@@ -208,14 +223,7 @@ def test_a_batch_over_the_limit_is_read_a_record_at_a_time(tmp_path, codec, kafk
     """36 MiB of 64 KiB records in one batch (more than --max-record-bytes 8 MiB, and than the 32 MiB the walker
     holds; random values, so compressed batches are that large on disk too): verify --deep, dump --records and
     the records() API read every record, as Kafka's reader does."""
-    import random
-
-    n, size = 576, 64 << 10
-    rnd = random.Random(1).randbytes(size + n)
-    d = tmp_path / f"{codec}-0"
-    d.mkdir()
-    log = d / "00000000000000000000.log"
-    _write_big_batch(log, codec, n, lambda i: rnd[i:i + size])
+    n, size, rnd, d, log = _random_big_batch(tmp_path, codec, seed=1)
     code, rss, out, err = _run(tmp_path, "--json", "verify", "--deep", "--max-record-bytes", 8 * MIB, d)
     summary = json.loads([x for x in out.splitlines() if x.strip()][-1])
     assert code == 0 and summary["records"] == n and summary["errors"] == 0, (out, err)
@@ -344,16 +352,9 @@ def test_the_spark_reader_reads_a_batch_over_the_limit_in_bounded_chunks(tmp_pat
     """The kafka-log source's executor read (read_records, the Spark tasks' code; no session needed) takes a
     batch over --max-record-bytes and over the walker's 32 MiB hold a group of records at a time: every
     record, in Arrow batches no larger than its chunk budget. (It used to skip such a batch silently.)"""
-    import random
-
     from kltool.spark import datasource as ds
 
-    n, size = 576, 64 << 10
-    rnd = random.Random(2).randbytes(size + n)
-    d = tmp_path / f"{codec}-0"
-    d.mkdir()
-    log = d / "00000000000000000000.log"
-    _write_big_batch(log, codec, n, lambda i: rnd[i:i + size])
+    n, size, rnd, _d, log = _random_big_batch(tmp_path, codec, seed=2)
     part = ds.SegmentRead(str(log), codec, 0, 0, bytes=log.stat().st_size)
     with _limit(8 * MIB):
         batches = list(ds.read_records(part, chunk_bytes=4 * MIB))

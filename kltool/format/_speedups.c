@@ -493,20 +493,6 @@ static PyObject *walk_v2(PyObject *self, PyObject *args) {
     return result;
 }
 
-/* records_ok for one uncompressed-or-decompressed payload (verify --deep of compressed batches). */
-static PyObject *check_v2(PyObject *self, PyObject *args) {
-    Py_buffer view;
-    long long count, base, lod, base_ts;
-    int lat;
-    if (!PyArg_ParseTuple(args, "y*LLLLp", &view, &count, &base, &lod, &base_ts, &lat)) return NULL;
-    int ok;
-    Py_BEGIN_ALLOW_THREADS
-    ok = records_ok(view.buf, view.len, count, base, lod, base_ts, lat);
-    Py_END_ALLOW_THREADS
-    PyBuffer_Release(&view);
-    return PyBool_FromLong(ok);
-}
-
 /* ------------------------------------------------------------------------------------------
  * Output of dump --records: kafka-dump-log text lines or JSON lines, for a whole batch in one call.
  */
@@ -1755,7 +1741,6 @@ static PyMethodDef methods[] = {
     {"crc32c", py_crc32c, METH_VARARGS, "CRC-32C of a buffer, continuing from value (crc32c package convention)."},
     {"hw_crc", py_crc_hw, METH_VARARGS, "Whether the SSE4.2 CRC-32C path is used; hw_crc(0) turns it off, hw_crc(1) on."},
     {"walk_v2", walk_v2, METH_VARARGS, "Walk the plain, valid v2 batches of a buffer window in one call."},
-    {"check_v2", check_v2, METH_VARARGS, "Whether an uncompressed v2 payload's records are what decode_records accepts."},
     {"encode_records", encode_records, METH_VARARGS, "The records of a v2 batch, encoded (None: not plain)."},
     {"parse_json_lines", parse_json_lines, METH_VARARGS, "Plain record lines of append's JSON input, parsed."},
     {"fill_records", fill_records, METH_VARARGS, "Appender.add() for a run of plain parsed lines."},
@@ -1774,6 +1759,6 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     use_hw_crc = __builtin_cpu_supports("sse4.2") ? 1 : 0;
 #endif
     PyObject *m = PyModule_Create(&module);
-    if (m && PyModule_AddIntConstant(m, "ABI", 7) < 0) { Py_DECREF(m); return NULL; }
+    if (m && PyModule_AddIntConstant(m, "ABI", 8) < 0) { Py_DECREF(m); return NULL; }
     return m;
 }

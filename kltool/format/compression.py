@@ -490,16 +490,6 @@ class Inflater:
             return b""
         return out[0] if len(out) == 1 else b"".join(out)
 
-    def at_end(self) -> bool:
-        """True when nothing more comes out (reads one more step to find out)."""
-        if self._pending:
-            return False
-        more = self.read(1)
-        if more:
-            self._pending = more
-            return False
-        return True
-
 
 def decompress(codec: int, data, magic: int = 2, limit: int | None = None) -> bytes:
     """Decompress a batch payload (v2) or a wrapper message value (v0/v1), streamed, up to ``limit`` bytes

@@ -143,8 +143,8 @@ def records(p: Partition, *, from_offset: int | None = None, to_offset: int | No
     (transaction markers) only with ``include_control``, as a consumer never sees them. Damaged
     regions, batches with a bad CRC and batches that cannot be decoded are skipped; with ``errors`` a
     list, each is appended to it (a :class:`~kltool.storage.scan.Damage`, a BatchHeader or a
-    :class:`~kltool.errors.CorruptDataError`). A batch is read a bounded group of records at a time: one
-    whose records together exceed --max-record-bytes is read whole; a record larger than it is an error
+    :class:`~kltool.errors.CorruptDataError`). A batch is read a bounded group of records at a time, so
+    one whose records together exceed --max-record-bytes is read all the same; a record larger than it is an error
     (:class:`~kltool.format.compression.TooLarge`) after the records before it."""
     flt = RecordFilter(from_offset, to_offset, from_time, to_time, key)
     for seg, item in read_partition(p, from_offset=from_offset, to_offset=to_offset, from_time=from_time):

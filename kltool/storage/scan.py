@@ -15,6 +15,7 @@ import os
 import re
 import struct
 import zlib
+from _thread import allocate_lock
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -25,6 +26,7 @@ from ..format.records import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MIN_BATCH_SI
 from ..format.speedups import crc32c
 
 CHUNK = 4 << 20
+_CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 HOLD = 32 << 20  # walk(hold_limit=HOLD): a larger batch is not held (header.source; records_of reads it)
 _OFFSET_SIZE = struct.Struct(">qi")
 _I = struct.Struct(">i")
@@ -63,7 +65,7 @@ class BatchRun:
     walker's buffer: only valid until the walk resumes.
     """
 
-    __slots__ = ("position", "end", "batches", "records", "last_offset", "cols", "_buf", "_i", "_with_data")
+    __slots__ = ("position", "end", "batches", "records", "last_offset", "cols", "_buf", "_i", "_with_data", "_first")
 
     def __init__(self, position, end, batches, records, last_offset, cols, buf, i, with_data):
         self.position = position
@@ -75,6 +77,7 @@ class BatchRun:
         self._buf = buf
         self._i = i
         self._with_data = with_data
+        self._first = None
 
     @property
     def size(self) -> int:
@@ -82,9 +85,17 @@ class BatchRun:
 
     def first(self) -> tuple[int, int, int]:
         """(base offset, last offset, partitionLeaderEpoch) of the run's first batch; every batch of a run
-        has that epoch. Only valid until the walk resumes."""
+        has that epoch. Only valid until the walk resumes (or after :meth:`detach`)."""
+        if self._first is not None:
+            return self._first
         base, epoch, lod = _FIRST.unpack_from(self._buf, self._i)
         return base, base + lod, epoch
+
+    def detach(self) -> None:
+        """Keep what outlives the walker's buffer (counts, :meth:`first`, :meth:`columns`) and let the
+        buffer go: :meth:`window` and :meth:`headers` are no longer available."""
+        self._first = self.first()
+        self._buf = None
 
     def columns(self) -> tuple[list[int], list[int], list[int], list[int]]:
         """(positions, base offsets, last offsets, max timestamps), one entry per batch."""
@@ -118,16 +129,21 @@ class BatchRun:
 _POOL: list[bytearray] = []  # reused read buffers: allocating (and faulting in) 4 MiB per file is costly
 
 
+_POOL_LOCK = allocate_lock()  # walks of the parts of one file run in threads (_split_walk)
+
+
 def _take_buffer(size: int) -> bytearray:
-    for i, b in enumerate(_POOL):
-        if len(b) >= size:
-            return _POOL.pop(i)
+    with _POOL_LOCK:
+        for i, b in enumerate(_POOL):
+            if len(b) >= size:
+                return _POOL.pop(i)
     return bytearray(size)
 
 
 def _give_buffer(b: bytearray) -> None:
-    if len(_POOL) < 4 and len(b) <= (64 << 20):
-        _POOL.append(b)
+    with _POOL_LOCK:
+        if len(_POOL) < 4 and len(b) <= (64 << 20):
+            _POOL.append(b)
 
 
 class _Reader:
@@ -307,7 +323,19 @@ def walk(path, *, start: int = 0, end: int | None = None, with_data: bool = Fals
     headers; everything else is yielded as without it. ``prev_last`` is the last offset before
     ``start`` (e.g. of the previous segment), ``base_offset`` the segment's base offset, ``deep``
     also checks the records (see :class:`BatchRun`), ``want_cols`` asks for per-batch columns.
+
+    Without ``with_data``, a walk with ``runs`` over a large stretch checks its parts in parallel threads
+    (:func:`_split_walk`): the same items in the same order (the runs of later parts
+    :meth:`~BatchRun.detach`-ed).
     """
+    if runs and not with_data and resync and speedups.C is not None and _CPUS > 1:
+        return _split_walk(path, start, end, chunk_size, progress, prev_last, base_offset, deep, want_cols)
+    return _walk(path, start, end, with_data, resync, chunk_size, progress, runs, prev_last, base_offset, deep,
+                 want_cols, hold_limit)
+
+
+def _walk(path, start, end, with_data, resync, chunk_size, progress, runs, prev_last, base_offset, deep, want_cols,
+          hold_limit):
     c_walk = speedups.C.walk_v2 if runs and speedups.C is not None else None
     seg_base = -1 if base_offset is None or base_offset < 0 else base_offset
     fd = os.open(path, os.O_RDONLY)
@@ -404,6 +432,180 @@ def walk(path, *, start: int = 0, end: int | None = None, with_data: bool = Fals
         if r is not None:
             r.close()
         os.close(fd)
+
+
+SPLIT_PART = 16 << 20  # the least bytes a thread of _split_walk takes
+SPLIT_THREADS = 4  # at most (and at most one per CPU)
+_PART_ITEMS = 1024  # items a part's thread holds before it waits for the walk to reach it: bounded memory, and
+# batches the C walker leaves to Python (v0/v1, control batches) take the GIL: little of such work runs at once
+_SPLIT_SEEK = 8 << 20  # how far past a part's nominal start the walk looks for a batch to start it at
+
+
+class _Part:
+    """The walk of bytes [lo, hi) of a file in a thread of its own, its items held until the walk of the
+    parts before it reaches ``lo``. It holds at most ``_PART_ITEMS`` items; then it pauses and the
+    walk goes on with its generator (in the calling thread) once it gets there."""
+
+    def __init__(self, path, lo: int, hi: int, kw: dict):
+        self.lo = lo
+        self.items: list = []  # items, detached; an int is bytes of progress
+        self.live = None  # the progress callback, once the walk has reached this part
+        self.gen = _walk(path, lo, hi, False, True, kw["chunk_size"], self._progress, True, None, kw["base_offset"],
+                         kw["deep"], kw["want_cols"], None)
+        self.stop = False
+        self.error: BaseException | None = None
+        self.done = allocate_lock()
+        self.done.acquire()
+        self.thread = None
+
+    def _progress(self, n: int) -> None:
+        if self.live is not None:
+            self.live(n)
+        else:
+            self.items.append(n)
+
+    def run(self) -> None:
+        items = self.items
+        try:
+            for item in self.gen:
+                if type(item) is BatchRun:
+                    item.detach()
+                items.append(item)
+                if self.stop or len(items) >= _PART_ITEMS:
+                    return  # paused: the generator stays open
+            self.gen = None
+        except BaseException as e:  # noqa: BLE001 - raised in the walk's thread when it gets here
+            self.error = e
+            self.gen = None
+        finally:
+            self.done.release()
+
+    def finish(self) -> None:
+        """Stop the thread (after the item it is on) and close the walk."""
+        self.stop = True
+        if self.thread is not None:
+            self.thread.join()
+        if self.gen is not None:
+            self.gen.close()
+            self.gen = None
+
+
+def _split_points(path, start: int, end: int, chunk: int) -> list[int]:
+    """[start, p1, ..., end]: where the parts of a parallel walk begin, each at a batch (a whole batch
+    with a correct CRC) near an equal share of the bytes; fewer parts where none is found."""
+    n = min(_CPUS, SPLIT_THREADS, (end - start) // SPLIT_PART)
+    points = [start]
+    if n < 2:
+        return points + [end]
+    fd = os.open(path, os.O_RDONLY)
+    r = _Reader(fd, end, min(chunk, 1 << 18))  # (a batch usually starts in the first few KiB)
+    try:
+        for k in range(1, n):
+            guess = max(start + (end - start) * k // n, points[-1] + 1)
+            at = find_next_batch(r, guess, min(end, guess + _SPLIT_SEEK))
+            if at is not None and at > points[-1] and r.buf[r.ensure(at, 17) + 16] == 2:
+                points.append(at)  # (a v0/v1 message is Python's work: a thread of its own would not help)
+    finally:
+        r.close()
+        os.close(fd)
+    return points + [end]
+
+
+def _split_walk(path, start, end, chunk_size, progress, prev_last, base_offset, deep, want_cols):
+    """walk(runs=True) over [start, end) in parts, one thread each; the same items, in the same order.
+
+    Part k's thread walks from a batch found near its share's start (:func:`_split_points`), with no
+    previous offset. Its items are the sequential walk's items when the parts before it end exactly at
+    its start with no damage (else one of them yields a Damage or a CRC-failing batch at or before it)
+    and its first item is a run whose first offset follows the previous part's last (the C walker checks
+    each later batch against the one before it, so from there on the two walks agree). At any damage
+    or mismatch, the other threads are stopped and the walk goes on sequentially from that item: what a
+    damaged file yields is exactly what the sequential walk yields. Both the reads and the C walk
+    release the GIL, so the parts are read and checked at once."""
+    kw = {"chunk_size": chunk_size, "base_offset": base_offset, "deep": deep, "want_cols": want_cols}
+    size = os.stat(path).st_size
+    end = size if end is None or end > size else end
+    points = _split_points(path, start, end, chunk_size) if end - start >= 2 * SPLIT_PART else [start, end]
+
+    def sequential(lo, prev):
+        return _walk(path, lo, end, False, True, chunk_size, progress, True, prev, base_offset, deep, want_cols, None)
+
+    if len(points) < 3:
+        yield from sequential(start, prev_last)
+        return
+    import threading
+
+    parts = [_Part(path, lo, hi, kw) for lo, hi in zip(points[1:-1], points[2:], strict=True)]
+    reported = [0]
+    if progress is not None:
+        outer = progress
+
+        def progress(n: int) -> None:
+            reported[0] += n
+            outer(n)
+    try:
+        for part in parts:
+            part.thread = threading.Thread(target=part.run, name="kltool-walk", daemon=True)
+            part.thread.start()
+        resume = None  # where the walk goes on sequentially (damage, or a part that does not join)
+        first = _walk(path, start, points[1], False, True, chunk_size, progress, True, prev_last, base_offset, deep,
+                      want_cols, None)
+        for item in first:
+            if type(item) is BatchRun:
+                prev_last = item.last_offset
+            elif type(item) is Damage or not item.crc_valid:
+                resume = item.position
+                break
+            elif prev_last is None or item.last_offset > prev_last:
+                prev_last = item.last_offset  # (the walk's prev_last: the highest last offset of a valid batch)
+            yield item
+        first.close()
+        if resume is None:
+            for part in parts:
+                part.done.acquire()
+                if part.error is not None:
+                    raise part.error
+                head = next((x for x in part.items if type(x) is not int), None)
+                if type(head) is not BatchRun or (prev_last is not None and head.first()[0] <= prev_last):
+                    resume = part.lo  # its start was not what the walk up to it had (or its state differs)
+                    break
+                for item in _replay(part, progress):
+                    if type(item) is BatchRun:
+                        prev_last = item.last_offset
+                    elif type(item) is Damage or not item.crc_valid:
+                        resume = item.position
+                        break
+                    elif item.last_offset > prev_last:
+                        prev_last = item.last_offset
+                    yield item
+                if resume is not None:
+                    break
+        if resume is not None:
+            for part in parts:
+                part.finish()
+            if progress is not None and resume - start > reported[0]:
+                progress(resume - start - reported[0])  # what the walk up to here has not reported
+            yield from sequential(resume, prev_last)
+    finally:
+        for part in parts:
+            part.finish()
+
+
+def _replay(part: _Part, progress) -> Iterator:
+    for x in part.items:
+        if type(x) is int:
+            if progress is not None:
+                progress(x)
+        else:
+            yield x
+    part.items = []
+    if part.gen is not None:  # paused: go on with its walk here
+        part.live = progress if progress is not None else _no_progress
+        yield from part.gen
+
+
+def _no_progress(_n: int) -> None:
+    pass
 
 
 class FileSpan:

@@ -14,8 +14,8 @@ reference) the others, so results and error messages are the reference's."""
 
 from __future__ import annotations
 
-import base64
 import json
+from binascii import b2a_base64  # (base64.b64encode without importing base64)
 from typing import Any
 
 from .errors import KltoolError
@@ -35,10 +35,10 @@ def encode_bytes(b: bytes | None, encoding: str = "text") -> Any:
         try:
             return b.decode("utf-8")
         except UnicodeDecodeError:
-            return {"base64": base64.b64encode(b).decode("ascii")}
+            return {"base64": b2a_base64(b, newline=False).decode("ascii")}
     if encoding == "hex":
         return {"hex": b.hex()}
-    return {"base64": base64.b64encode(b).decode("ascii")}
+    return {"base64": b2a_base64(b, newline=False).decode("ascii")}
 
 
 def decode_bytes(v: Any) -> bytes | None:
@@ -49,7 +49,9 @@ def decode_bytes(v: Any) -> bytes | None:
         return v.encode("utf-8")
     if isinstance(v, dict):
         if "base64" in v:
-            return base64.b64decode(v["base64"], validate=True)
+            from base64 import b64decode
+
+            return b64decode(v["base64"], validate=True)
         if "hex" in v:
             return bytes.fromhex(v["hex"])
         if "text" in v:

@@ -3,11 +3,11 @@ warnings and progress (rich) on stderr. Commands get an :class:`Output` from the
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 import os
 import sys
+from binascii import b2a_base64  # (base64.b64encode without importing base64)
 from typing import Any
 
 SCHEMA_VERSION = 1
@@ -24,13 +24,13 @@ def text_bytes(b: bytes | None, encoding: str = "text", limit: int | None = None
     if encoding == "hex":
         s = b.hex()
     elif encoding == "base64":
-        s = base64.b64encode(b).decode("ascii")
+        s = b2a_base64(b, newline=False).decode("ascii")
     else:
         try:
             s = b.decode("utf-8")
             s = s.encode("unicode_escape").decode("ascii") if not s.isprintable() else s
         except UnicodeDecodeError:
-            s = "base64:" + base64.b64encode(b).decode("ascii")
+            s = "base64:" + b2a_base64(b, newline=False).decode("ascii")
     if limit is not None and len(s) > limit:
         s = s[:limit] + f"…(+{len(s) - limit})"
     return s

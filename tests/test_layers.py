@@ -16,6 +16,7 @@ FORBIDDEN = {
     "storage": {"commands", "spark", "cli", "output"},
     "spark": {"commands", "cli"},
     "timeutil": {"storage", "commands", "spark", "cli", "output", "format"},
+    "plain": {"storage", "commands", "spark", "cli", "output", "format", "timeutil"},
 }
 
 

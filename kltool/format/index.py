@@ -19,8 +19,9 @@ import sys
 from array import array
 from bisect import bisect_right
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from operator import itemgetter
+
+from ..plain import FrozenPlain
 
 OFFSET_ENTRY = 8
 TIME_ENTRY = 12
@@ -151,15 +152,17 @@ def time_index_zero_tail(data) -> int:
 # ------------------------------------------------------------------------------------------------- txn index
 
 
-@dataclass(frozen=True, slots=True)
-class AbortedTxn:
+class AbortedTxn(FrozenPlain):
     """One ``.txnindex`` entry. ``version`` is the first byte only, as ``AbortedTxn.version()`` reads it."""
 
-    version: int
-    producer_id: int
-    first_offset: int
-    last_offset: int
-    last_stable_offset: int
+    __slots__ = _fields = ("version", "producer_id", "first_offset", "last_offset", "last_stable_offset")
+
+    def __init__(self, version: int, producer_id: int, first_offset: int, last_offset: int, last_stable_offset: int):
+        self.version = version
+        self.producer_id = producer_id
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.last_stable_offset = last_stable_offset
 
     def __str__(self) -> str:  # AbortedTxn.toString
         return (f"AbortedTxn(version={self.version}, producerId={self.producer_id}, "

@@ -7,7 +7,7 @@ decoder can replace the pure-Python one without touching callers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from ..plain import Plain
 
 LOG_OVERHEAD = 12  # offset (8) + size (4)
 HEADER_SIZE_UP_TO_MAGIC = 17
@@ -102,36 +102,50 @@ class BatchHeader:
                 f"offsets={self.base_offset}..{self.last_offset}, crc_valid={self.crc_valid})")
 
 
-@dataclass(slots=True)
-class Record:
-    offset: int
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
-    headers: list[tuple[str | bytes, bytes | None]]
-    sequence: int = -1
-    size: int = 0
-    control: dict | None = None
+class Record(Plain):
+    __slots__ = _fields = ("offset", "timestamp", "key", "value", "headers", "sequence", "size", "control")
+
+    def __init__(self, offset: int, timestamp: int, key: bytes | None, value: bytes | None,
+                 headers: list[tuple[str | bytes, bytes | None]], sequence: int = -1, size: int = 0,
+                 control: dict | None = None):
+        self.offset = offset
+        self.timestamp = timestamp
+        self.key = key
+        self.value = value
+        self.headers = headers
+        self.sequence = sequence
+        self.size = size
+        self.control = control
 
 
-@dataclass(slots=True)
-class RecordColumns:
-    """Decoded records of one batch. Spans index into ``buffer``; a start of -1 means null."""
+class RecordColumns(Plain):
+    """Decoded records of one batch. Spans index into ``buffer``; a start of -1 means null.
 
-    buffer: bytes
-    offsets: list[int] = field(default_factory=list)
-    timestamps: list[int] = field(default_factory=list)
-    key_starts: list[int] = field(default_factory=list)
-    key_ends: list[int] = field(default_factory=list)
-    value_starts: list[int] = field(default_factory=list)
-    value_ends: list[int] = field(default_factory=list)
-    # Per record: None (no headers) or a list of (key_start, key_end, value_start, value_end).
-    headers: list[list[tuple[int, int, int, int]] | None] = field(default_factory=list)
-    sizes: list[int] = field(default_factory=list)
-    sequences: list[int] | None = None
-    controls: list[dict | None] | None = None
-    # True/False when the decoder checked that offsets strictly increase; None when it did not.
-    ordered: bool | None = None
+    ``headers`` holds per record None (no headers) or a list of (key_start, key_end, value_start,
+    value_end); ``ordered`` is True/False when the decoder checked that offsets strictly increase, None
+    when it did not."""
+
+    __slots__ = _fields = ("buffer", "offsets", "timestamps", "key_starts", "key_ends", "value_starts", "value_ends",
+                           "headers", "sizes", "sequences", "controls", "ordered")
+
+    def __init__(self, buffer: bytes, offsets: list[int] | None = None, timestamps: list[int] | None = None,
+                 key_starts: list[int] | None = None, key_ends: list[int] | None = None,
+                 value_starts: list[int] | None = None, value_ends: list[int] | None = None,
+                 headers: list[list[tuple[int, int, int, int]] | None] | None = None, sizes: list[int] | None = None,
+                 sequences: list[int] | None = None, controls: list[dict | None] | None = None,
+                 ordered: bool | None = None):
+        self.buffer = buffer
+        self.offsets = [] if offsets is None else offsets
+        self.timestamps = [] if timestamps is None else timestamps
+        self.key_starts = [] if key_starts is None else key_starts
+        self.key_ends = [] if key_ends is None else key_ends
+        self.value_starts = [] if value_starts is None else value_starts
+        self.value_ends = [] if value_ends is None else value_ends
+        self.headers = [] if headers is None else headers
+        self.sizes = [] if sizes is None else sizes
+        self.sequences = sequences
+        self.controls = controls
+        self.ordered = ordered
 
     def __len__(self) -> int:
         return len(self.offsets)

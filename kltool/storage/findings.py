@@ -8,27 +8,30 @@ as ``{"type": "note", "kind", "file", "message"}``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..plain import Plain
 
 __all__ = ["Finding", "SEVERITIES"]
 
 SEVERITIES = ("error", "warning", "info")
 
 
-@dataclass(slots=True)
-class Finding:
-    severity: str  # error | warning | info
-    kind: str
-    file: str
-    message: str
-    position: int | None = None  # byte position in ``file``
-    offset: int | None = None  # the offset it concerns
-    length: int | None = None  # bytes affected (damaged region)
+class Finding(Plain):
+    """``severity``: error, warning or info; ``position``: the byte position in ``file``; ``offset``: the
+    offset it concerns; ``length``: the bytes affected (a damaged region)."""
 
-    def __post_init__(self) -> None:
-        if self.severity not in SEVERITIES:
-            raise ValueError(f"finding severity must be one of {SEVERITIES}, not {self.severity!r}")
-        self.file = str(self.file)
+    __slots__ = _fields = ("severity", "kind", "file", "message", "position", "offset", "length")
+
+    def __init__(self, severity: str, kind: str, file: str, message: str, position: int | None = None,
+                 offset: int | None = None, length: int | None = None):
+        if severity not in SEVERITIES:
+            raise ValueError(f"finding severity must be one of {SEVERITIES}, not {severity!r}")
+        self.severity = severity
+        self.kind = kind
+        self.file = str(file)
+        self.message = message
+        self.position = position
+        self.offset = offset
+        self.length = length
 
     @property
     def is_error(self) -> bool:

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import CorruptDataError, PathNotFound, PathNotReadable, UsageError
 from ..format import filenames as fn
+from ..plain import Plain
 from .partition import KRAFT_SNAPSHOT, SEGMENT_FILE, Partition
 
 ROOT_CHECKPOINTS = fn.ROOT_OFFSET_CHECKPOINTS
@@ -124,13 +124,16 @@ def is_log_dir(path: Path) -> bool:
         return False
 
 
-@dataclass
-class Selection:
+class Selection(Plain):
     """What a PATH argument named: log dirs, partitions (each possibly inside a log dir), and files."""
 
-    logdirs: list[LogDir] = field(default_factory=list)
-    partitions: list[Partition] = field(default_factory=list)
-    files: list[Path] = field(default_factory=list)
+    __slots__ = _fields = ("logdirs", "partitions", "files")
+
+    def __init__(self, logdirs: list[LogDir] | None = None, partitions: list[Partition] | None = None,
+                 files: list[Path] | None = None):
+        self.logdirs = [] if logdirs is None else logdirs
+        self.partitions = [] if partitions is None else partitions
+        self.files = [] if files is None else files
 
     def filter(self, topic: str | None = None, partitions: set[int] | None = None) -> Selection:
         ps = [p for p in self.partitions

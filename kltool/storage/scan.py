@@ -17,13 +17,13 @@ import struct
 import zlib
 from _thread import allocate_lock
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 from ..format import parse_header, speedups
 from ..format.batch import V2_OVERHEAD
 from ..format.legacy import RECORD_OVERHEAD
 from ..format.records import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MIN_BATCH_SIZE_FIELD, BatchHeader
 from ..format.speedups import crc32c
+from ..plain import Plain
 
 CHUNK = 4 << 20
 _CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -37,15 +37,19 @@ V2_MIN_SIZE_FIELD = V2_OVERHEAD - LOG_OVERHEAD  # 49
 LEGACY_MIN_SIZE_FIELD = RECORD_OVERHEAD  # {0: 14, 1: 22}
 
 
-@dataclass(slots=True)
-class Damage:
-    """Bytes [position, position+length) that are not readable as batches."""
+class Damage(Plain):
+    """Bytes [position, position+length) that are not readable as batches. ``kind``: torn_tail, zero_run,
+    invalid_size, bad_magic or garbage; ``resumed_at``: where the next valid batch starts (None: the end
+    of the file)."""
 
-    kind: str  # torn_tail | zero_run | invalid_size | bad_magic | garbage
-    position: int
-    length: int
-    message: str
-    resumed_at: int | None = None  # where the next valid batch starts (None: end of file)
+    __slots__ = _fields = ("kind", "position", "length", "message", "resumed_at")
+
+    def __init__(self, kind: str, position: int, length: int, message: str, resumed_at: int | None = None):
+        self.kind = kind
+        self.position = position
+        self.length = length
+        self.message = message
+        self.resumed_at = resumed_at
 
     @property
     def end(self) -> int:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..format import index as fidx
 from ..format.batch import V2_OVERHEAD
 from ..format.legacy import RECORD_OVERHEAD
 from ..format.records import LOG_OVERHEAD, BatchHeader
+from ..plain import FrozenPlain
 from . import scan
 
 SEGMENT_SUFFIXES = ("log", "index", "timeindex", "txnindex")
@@ -26,15 +26,17 @@ _TIME = struct.Struct(">qi")
 _ZERO_ENTRY = bytes(fidx.TIME_ENTRY)
 
 
-@dataclass(frozen=True, slots=True)
-class TimeIndexTail:
+class TimeIndexTail(FrozenPlain):
     """The end of a ``.timeindex``: ``raw`` is its last whole entry as the broker reads it (zero-filled
     tail included; None when the file is missing or empty), ``last`` the last real entry (zero tail
     dropped), ``untrimmed`` whether a zero-filled tail follows it. Entries are (timestamp, offset)."""
 
-    raw: tuple[int, int] | None
-    last: tuple[int, int] | None
-    untrimmed: bool
+    __slots__ = _fields = ("raw", "last", "untrimmed")
+
+    def __init__(self, raw: tuple[int, int] | None, last: tuple[int, int] | None, untrimmed: bool):
+        self.raw = raw
+        self.last = last
+        self.untrimmed = untrimmed
 
 
 class Segment:

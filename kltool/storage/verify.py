@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import CorruptDataError
@@ -16,6 +15,7 @@ from ..format import filenames as fn
 from ..format import index as fidx
 from ..format.compression import TooLarge
 from ..format.records import BatchHeader
+from ..plain import Plain
 from .epochs import EpochWatch, checkpoint_epochs
 from .findings import Finding
 from .index_check import IndexChecker
@@ -27,20 +27,29 @@ from .segment import Segment
 INT32_MAX = 2**31 - 1
 
 
-@dataclass
-class VerifyStats:
-    partitions: int = 0
-    segments: int = 0
-    files: int = 0
-    batches: int = 0
-    records: int = 0
-    bytes: int = 0
-    errors: int = 0
-    warnings: int = 0
-    lost_bytes: int = 0
-    uncounted_wrappers: int = 0  # compressed v0/v1 messages whose records a shallow verify did not count
-    segment_ends: dict = field(default_factory=dict)  # partition path -> log end offset seen
-    last_batches: dict = field(default_factory=dict, compare=False, repr=False)  # .log -> last batch (_odd_one_out)
+class VerifyStats(Plain):
+    """Counts of a verify run. ``uncounted_wrappers``: compressed v0/v1 messages whose records a shallow
+    verify did not count; ``segment_ends``: partition path -> the log end offset seen; ``last_batches``
+    (bookkeeping, not compared or shown): .log -> its last batch (_odd_one_out)."""
+
+    _fields = ("partitions", "segments", "files", "batches", "records", "bytes", "errors", "warnings", "lost_bytes",
+               "uncounted_wrappers", "segment_ends")
+
+    def __init__(self, partitions: int = 0, segments: int = 0, files: int = 0, batches: int = 0, records: int = 0,
+                 bytes: int = 0, errors: int = 0, warnings: int = 0, lost_bytes: int = 0,  # noqa: A002
+                 uncounted_wrappers: int = 0, segment_ends: dict | None = None, last_batches: dict | None = None):
+        self.partitions = partitions
+        self.segments = segments
+        self.files = files
+        self.batches = batches
+        self.records = records
+        self.bytes = bytes
+        self.errors = errors
+        self.warnings = warnings
+        self.lost_bytes = lost_bytes
+        self.uncounted_wrappers = uncounted_wrappers
+        self.segment_ends = {} if segment_ends is None else segment_ends
+        self.last_batches = {} if last_batches is None else last_batches
 
 
 def _err(kind, file, msg, position=None, offset=None, length=None):

@@ -452,7 +452,7 @@ def _walk(path, start, end, with_data, resync, chunk_size, progress, runs, prev_
         os.close(fd)
 
 
-SPLIT_PART = 16 << 20  # the least bytes a thread of _split_walk takes
+SPLIT_PART = 8 << 20  # the least bytes a thread of _split_walk takes (a file of 16 MiB is walked in two threads)
 SPLIT_THREADS = 4  # at most (and at most one per CPU)
 _PART_ITEMS = 1024  # items a part's thread holds before it waits for the walk to reach it: bounded memory, and
 # batches the C walker leaves to Python (v0/v1, control batches) take the GIL: little of such work runs at once

@@ -178,6 +178,7 @@ def main() -> int:
     ap.add_argument("--no-java", action="store_true")
     ap.add_argument("--no-rss", action="store_true")
     ap.add_argument("--out", type=Path, default=HERE / "out")
+    ap.add_argument("--raw", action="store_true", help="also print every run's time (ms), to see the spread")
     args = ap.parse_args()
     # Byte-compile kltool as an installation does (PYTHONDONTWRITEBYTECODE in the environment would
     # otherwise make every kltool process compile its modules from source; the peers' are compiled).
@@ -223,6 +224,9 @@ def main() -> int:
         for k, fn in work.items():
             times[k].append(fn())
     med = {k: statistics.median(v) for k, v in times.items()}
+    if args.raw:
+        for k, v in times.items():
+            print(f"{k}: {' '.join(f'{x * 1000:.0f}' for x in v)} ms", file=sys.stderr)
 
     java = {}
     java_note = ""

@@ -12,6 +12,8 @@ import contextlib
 import os
 import random
 import struct
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -246,3 +248,12 @@ def test_a_large_file_is_split_at_the_default_sizes(tmp_path):
     with split(cpus=2, part=None):
         assert len(scan._split_points(p, 0, p.stat().st_size, scan.CHUNK)) == 3
     assert same_both_ways(p, cpus=2, part=None, expect_split=True, base_offset=0)
+
+
+def test_one_cpu_allowed_is_one_pass():
+    """`taskset -c 0 kltool verify` (the man page's advice beside a busy broker): the walk counts the CPUs
+    the process may run on, so it does not split."""
+    code = "from kltool.storage import scan; print(scan._CPUS)"
+    one = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         preexec_fn=lambda: os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}))
+    assert one.stdout.strip() == "1"

@@ -1,7 +1,8 @@
 """The parallel walk (``scan._split_walk``, verify's path over a large file on more than one CPU) yields
-exactly what the sequential walk yields, item for item and in order: on every fixture, on generated and
+exactly what the sequential walk yields, batch for batch and in order: on every fixture, on generated and
 damaged segments, where a part's start is not a batch start, where offsets do not follow at a part's
-start, when a part's thread holds its most items, and when the reader stops early (no thread is left).
+start, when a part's thread holds its most items, and when the reader stops early (no thread or open
+file is left).
 
 Here the parts are made small (``SPLIT_PART``) so that small files are split; the CPU count is set so
 that up to four threads run, whatever the machine has."""
@@ -20,32 +21,21 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kltool.format import _speedups, build_batch, speedups
-from kltool.format import batch as fbatch
+from kltool.format import build_batch, speedups
 from kltool.storage import scan
 from kltool.storage.scan import BatchRun, Damage, walk
 
 from .conftest import FIXTURES, ORACLE, REAL
-from .test_speedups import make_partition, verify_result
+from .test_speedups import compiled, make_partition, verify_result  # noqa: F401 (compiled: autouse, the C walker on)
 
 TS = 1_700_000_000_000
-
-
-@pytest.fixture(autouse=True)
-def compiled():
-    """The parallel walk needs the C walker: on for these tests even under KLTOOL_NO_SPEEDUPS=1."""
-    saved = speedups.C, fbatch._c_decode_v2
-    speedups.C, fbatch._c_decode_v2 = _speedups, _speedups.decode_v2
-    try:
-        yield
-    finally:
-        speedups.C, fbatch._c_decode_v2 = saved
 
 
 @contextlib.contextmanager
 def split(cpus=4, part=1, items=None):
     """Split every walk with runs into up to ``cpus`` parts of at least ``part`` bytes (None: the shipped
     size), a part's thread holding up to ``items`` items."""
+    assert speedups.C is not None  # (the parallel walk needs the C walker: else both walks are one pass)
     saved = scan._CPUS, scan.SPLIT_PART, scan._PART_ITEMS
     scan._CPUS = cpus
     if part is not None:

@@ -561,6 +561,7 @@ def _split_walk(path, start, end, chunk_size, progress, prev_last, base_offset, 
         def progress(n: int) -> None:
             reported[0] += n
             outer(n)
+    first = replay = None
     try:
         for part in parts:
             part.thread = threading.Thread(target=part.run, name="kltool-walk", daemon=True)
@@ -588,7 +589,8 @@ def _split_walk(path, start, end, chunk_size, progress, prev_last, base_offset, 
                     # failed (a read error): the sequential walk meets that error where it lies, if it does.
                     resume = part.lo
                     break
-                for item in _replay(part, progress):
+                replay = _replay(part, progress)
+                for item in replay:
                     if type(item) is BatchRun:
                         prev_last = item.last_offset
                     elif type(item) is Damage or not item.crc_valid:
@@ -605,7 +607,10 @@ def _split_walk(path, start, end, chunk_size, progress, prev_last, base_offset, 
             if progress is not None and resume - start > reported[0]:
                 progress(resume - start - reported[0])  # what the walk up to here has not reported
             yield from sequential(resume, prev_last)
-    finally:
+    finally:  # (also when the reader stops early: every file closed, every thread ended)
+        for gen in (first, replay):
+            if gen is not None:
+                gen.close()
         for part in parts:
             part.finish()
 

@@ -247,3 +247,23 @@ def test_one_cpu_allowed_is_one_pass():
     one = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          preexec_fn=lambda: os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}))
     assert one.stdout.strip() == "1"
+
+
+def test_a_failing_batch_that_ends_just_before_a_part(tmp_path):
+    """A batch failing its CRC ends a few bytes before the next part's start. Within its part (which ends
+    there) the walk takes those few bytes for a short tail and yields the batch; the whole file's walk
+    sees garbage after it and yields one damaged region up to the next part's batch. The failing batch
+    sends the walk back to one pass, so it reports the region."""
+    big = bytearray(build_batch([(0, TS, b"k", b"x" * 20_000, ())], base_offset=50))
+    big[5000] ^= 0x01  # in its records: the CRC fails
+    head = _batches(0, 50)
+    data = head + bytes(big) + b"\xff" * 10 + _batches(51, 50)
+    p = tmp_path / f"{0:020d}.log"
+    p.write_bytes(data)
+    nxt = len(head) + len(big) + 10
+    with split(cpus=2, part=len(data) // 2):
+        assert scan._split_points(p, 0, len(data), scan.CHUNK) == [0, nxt, len(data)]
+    assert same_both_ways(p, cpus=2, part=len(data) // 2, expect_split=True, base_offset=0)
+    with split(cpus=1):
+        items = walked(p, base_offset=0)[0]
+    assert ("damage", "garbage") in {x[:2] for x in items}

@@ -566,41 +566,26 @@ def _split_walk(path, start, end, chunk_size, progress, prev_last, base_offset, 
         for part in parts:
             part.thread = threading.Thread(target=part.run, name="kltool-walk", daemon=True)
             part.thread.start()
-        resume = None  # where the walk goes on sequentially (damage, or a part that does not join)
+        state = [prev_last, None]  # the walk's prev_last; where it goes on sequentially (None: nowhere yet)
         first = _walk(path, start, points[1], False, True, chunk_size, progress, True, prev_last, base_offset, deep,
                       want_cols, None)
-        for item in first:
-            if type(item) is BatchRun:
-                prev_last = item.last_offset
-            elif type(item) is Damage or not item.crc_valid:
-                resume = item.position
+        yield from _until_damage(first, state)
+        first.close()  # (where damage stopped it: its buffer back to the pool now)
+        for part in parts:
+            if state[1] is not None:
                 break
-            elif prev_last is None or item.last_offset > prev_last:
-                prev_last = item.last_offset  # (the walk's prev_last: the highest last offset of a valid batch)
-            yield item
-        first.close()
-        if resume is None:
-            for part in parts:
-                part.done.acquire()
-                head = next((x for x in part.items if type(x) is not int), None)
-                if (part.error is not None or type(head) is not BatchRun
-                        or (prev_last is not None and head.first()[0] <= prev_last)):
-                    # Its start was not what the walk up to it had, or its state differs; or its thread
-                    # failed (a read error): the sequential walk meets that error where it lies, if it does.
-                    resume = part.lo
-                    break
-                replay = _replay(part, progress)
-                for item in replay:
-                    if type(item) is BatchRun:
-                        prev_last = item.last_offset
-                    elif type(item) is Damage or not item.crc_valid:
-                        resume = item.position
-                        break
-                    elif item.last_offset > prev_last:
-                        prev_last = item.last_offset
-                    yield item
-                if resume is not None:
-                    break
+            part.done.acquire()
+            head = next((x for x in part.items if type(x) is not int), None)
+            if (part.error is not None or type(head) is not BatchRun
+                    or (state[0] is not None and head.first()[0] <= state[0])):
+                # Its start was not what the walk up to it had, or its state differs; or its thread
+                # failed (a read error): the sequential walk meets that error where it lies, if it does.
+                state[1] = part.lo
+                break
+            replay = _replay(part, progress)
+            yield from _until_damage(replay, state)
+            replay.close()
+        prev_last, resume = state
         if resume is not None:
             for part in parts:
                 part.finish()
@@ -613,6 +598,23 @@ def _split_walk(path, start, end, chunk_size, progress, prev_last, base_offset, 
                 gen.close()
         for part in parts:
             part.finish()
+
+
+def _until_damage(items, state: list) -> Iterator:
+    """The items of a part's walk up to the first that a part's bounds may have changed (a Damage, a batch
+    failing its CRC), whose position goes to ``state[1]``; ``state[0]`` follows the walk's prev_last (the
+    highest last offset of a valid batch) over the items yielded."""
+    prev_last = state[0]
+    for item in items:
+        if type(item) is BatchRun:
+            prev_last = item.last_offset
+        elif type(item) is Damage or not item.crc_valid:
+            state[1] = item.position
+            return
+        elif prev_last is None or item.last_offset > prev_last:
+            prev_last = item.last_offset
+        state[0] = prev_last
+        yield item
 
 
 def _replay(part: _Part, progress) -> Iterator:

@@ -130,14 +130,14 @@ class BatchRun:
         return out
 
 
-_POOL: list[bytearray] = []  # reused read buffers: allocating (and faulting in) 4 MiB per file is costly
+_POOL: list = []  # reused read buffers (bytearray or mmap, see _take_buffer): allocating (and faulting in) 4 MiB per file is costly
 
 
 _HUGE = 2 << 20
 _POOL_LOCK = allocate_lock()  # walks of the parts of one file run in threads (_split_walk)
 
 
-def _take_buffer(size: int) -> bytearray:
+def _take_buffer(size: int):
     with _POOL_LOCK:
         for i, b in enumerate(_POOL):
             if len(b) >= size:
@@ -158,7 +158,7 @@ def _take_buffer(size: int) -> bytearray:
     return bytearray(size)
 
 
-def _give_buffer(b: bytearray) -> None:
+def _give_buffer(b) -> None:
     with _POOL_LOCK:
         if len(_POOL) < 4 and len(b) <= (64 << 20):
             _POOL.append(b)
@@ -343,8 +343,8 @@ def walk(path, *, start: int = 0, end: int | None = None, with_data: bool = Fals
     also checks the records (see :class:`BatchRun`), ``want_cols`` asks for per-batch columns.
 
     Without ``with_data``, a walk with ``runs`` over a large stretch checks its parts in parallel threads
-    (:func:`_split_walk`): the same items in the same order (the runs of later parts
-    :meth:`~BatchRun.detach`-ed).
+    (:func:`_split_walk`): the same batches and damage in the same order (a run may end at a part's start,
+    and the runs of later parts are :meth:`~BatchRun.detach`-ed).
     """
     if runs and not with_data and resync and speedups.C is not None and _CPUS > 1:
         return _split_walk(path, start, end, chunk_size, progress, prev_last, base_offset, deep, want_cols)
@@ -464,12 +464,11 @@ class _Part:
     parts before it reaches ``lo``. It holds at most ``_PART_ITEMS`` items; then it pauses and the
     walk goes on with its generator (in the calling thread) once it gets there."""
 
-    def __init__(self, path, lo: int, hi: int, kw: dict):
+    def __init__(self, walk_part, lo: int, hi: int):
         self.lo = lo
         self.items: list = []  # items, detached; an int is bytes of progress
         self.live = None  # the progress callback, once the walk has reached this part
-        self.gen = _walk(path, lo, hi, False, True, kw["chunk_size"], self._progress, True, None, kw["base_offset"],
-                         kw["deep"], kw["want_cols"], None)
+        self.gen = walk_part(lo, hi, None, self._progress)
         self.stop = False
         self.error: BaseException | None = None
         self.done = allocate_lock()
@@ -530,7 +529,8 @@ def _split_points(path, start: int, end: int, chunk: int) -> list[int]:
 
 
 def _split_walk(path, start, end, chunk_size, progress, prev_last, base_offset, deep, want_cols):
-    """walk(runs=True) over [start, end) in parts, one thread each; the same items, in the same order.
+    """walk(runs=True) over [start, end) in parts, one thread each; the same batches and damage, in the same
+    order.
 
     Part k's thread walks from a batch found near its share's start (:func:`_split_points`), with no
     previous offset. Its items are the sequential walk's items when the parts before it end exactly at
@@ -540,20 +540,19 @@ def _split_walk(path, start, end, chunk_size, progress, prev_last, base_offset, 
     or mismatch, the other threads are stopped and the walk goes on sequentially from that item: what a
     damaged file yields is exactly what the sequential walk yields. Both the reads and the C walk
     release the GIL, so the parts are read and checked at once."""
-    kw = {"chunk_size": chunk_size, "base_offset": base_offset, "deep": deep, "want_cols": want_cols}
     size = os.stat(path).st_size
     end = size if end is None or end > size else end
     points = _split_points(path, start, end, chunk_size) if end - start >= 2 * SPLIT_PART else [start, end]
 
-    def sequential(lo, prev):
-        return _walk(path, lo, end, False, True, chunk_size, progress, True, prev, base_offset, deep, want_cols, None)
+    def walk_part(lo, hi, prev, prog):
+        return _walk(path, lo, hi, False, True, chunk_size, prog, True, prev, base_offset, deep, want_cols, None)
 
     if len(points) < 3:
-        yield from sequential(start, prev_last)
+        yield from walk_part(start, end, prev_last, progress)
         return
     import threading
 
-    parts = [_Part(path, lo, hi, kw) for lo, hi in zip(points[1:-1], points[2:], strict=True)]
+    parts = [_Part(walk_part, lo, hi) for lo, hi in zip(points[1:-1], points[2:], strict=True)]
     reported = [0]
     if progress is not None:
         outer = progress
@@ -567,8 +566,7 @@ def _split_walk(path, start, end, chunk_size, progress, prev_last, base_offset, 
             part.thread = threading.Thread(target=part.run, name="kltool-walk", daemon=True)
             part.thread.start()
         state = [prev_last, None]  # the walk's prev_last; where it goes on sequentially (None: nowhere yet)
-        first = _walk(path, start, points[1], False, True, chunk_size, progress, True, prev_last, base_offset, deep,
-                      want_cols, None)
+        first = walk_part(start, points[1], prev_last, progress)
         yield from _until_damage(first, state)
         first.close()  # (where damage stopped it: its buffer back to the pool now)
         for part in parts:
@@ -591,7 +589,7 @@ def _split_walk(path, start, end, chunk_size, progress, prev_last, base_offset, 
                 part.finish()
             if progress is not None and resume - start > reported[0]:
                 progress(resume - start - reported[0])  # what the walk up to here has not reported
-            yield from sequential(resume, prev_last)
+            yield from walk_part(resume, end, prev_last, progress)
     finally:  # (also when the reader stops early: every file closed, every thread ended)
         for gen in (first, replay):
             if gen is not None:

@@ -9,7 +9,7 @@ a timestamp, no headers) into v2 batches of about 16 KiB (the producer's ``batch
 * ``kltool build_v2_batch``   kltool.format.batch.build_v2_batch, one call per batch;
 * ``kafka-python``            kafka.record.default_records.DefaultRecordBatchBuilder (pure Python);
 * ``aiokafka``                aiokafka.record.default_records.DefaultRecordBatchBuilder (Cython if built);
-* ``kltool Appender (disk)``  kltool.storage.appender.Appender: partition choice, checks, batching, then
+* ``kltool Appender (disk)``  kltool.storage.write.appender.Appender: partition choice, checks, batching, then
                               the .log write, indexes, fsync, snapshot (a fresh topic in a temp dir);
 * ``kltool CLI (JSON lines)`` ``kltool append`` in-process from a JSON-lines file (JSON parsing included).
 
@@ -70,8 +70,8 @@ def run_builder_cls(cls, records, codec: int, batch: int) -> int:
 
 
 def run_appender(records, codec_name: str) -> int:
-    from kltool.storage.appender import Appender, AppendOptions
-    from kltool.storage.create import create_topic
+    from kltool.storage.write.appender import Appender, AppendOptions
+    from kltool.storage.write.create import create_topic
 
     with tempfile.TemporaryDirectory() as d:
         create_topic(Path(d) / "logs", "bench", 1)

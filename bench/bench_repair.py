@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kltool.format import build_batch  # noqa: E402
 from kltool.storage import open_paths  # noqa: E402
-from kltool.storage.repair import repair  # noqa: E402
-from kltool.storage.verify import VerifyStats, verify_selection  # noqa: E402
+from kltool.storage.change.repair import repair  # noqa: E402
+from kltool.storage.check.verify import VerifyStats, verify_selection  # noqa: E402
 
 TS0 = 1_700_000_000_000
 

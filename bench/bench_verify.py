@@ -6,7 +6,7 @@ is available, Kafka's own Java reader) doing the same work on the same files in 
 
 Readers (each one a full pass over one segment file, timed from opening the file):
 
-  kltool-lib   kltool.storage.verify.verify_selection(open_paths([file]), deep=...) in this process:
+  kltool-lib   kltool.storage.check.verify.verify_selection(open_paths([file]), deep=...) in this process:
                exactly what ``kltool verify FILE`` does, without interpreter start and output.
   kltool-lib-pure  the same with KLTOOL_PURE_PYTHON=1 (the pure-Python record decoder instead of the
                optional C accelerator), timed in-process in a child interpreter.
@@ -56,7 +56,7 @@ class Mismatch(AssertionError):
 
 def kltool_lib(path: Path, deep: bool) -> dict:
     from kltool.storage import open_paths
-    from kltool.storage.verify import VerifyStats, verify_selection
+    from kltool.storage.check.verify import VerifyStats, verify_selection
 
     stats = VerifyStats()
     findings = list(verify_selection(open_paths([path]), deep=deep, stats=stats))

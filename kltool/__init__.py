@@ -29,8 +29,8 @@ _EXPORTS = {
     "Partition": "storage.partition", "Segment": "storage.segment", "walk": "storage.scan",
     "Damage": "storage.scan", "records_of": "storage.scan", "records": "storage.read", "RecordFilter": "storage.read",
     "LogRecord": "storage.read",
-    "create_topic": "storage.create", "Appender": "storage.appender", "AppendOptions": "storage.appender",
-    "PartitionWriter": "storage.writer",
+    "create_topic": "storage.write.create", "Appender": "storage.write.appender", "AppendOptions": "storage.write.appender",
+    "PartitionWriter": "storage.write.writer",
     "decode_records": "format", "record_groups": "format", "parse_header": "format", "build_batch": "format",
 }
 

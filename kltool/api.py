@@ -106,7 +106,7 @@ class Logs:
     def verify(self, *, deep: bool = False) -> VerifyReport:
         """``kltool verify``: every batch's CRC and structure, every index against its log, stale files;
         ``deep`` also decompresses and parses every record. Never changes a file."""
-        from .storage.verify import VerifyStats, verify_selection
+        from .storage.check.verify import VerifyStats, verify_selection
 
         stats = VerifyStats()
         findings = list(verify_selection(self.selection, deep=deep, stats=stats))
@@ -140,7 +140,7 @@ class Logs:
         """``kltool verify --repair``: plan, and with ``dry_run=False`` back up what is cut (beside the
         log dir, or in ``backup_dir``) and apply. Returns a ``RepairResult`` (``.plan.actions``,
         ``.plan.problems``, ``.manifests`` for ``kltool restore``)."""
-        from .storage.repair import repair
+        from .storage.change.repair import repair
 
         try:
             return repair(self.selection, dry_run=dry_run, backup_dir=backup_dir, like_broker=like_broker)
@@ -155,8 +155,8 @@ class Logs:
         ``RetentionPlan`` (applied unless ``dry_run``; with ``backup_dir``, ``kltool restore`` undoes
         it). Without a limit given, the topics' own (``kltool create --config``) or Kafka's defaults
         apply."""
-        from .storage import retention as ret
-        from .storage.backup import LogDirLocks
+        from .storage.change import retention as ret
+        from .storage.change.backup import LogDirLocks
 
         if self.selection.files or not self.partitions:
             raise UsageError("retention works on whole partitions: give a log dir or partition directories")
@@ -179,10 +179,10 @@ class Logs:
         """``kltool append``: ``records`` are dicts with ``key``, ``value`` (bytes, str or None),
         ``headers`` (pairs), ``timestamp`` (epoch ms) and ``partition``, or ``(key, value)`` pairs,
         written to the single log dir selected as real batches. ``options`` are
-        :class:`~kltool.storage.appender.AppendOptions` fields (``compression``, ``magic``,
+        :class:`~kltool.storage.write.appender.AppendOptions` fields (``compression``, ``magic``,
         ``transactional`` ...). All or nothing: an error in any record leaves the log dir as it was. Returns an
         ``AppendResult``."""
-        from .storage.appender import Appender, AppendOptions
+        from .storage.write.appender import Appender, AppendOptions
 
         if len(self.logdirs) != 1:
             raise UsageError(f"append needs exactly one log dir, not {len(self.logdirs)}")

@@ -392,7 +392,7 @@ def test_unknown_topic_and_magic_conflicts(kl, tmp_path):
 
 
 def test_refused_while_a_broker_holds_the_lock(kl, tmp_path):
-    from tests.test_fsutil import hold_lock, stop
+    from tests.test_fs import hold_lock, stop
 
     ld = make_topic(kl, tmp_path, "t", 1)
     before = _snapshot_tree(ld)
@@ -549,7 +549,7 @@ def _dying_writev(monkeypatch, *, crash: bool, at: int = 1) -> list:
     """The writer's ``at``-th os.writev writes half of its block and then the run stops: KeyboardInterrupt,
     or with ``crash`` a process death (nothing after it runs: the writers' undo is switched off).
     Returns the list of .log files that existed when it stopped (filled in then)."""
-    import kltool.storage.writer as writer
+    import kltool.storage.write.writer as writer
 
     real = os.writev
     calls = []

@@ -7,13 +7,13 @@ import json
 import pytest
 
 from kltool.format.checkpoints import parse_partition_metadata
-from kltool.storage.create import create_topic
 from kltool.storage.topic_config import (
     CONFIG_FILE_NAME,
     DEFAULTS,
     load_topic_config,
     parse_config_items,
 )
+from kltool.storage.write.create import create_topic
 
 
 def test_create_layout(kl, tmp_path):
@@ -157,7 +157,7 @@ def test_refuses_a_directory_that_is_not_a_log_dir(kl, tmp_path):
 
 
 def test_broker_lock_refused(kl, tmp_path):
-    from tests.test_fsutil import hold_lock, stop
+    from tests.test_fs import hold_lock, stop
 
     ld = tmp_path / "logs"
     assert kl("create", ld, "t", "--partitions", "1").code == 0

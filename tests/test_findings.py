@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from kltool.storage import findings, repair, retention, verify
+from kltool.storage import findings
+from kltool.storage.change import repair, retention
+from kltool.storage.check import verify
 from kltool.storage.findings import Finding
 
 from .conftest import ORACLE

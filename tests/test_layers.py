@@ -19,6 +19,69 @@ FORBIDDEN = {
     "plain": {"storage", "commands", "spark", "cli", "output", "format", "timeutil"},
 }
 
+# Inside storage/: the broker's model at the top (logdir, partition, segment, scan, read, offsets, ...),
+# then check/ (verify, index_check, batch rules), write/ (writer, appender, create) and change/ (the plan
+# vocabulary, backup and restore, repair, retention): each group imports only the groups below it.
+STORAGE_GROUPS = {"check", "change", "write"}
+STORAGE_FORBIDDEN = {
+    "model": {"check", "change", "write"},
+    "check": {"change", "write"},
+    "write": {"change"},
+    "change": set(),
+}
+
+
+def _storage_imports(path: Path) -> set[str]:
+    """The storage groups (check, change, write, or model for a top-level module) ``path`` imports."""
+    rel = path.relative_to(PKG / "storage").with_suffix("").parts
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        mods = []
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = ["storage", *rel[:-1]][:len(rel) - node.level + 1]
+                mod = base + (node.module.split(".") if node.module else [])
+                mods = [mod + [a.name] for a in node.names] if not node.module else [mod]
+            elif node.module and node.module.startswith("kltool.storage"):
+                mods = [node.module.split(".")[1:]]
+        elif isinstance(node, ast.Import):
+            mods = [a.name.split(".")[1:] for a in node.names if a.name.startswith("kltool.storage")]
+        for m in mods:
+            if m[:1] == ["storage"] and len(m) > 1:
+                out.add(m[1] if m[1] in STORAGE_GROUPS else "model")
+    return out
+
+
+def test_storage_groups_point_one_way():
+    bad = []
+    for path in sorted((PKG / "storage").rglob("*.py")):
+        rel = path.relative_to(PKG / "storage").parts
+        group = rel[0] if len(rel) > 1 else "model"
+        up = _storage_imports(path) & STORAGE_FORBIDDEN[group]
+        if up:
+            bad.append(f"storage/{'/'.join(rel)} ({group}) imports {sorted(up)}")
+    assert not bad, "\n".join(bad)
+
+
+def test_the_storage_checker_sees_group_imports():
+    assert "check" in _storage_imports(PKG / "storage" / "change" / "repair.py")
+    assert "model" in _storage_imports(PKG / "storage" / "check" / "verify.py")
+
+
+def test_segment_file_names_are_parsed_and_formatted_in_one_module():
+    """The 20-digit prefix (``:020d``) and the segment-name patterns live in format/names.py only
+    (Kafka's LogFileUtils)."""
+    import re
+
+    bad = []
+    for path in sorted(PKG.rglob("*.py")):
+        if path.name == "names.py":
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if re.search(r":020d|\{20\}|\(log\|index\|timeindex", line):
+                bad.append(f"{path.relative_to(PKG)}:{n}: {line.strip()}")
+    assert not bad, "\n".join(bad)
+
 
 def _kltool_imports(path: Path) -> set[str]:
     """First component below ``kltool`` of every kltool import in ``path``."""
@@ -61,7 +124,7 @@ def test_lower_layers_never_import_upper_ones(layer):
 
 def test_the_checker_sees_relative_and_absolute_imports():
     assert {"errors", "storage"} <= _kltool_imports(PKG / "spark" / "datasource.py")
-    assert {"format", "storage"} <= _kltool_imports(PKG / "storage" / "retention.py")
+    assert {"format", "storage"} <= _kltool_imports(PKG / "storage" / "change" / "retention.py")
 
 
 def _module_graph() -> dict[str, set[str]]:
@@ -117,13 +180,13 @@ def test_docstrings_cite_kafka_or_this_repository_not_absent_documents():
 
 
 def test_kafkas_file_names_are_spelled_once():
-    """format/filenames.py names the files beside the segments; code elsewhere uses its constants."""
-    from kltool.format import filenames
+    """format/names.py names the files beside the segments; code elsewhere uses its constants."""
+    from kltool.format import names as filenames
 
     names = {v for k, v in vars(filenames).items() if k.isupper() and isinstance(v, str)}
     bad = []
     for path in sorted(PKG.rglob("*.py")):
-        if path.name == "filenames.py":
+        if path.name == "names.py":
             continue
         for n, line in enumerate(path.read_text().splitlines(), 1):
             code = line.split("#", 1)[0]

@@ -10,11 +10,11 @@ import pytest
 
 from kltool.format.index import AbortedTxn
 from kltool.format.records import Record, RecordColumns
+from kltool.storage.check.verify import VerifyStats
 from kltool.storage.findings import Finding
 from kltool.storage.logdir import Selection
 from kltool.storage.scan import Damage
 from kltool.storage.segment import TimeIndexTail
-from kltool.storage.verify import VerifyStats
 
 from .conftest import ROOT
 

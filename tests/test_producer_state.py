@@ -6,8 +6,10 @@ from __future__ import annotations
 from kltool.format import parse_header
 from kltool.format.batch import build_end_txn_marker
 from kltool.format.snapshot import ProducerEntry, parse_snapshot
-from kltool.storage import index_builder, repair, writer
+from kltool.storage import index_builder
+from kltool.storage.change import repair
 from kltool.storage.producer_state import ProducerStateManager, control_of
+from kltool.storage.write import writer
 
 from .test_index_builder import v2
 

@@ -688,7 +688,7 @@ def test_single_segment_file(kl, logs, backup):
 
 def test_library_api(logs):
     from kltool.storage import open_paths
-    from kltool.storage.repair import plan_repair
+    from kltool.storage.change.repair import plan_repair
 
     root = logs("java-oracle/damaged-v2-crc-0")
     plan = plan_repair(open_paths([root]))

@@ -55,7 +55,7 @@ def _fixture_paths():
 
 def verify_result(path, deep):
     from kltool.storage import open_paths
-    from kltool.storage.verify import VerifyStats, verify_selection
+    from kltool.storage.check.verify import VerifyStats, verify_selection
 
     stats = VerifyStats()
     findings = [f.to_json() for f in verify_selection(open_paths([path]), deep=deep, stats=stats)]

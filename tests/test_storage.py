@@ -80,7 +80,7 @@ def test_library_api_reexports():
 def test_verify_beside_a_running_broker(kl, copy_fixture):
     """A torn or zero tail at the end of the active segment of a log dir a broker holds is a write in
     progress (or preallocation): a warning, not an error. Without the broker it is an error."""
-    from .test_fsutil import hold_lock, stop
+    from .test_fs import hold_lock, stop
 
     ld = copy_fixture("sample-logdir")
     log = ld / "lsx1-0" / "00000000000000000000.log"

@@ -16,10 +16,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kltool.storage.change.repair import repair
+from kltool.storage.check.verify import VerifyStats, verify_selection
 from kltool.storage.logdir import open_path
-from kltool.storage.repair import repair
 from kltool.storage.scan import walk
-from kltool.storage.verify import VerifyStats, verify_selection
 
 from .conftest import FIXTURES
 

@@ -1,5 +1,5 @@
 """kltool verify: every finding kind it can emit, each produced from a real file here or named in another
-test module; and verify and repair judge indexes with the one checker (storage/index_check.py)."""
+test module; and verify and repair judge indexes with the one checker (storage/check/index_check.py)."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def test_time_index_mismatch(kl, tmp_path):
 
 
 def test_time_index_order_and_index_corrupt_from_the_one_checker(kl, tmp_path):
-    from kltool.storage.index_check import IndexChecker
+    from kltool.storage.check.index_check import IndexChecker
 
     d = _part(tmp_path, _batch(0) + _batch(3, ts=TS + 100))
     (d / "00000000000000000000.timeindex").write_bytes(struct.pack(">qiqi", TS + 5, 2, TS + 4, 5))
@@ -114,7 +114,7 @@ def test_unknown_and_temp_files(kl, tmp_path):
 def _verify_kinds() -> set[str]:
     """Every finding kind verify can emit, read from its sources."""
     src = "".join((ROOT / "kltool" / "storage" / f).read_text()
-                  for f in ("verify.py", "index_check.py", "scan.py", "epochs.py"))
+                  for f in ("check/verify.py", "check/index_check.py", "scan.py", "epochs.py"))
     kinds = set(re.findall(r'_(?:err|warn)\(\s*"([a-z_]+)"', src))
     kinds |= set(re.findall(r'Finding\(\s*"(?:error|warning)",\s*"([a-z_]+)"', src))
     kinds |= set(re.findall(r'Damage\([^)]*?"([a-z_]+)"', src))

@@ -8,12 +8,12 @@ import pytest
 from kltool.errors import UnsafeOperation, UsageError
 from kltool.format.batch import build_v2_batch
 from kltool.format.snapshot import parse_snapshot
-from kltool.storage.appender import Appender, AppendOptions
-from kltool.storage.create import create_topic
 from kltool.storage.index_builder import rebuild_indexes
 from kltool.storage.partition import Partition
 from kltool.storage.topic_config import TopicConfig
-from kltool.storage.writer import PartitionWriter
+from kltool.storage.write.appender import Appender, AppendOptions
+from kltool.storage.write.create import create_topic
+from kltool.storage.write.writer import PartitionWriter
 from tests.test_append import check_indexes, kp_read
 
 TS0 = 1700000000000

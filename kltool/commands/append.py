@@ -1,5 +1,5 @@
 """kltool append: records from JSON lines, text lines or the command line, written as real batches
-(see kltool-append(1)). The work is done by :class:`kltool.storage.appender.Appender`."""
+(see kltool-append(1)). The work is done by :class:`kltool.storage.write.appender.Appender`."""
 
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def command(out, logdir, topic, partition, input_path, fmt, key_separator, key_o
     or text lines (--format text, --key-separator), or one record from --key/--value.
     All or nothing: bad input anywhere leaves the log dir as it was.
     """
-    from ..storage.appender import Appender, AppendOptions
+    from ..storage.write.appender import Appender, AppendOptions
 
     single = key_opt is not None or value_opt is not None or bool(header_opts) or timestamp_opt is not None
     if single and input_path != "-":

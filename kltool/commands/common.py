@@ -58,7 +58,7 @@ def select(paths, topic, partition_spec):
     typo'd name), that is bad input too: exit 2, not a "clean" result over nothing."""
     sel = _select(paths, topic, partition_spec)
     if sel.files and not sel.partitions and not sel.logdirs:
-        from ..storage.files import classify
+        from ..format.names import classify
 
         if all(classify(f)[0] == "unknown" for f in sel.files):
             raise UsageError("not a Kafka file (.log, .index, .timeindex, .txnindex, .snapshot, checkpoint, "

@@ -37,8 +37,8 @@ def command(out, logdir, topic, partitions, partitions_short, configs, if_not_ex
     Kafka's topic-name rules apply; a name colliding with an existing topic once '.' and '_' are
     unified is refused.
     """
-    from ..storage.create import create_topic
     from ..storage.topic_config import CONFIG_FILE_NAME, parse_config_items
+    from ..storage.write.create import create_topic
 
     if partitions_short is not None:
         # -p selects partitions in every other command; the old count form keeps working, with a hint.

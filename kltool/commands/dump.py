@@ -424,7 +424,7 @@ def _dump_partition(d: Dumper, p) -> None:
 def _dump_other(d: Dumper, path, kind: str, base) -> None:
     """Index, snapshot and text files."""
     from ..format import index as fidx
-    from ..storage.files import read_text_file
+    from ..storage.fs import read_text_file
 
     out = d.out
     js = out.json_mode
@@ -645,7 +645,7 @@ def command(out, paths, topic, partition_spec, records, from_offset, to_offset, 
     from ..format.compression import set_limit
 
     set_limit(max_record_bytes)
-    from ..storage.files import classify
+    from ..format.names import classify
 
     for name, given in (("verify_index_only", verify_index_only), ("key_decoder_class", key_decoder_class),
                         ("value_decoder_class", value_decoder_class)):

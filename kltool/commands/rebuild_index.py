@@ -29,7 +29,7 @@ def command(out, paths, topic, partition_spec, dry_run, backup_dir, index_interv
     backed up with a manifest (kltool restore undoes it). Segments with a damaged log are skipped: repair
     them with kltool verify --repair.
     """
-    from ..storage.repair import repair
+    from ..storage.change.repair import repair
 
     sel = select(paths, topic, partition_spec)
     t0 = time.perf_counter()

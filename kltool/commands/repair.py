@@ -1,4 +1,4 @@
-"""``kltool verify --repair``: plan, then (unless ``--dry-run``) back up and apply (kltool.storage.repair).
+"""``kltool verify --repair``: plan, then (unless ``--dry-run``) back up and apply (kltool.storage.change.repair).
 
 Not a subcommand of its own: ``kltool verify`` calls :func:`run_repair` when ``--repair``, ``--dry-run``,
 ``--backup-dir`` or ``--like-broker`` is given.
@@ -35,8 +35,8 @@ def run_repair(out, paths, topic, partition_spec, *, deep: bool = False, dry_run
     """Plan and apply a repair; returns the exit code (0 done/nothing to do, 1 work planned or problems left,
     3 refused). ``deep`` is accepted for symmetry with verify: the repair follows the broker's rules, which
     never look inside records (a control batch's marker aside)."""
+    from ..storage.change.repair import repair
     from ..storage.index_builder import DEFAULT_INDEX_INTERVAL_BYTES
-    from ..storage.repair import repair
 
     ctx = click.get_current_context(silent=True)
     if ctx is not None and "repair" in ctx.params and not ctx.params["repair"] and not dry_run:

@@ -9,7 +9,7 @@ import time
 import click
 
 from ..errors import UsageError
-from ..storage import retention as ret
+from ..storage.change import retention as ret
 from .common import format_time, human_bytes, parse_time, paths_argument, select, selection_options
 
 _SIZE = re.compile(r"^\s*(-?\d+)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
@@ -181,13 +181,13 @@ def command(out, paths, topic, partition_spec, retention_ms, retention_hours, re
     logdirs = {p.logdir.path: p.logdir for p in sel.partitions if p.logdir is not None}
     with contextlib.ExitStack() as stack:
         if dry_run:
-            from ..storage.fsutil import lock_holder_present
+            from ..storage.fs import lock_holder_present
 
             for ld in logdirs.values():
                 if lock_holder_present(ld.path):
                     out.warn(f"{ld.lock_path}: a broker or another kltool holds this log dir (planning only)")
         else:
-            from ..storage.backup import LogDirLocks
+            from ..storage.change.backup import LogDirLocks
 
             stack.enter_context(LogDirLocks(sorted(logdirs), dry_run=False))
         plan = ret.plan_retention(sel, policy)

@@ -86,7 +86,7 @@ def check_selection(paths, topic, partition_spec, storage_options=None) -> list[
     """What spark-report will read, checked before Spark starts: a path that does not exist, a
     --topic/--partition that selects nothing, or paths that hold no Kafka segment (a README.md)
     are bad input. Returns the paths as the data source takes them (local ones absolute)."""
-    from ..storage.files import classify
+    from ..format.names import classify
     from ..storage.select import parse_partitions
     from ..storage.uri import is_remote, local_path, select_remote
 

@@ -6,7 +6,7 @@ import time
 
 import click
 
-from ..storage.verify import VerifyStats, verify_selection
+from ..storage.check.verify import VerifyStats, verify_selection
 from .common import human_bytes, paths_argument, select, selection_options
 
 

@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import CorruptDataError
-from .filenames import CLEAN_SHUTDOWN_FILE
+from .names import CLEAN_SHUTDOWN_FILE
 
 CHECKPOINT_VERSION = 0  # OffsetCheckpointFile / LeaderEpochCheckpointFile CURRENT_VERSION
 PARTITION_METADATA_VERSION = 0

@@ -353,7 +353,7 @@ def plan_segments(opts, pushed: Pushed | None = None) -> list[SegmentRead]:
     """The segments to read, each with its offset range, in (topic, partition, offset) order;
     ``pushed`` (filters pushed down by Spark) narrows partitions and offset ranges through the
     indexes, as the equivalent options would."""
-    from ..storage.files import classify
+    from ..format.names import classify
     from ..storage.uri import is_remote, local_path
 
     opts = normalize_options(opts)
@@ -509,7 +509,7 @@ def _plan_remote(opts, uris, pushed, records, bounds) -> list[SegmentRead]:
                                    lso, position=pos, storage=storage or None))
     if wanted is None and (pushed is None or pushed.wants(None, None)):
         for uri, size in sel.files:
-            from ..storage.uri import SEGMENT_NAME
+            from ..format.names import REMOTE_SEGMENT_FILE as SEGMENT_NAME
 
             m = SEGMENT_NAME.match(uri.rsplit("/", 1)[-1])
             out.append(SegmentRead(uri, None, None, int(m.group(1)) if m else None, g_start, g_end, size,

@@ -29,7 +29,7 @@ def epoch_out_of_line(prev: int | None, epoch: int, nxt: int | None, known: set[
 def checkpoint_epochs(partition_dir) -> set[int]:
     """The leader epochs ``leader-epoch-checkpoint`` names (empty when it is missing or unreadable)."""
     from ..errors import CorruptDataError
-    from ..format import filenames as fn
+    from ..format import names as fn
     from ..format.checkpoints import parse_leader_epoch_checkpoint
 
     try:

@@ -11,9 +11,9 @@ import os
 from pathlib import Path
 
 from ..errors import CorruptDataError, PathNotFound, PathNotReadable, UsageError
-from ..format import filenames as fn
+from ..format import names as fn
 from ..plain import Plain
-from .partition import KRAFT_SNAPSHOT, SEGMENT_FILE, Partition
+from .partition import Partition
 
 ROOT_CHECKPOINTS = fn.ROOT_OFFSET_CHECKPOINTS
 ROOT_FILES = set(ROOT_CHECKPOINTS) | {
@@ -38,7 +38,7 @@ def looks_like_partition_dir(path: Path) -> bool:
     try:
         for e in os.scandir(path):
             n = e.name
-            if SEGMENT_FILE.match(n) or KRAFT_SNAPSHOT.match(n) or n in (fn.PARTITION_METADATA,
+            if fn.SEGMENT_FILE.match(n) or fn.KRAFT_SNAPSHOT.match(n) or n in (fn.PARTITION_METADATA,
                                                                         fn.LEADER_EPOCH_CHECKPOINT):
                 return True
     except (NotADirectoryError, PermissionError):

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from bisect import bisect_right
 from pathlib import Path
 
 from ..errors import CorruptDataError
-from ..format import filenames as fn
+from ..format import names as fn
 from .segment import Segment
 
-# <20 digits>.<type>[.<transient suffix>]
-SEGMENT_FILE = re.compile(r"^(\d+)\.(log|index|timeindex|txnindex|snapshot)(?:\.(deleted|cleaned|swap))?$")
-KRAFT_SNAPSHOT = re.compile(r"^(\d{20})-(\d{10})\.checkpoint(?:\.(deleted|part))?$")
 KNOWN_FILES = {fn.LEADER_EPOCH_CHECKPOINT, fn.PARTITION_METADATA, fn.QUORUM_STATE}
 
 
@@ -59,7 +55,7 @@ class Partition:
             if de.is_dir():
                 self.other_files.append(entry)
                 continue
-            m = SEGMENT_FILE.match(name)
+            m = fn.SEGMENT_FILE.match(name)
             if m:
                 off = int(m.group(1))
                 kind, transient = m.group(2), m.group(3)
@@ -74,7 +70,7 @@ class Partition:
                 else:
                     indexes.append((off, entry))
                 continue
-            if KRAFT_SNAPSHOT.match(name):
+            if fn.KRAFT_SNAPSHOT.match(name):
                 self.kraft_snapshots.append(entry)
             elif name in KNOWN_FILES:
                 pass

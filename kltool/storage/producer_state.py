@@ -2,7 +2,7 @@
 
 One :class:`ProducerStateManager` serves every place that follows producers through a log:
 
-* ``append`` (:class:`~kltool.storage.writer.PartitionWriter`): epochs, sequences and the open
+* ``append`` (:class:`~kltool.storage.write.writer.PartitionWriter`): epochs, sequences and the open
   transaction of each producer, loaded from the latest snapshot and replayed
   (:meth:`ProducerStateManager.load`, like ``UnifiedLog.rebuildProducerState``), written back as
   ``.snapshot`` files on roll and close;

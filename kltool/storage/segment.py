@@ -9,17 +9,12 @@ from pathlib import Path
 from ..format import index as fidx
 from ..format.batch import V2_OVERHEAD
 from ..format.legacy import RECORD_OVERHEAD
+from ..format.names import filename_prefix
 from ..format.records import LOG_OVERHEAD, BatchHeader
 from ..plain import FrozenPlain
 from . import scan
 
-SEGMENT_SUFFIXES = ("log", "index", "timeindex", "txnindex")
 _MIN_ENTRY = LOG_OVERHEAD + RECORD_OVERHEAD[0]  # the smallest log entry: a v0 message without key and value
-
-
-def filename_prefix(offset: int) -> str:
-    """Kafka's 20-digit zero-padded file-name prefix."""
-    return f"{offset:020d}"
 
 
 _TIME = struct.Struct(">qi")

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import CorruptDataError, UsageError
-from .fsutil import atomic_write
+from .fs import atomic_write
 
 __all__ = [
     "CONFIG_FILE_NAME", "DEFAULTS", "INTERNAL_TOPIC_DEFAULTS", "TopicConfig", "parse_config_items", "validate_config",

@@ -23,12 +23,10 @@ from dataclasses import dataclass, field
 from urllib.parse import unquote, urlparse
 
 from ..errors import KltoolError, UsageError
-from ..format import filenames as fn
+from ..format import names as fn
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
 # <offset>.log, and a tiered-storage copy: <offset>-<segment id>.log (KIP-405's RemoteLogSegmentFileset)
-SEGMENT_NAME = re.compile(r"^(\d{1,20})(?:-([A-Za-z0-9_\-]+))?\.(log|index|timeindex|txnindex)$")
-_TIERED_DIR = re.compile(r"^(.+)-(\d+)-[A-Za-z0-9_\-]{22}$")  # topic-N-<topic id>
 
 _S3_NAMES = {
     "endpoint_override": "endpoint_override", "endpoint": "endpoint_override", "endpoint_url": "endpoint_override",
@@ -160,7 +158,7 @@ def _partition_of(dirname: str):
         topic, part, kind, _u = parse_partition_dir_name(dirname)
         return topic, part, kind or "normal"
     except CorruptDataError:
-        m = _TIERED_DIR.match(dirname)
+        m = fn.REMOTE_PARTITION_DIR.match(dirname)
         if m:
             return m.group(1), int(m.group(2)), "normal"
         return None
@@ -220,7 +218,7 @@ def list_remote(uris, options: dict | None = None) -> RemoteSelection:
                 if name == fn.LOG_START_OFFSET_CHECKPOINT:
                     checkpoints[d_uri] = f_uri
                     continue
-                m = SEGMENT_NAME.match(name)
+                m = fn.REMOTE_SEGMENT_FILE.match(name)
                 if not m:
                     if tp is None and name.endswith(".log"):
                         files.append((f_uri, fi.size))

@@ -24,7 +24,7 @@ Applying, per log dir under the broker's ``.lock``: roll the empty segment; writ
 ``log-start-offset-checkpoint`` (atomically); truncate ``leader-epoch-checkpoint`` from the start like
 ``LeaderEpochFileCache.truncateFromStart``; remove producer snapshots below the log start offset; then
 each segment's files are renamed to ``*.deleted`` and removed (or, with a backup dir, moved into a run
-directory there by :func:`kltool.storage.backup.apply_changes`, whose manifest ``kltool restore`` undoes). In that order a run killed anywhere leaves a log dir the broker loads
+directory there by :func:`kltool.storage.change.backup.apply_changes`, whose manifest ``kltool restore`` undoes). In that order a run killed anywhere leaves a log dir the broker loads
 as it is and a re-run finishes the same way: the checkpoint is written before any segment goes, and
 leftovers (``*.deleted`` files, index files of a half-removed segment) are part of every plan.
 """
@@ -36,20 +36,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import CorruptDataError, UsageError
-from ..format import filenames as fn
-from ..format.checkpoints import (
+from ...errors import CorruptDataError, UsageError
+from ...format import names as fn
+from ...format.checkpoints import (
     encode_leader_epoch_checkpoint,
     encode_offset_checkpoint,
     parse_leader_epoch_checkpoint,
 )
-from ..timeutil import format_time
-from . import offsets as offs
-from .findings import Finding
-from .fsutil import atomic_write, fsync_dir
-from .logdir import LogDir, Selection
-from .partition import SEGMENT_FILE, Partition
-from .segment import Segment, filename_prefix
+from ...format.names import filename_prefix
+from ...timeutil import format_time
+from .. import offsets as offs
+from ..findings import Finding
+from ..fs import atomic_write, fsync_dir
+from ..logdir import LogDir, Selection
+from ..partition import Partition
+from ..segment import Segment
 
 __all__ = [
     "DEFAULT_RETENTION_MS", "Policy", "Action", "Note", "SegmentCandidate", "PartitionPlan", "RetentionPlan",
@@ -206,7 +207,7 @@ def _mtime_ms(path: Path) -> int:
 def _topic_settings(ld: LogDir, topic: str, policy: Policy) -> tuple[str, int, int]:
     """(cleanup.policy, retention.ms, retention.bytes) for ``topic``: the command line, then what
     ``kltool create --config`` stored, then Kafka's defaults (internal topics are compacted)."""
-    from .topic_config import load_topic_config
+    from ..topic_config import load_topic_config
 
     cfg = load_topic_config(ld.path, topic)
     cleanup = cfg.get("cleanup.policy")
@@ -477,7 +478,7 @@ class _Planner:
                 self.action("delete", f, {"kind": "leftover", "reason": "deleted_file",
                                           "reclaimed_bytes": _file_size(f)}, paths=[f])
         for f in p.orphan_indexes:
-            m = SEGMENT_FILE.match(f.name)
+            m = fn.SEGMENT_FILE.match(f.name)
             if m and first_base is not None and int(m.group(1)) < first_base:
                 self.action("delete", f, {"kind": "leftover", "reason": "orphan_index",
                                           "reclaimed_bytes": _file_size(f)}, paths=[f])
@@ -558,7 +559,7 @@ def apply_retention(plan: RetentionPlan, *, backup_dir=None,
                     on_action: Callable[[Action], None] | None = None) -> list[Path]:
     """Carry out ``plan``; the caller holds each log dir's ``.lock``. Without ``backup_dir`` files go the
     broker's way (renamed ``*.deleted``, removed at the end); with it they are moved into a run directory
-    of ``backup_dir`` by :func:`kltool.storage.backup.apply_changes`, whose manifest ``kltool restore``
+    of ``backup_dir`` by :func:`kltool.storage.change.backup.apply_changes`, whose manifest ``kltool restore``
     undoes. ``on_action`` is called as each action completes. Returns the manifests written."""
     steps = _steps(plan)
     left = {id(a): 0 for a in plan.actions}

@@ -1,10 +1,10 @@
 """Repair: plan → apply, with a backup of every byte that leaves a file and a manifest to undo it.
 
 :func:`plan_repair` reads a selection (under the broker's ``.lock``) and returns a :class:`Plan`: a list of
-:class:`~kltool.storage.backup.Action` objects per log dir (:class:`Group`), in the order they must be
-applied. :func:`apply_plan` hands them to the backup engine (:mod:`kltool.storage.backup`), which copies
+:class:`~kltool.storage.change.backup.Action` objects per log dir (:class:`Group`), in the order they must be
+applied. :func:`apply_plan` hands them to the backup engine (:mod:`kltool.storage.change.backup`), which copies
 everything an action removes into a backup run directory, writes the manifest *before* changing anything,
-then applies the actions one by one; :func:`kltool.storage.backup.restore` undoes a run from its manifest.
+then applies the actions one by one; :func:`kltool.storage.change.backup.restore` undoes a run from its manifest.
 :func:`repair` does the locking, the planning and the applying.
 
 What the planner does (the broker's ``LogLoader.load`` and ``LogSegment.recover``, offline):
@@ -48,13 +48,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import CorruptDataError, KltoolError, UsageError
-from ..format import decode_records, parse_header
-from ..format import filenames as fn
-from ..format import index as fidx
-from ..format.batch import V2_OVERHEAD
-from ..format.legacy import RECORD_OVERHEAD
-from ..format.records import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MIN_BATCH_SIZE_FIELD, BatchHeader
+from ...errors import CorruptDataError, KltoolError, UsageError
+from ...format import decode_records, parse_header
+from ...format import index as fidx
+from ...format import names as fn
+from ...format.batch import V2_OVERHEAD
+from ...format.legacy import RECORD_OVERHEAD
+from ...format.records import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MIN_BATCH_SIZE_FIELD, BatchHeader
+from ..check.index_check import IndexChecker
+from ..epochs import checkpoint_epochs, epoch_out_of_line
+from ..findings import Finding
+from ..fs import TMP_SUFFIX
+from ..index_builder import DEFAULT_INDEX_INTERVAL_BYTES, IndexBuilder, TxnIndexBuilder
+from ..logdir import LogDir, Selection
+from ..partition import Partition
+from ..scan import Damage, walk
 from .backup import (
     BACKUP_SUFFIX,
     MANIFEST_NAME,
@@ -69,14 +77,6 @@ from .backup import (
 )
 from .backup import file_size as _size
 from .backup import read_file as _read
-from .epochs import checkpoint_epochs, epoch_out_of_line
-from .findings import Finding
-from .fsutil import TMP_SUFFIX
-from .index_builder import DEFAULT_INDEX_INTERVAL_BYTES, IndexBuilder, TxnIndexBuilder
-from .index_check import IndexChecker
-from .logdir import LogDir, Selection
-from .partition import SEGMENT_FILE, Partition
-from .scan import Damage, walk
 
 __all__ = [
     "Action", "Cut", "Problem", "Group", "Plan", "plan_repair", "apply_plan", "repair", "restore",
@@ -135,7 +135,7 @@ class _Seg:
     txnindex: Path | None = None
 
     def final_of(self, kind: str) -> Path:
-        return self.final.with_name(f"{self.base:020d}.{kind}")
+        return self.final.with_name(fn.segment_file(self.base, kind))
 
 
 class _View:
@@ -149,7 +149,7 @@ class _View:
         for e in sorted(d.iterdir(), key=lambda p: p.name):
             if e.is_dir():
                 continue
-            m = SEGMENT_FILE.match(e.name)
+            m = fn.SEGMENT_FILE.match(e.name)
             if m:
                 self.entries.append((int(m.group(1)), m.group(2), m.group(3), e))
             elif e.name.endswith(TMP_SUFFIX):
@@ -160,7 +160,7 @@ class _View:
         """(offset, kind, final name, current path) of the files that will exist."""
         out = []
         for name, path in sorted(self.current.items()):
-            m = SEGMENT_FILE.match(name)
+            m = fn.SEGMENT_FILE.match(name)
             if m and (kind is None or m.group(2) == kind):
                 out.append((int(m.group(1)), m.group(2), name, path))
         return out
@@ -168,7 +168,7 @@ class _View:
     def segments(self) -> list[_Seg]:
         segs = []
         for off, _k, _name, path in self.files("log"):
-            prefix = f"{off:020d}"
+            prefix = fn.filename_prefix(off)
             segs.append(_Seg(off, path, self.dir / f"{prefix}.log",
                              self.current.get(f"{prefix}.index"), self.current.get(f"{prefix}.timeindex"),
                              self.current.get(f"{prefix}.txnindex")))
@@ -209,7 +209,7 @@ def _plan_stale(view: _View, acts: list[Action]) -> None:
         lo = min(o for o, _e in log_swaps)
         hi = max(_next_offset_of(e, o) for o, e in log_swaps)
         for name, path in list(view.current.items()):
-            m = SEGMENT_FILE.match(name)
+            m = fn.SEGMENT_FILE.match(name)
             off = int(m.group(1))
             if lo <= off < hi:
                 acts.append(Action("quarantine", path, f"replaced by the .swap files covering offsets [{lo}, {hi}) "
@@ -699,7 +699,7 @@ def _plan_segment_names(view: _View, segs: list[_Seg], acts: list[Action]) -> No
                 and (prev_last is None or first.base_offset > prev_last) \
                 and (i + 1 == len(segs) or (last is not None and last < segs[i + 1].base)):
             new_base = first.base_offset
-            target = s.final.with_name(f"{new_base:020d}.log")
+            target = s.final.with_name(fn.segment_file(new_base, "log"))
             if target.name not in view.current:
                 acts.append(Action("rename", s.log, f"the file name says base offset {s.base} but its batches start "
                                    f"at {new_base} and fit between the neighbouring segments: the name (not "
@@ -717,11 +717,11 @@ def _plan_segment_names(view: _View, segs: list[_Seg], acts: list[Action]) -> No
 
 def _snapshot_open_txns(view: _View, first_base: int | None) -> dict[int, int]:
     """Transactions open at the first segment, from the producer snapshot named after it."""
-    from ..format.snapshot import parse_snapshot
+    from ...format.snapshot import parse_snapshot
 
     if first_base is None:
         return {}
-    p = view.current.get(f"{first_base:020d}.snapshot")
+    p = view.current.get(fn.segment_file(first_base, "snapshot"))
     if p is None:
         return {}
     try:
@@ -869,7 +869,7 @@ def _plan_partition(g: Group, p: Partition, *, like_broker: bool, interval: int,
     if full and not indexes_only:
         _plan_stale(view, acts)
         for off, kind, name, path in view.files():
-            if kind in _INDEX_KINDS and f"{off:020d}.log" not in view.current:
+            if kind in _INDEX_KINDS and fn.segment_file(off, "log") not in view.current:
                 acts.append(Action("quarantine", path, "orphan index file without a .log (the broker deletes it)",
                                    old_size=_size(path)))
                 del view.current[name]
@@ -950,8 +950,8 @@ def _plan_partition(g: Group, p: Partition, *, like_broker: bool, interval: int,
 
 
 def _plan_partition_files(view: _View, p: Partition, leo: int, ctx: _Ctx, acts: list[Action]) -> None:
-    from ..format.checkpoints import encode_leader_epoch_checkpoint, parse_leader_epoch_checkpoint
-    from ..format.snapshot import parse_snapshot
+    from ...format.checkpoints import encode_leader_epoch_checkpoint, parse_leader_epoch_checkpoint
+    from ...format.snapshot import parse_snapshot
 
     for off, _k, _name, path in view.files("snapshot"):
         if off > leo:
@@ -1000,7 +1000,7 @@ _ROOT_CHECKPOINTS = (fn.RECOVERY_POINT_CHECKPOINT, fn.REPLICATION_OFFSET_CHECKPO
 
 
 def _plan_root(g: Group) -> None:
-    from ..format.checkpoints import encode_offset_checkpoint, parse_offset_checkpoint
+    from ...format.checkpoints import encode_offset_checkpoint, parse_offset_checkpoint
 
     ld = g.logdir
     if ld is None:
@@ -1061,7 +1061,7 @@ def _in_backup(path: Path, cache: dict[Path, bool]) -> bool:
 
 
 def _groups(sel: Selection) -> list[Group]:
-    from .files import classify
+    from ...format.names import classify
 
     groups: dict[Path, Group] = {}
     cache: dict[Path, bool] = {}

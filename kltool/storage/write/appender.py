@@ -3,13 +3,13 @@
 :class:`Appender` sits on top: it takes records (key, value, headers, timestamp, partition), picks
 partitions (murmur2 for keys, sticky or round-robin for null keys), cuts batches like the producer
 (``batch.size``), and appends **all or nothing**: each batch goes to its partition's
-:class:`~kltool.storage.writer.PartitionWriter` as soon as it is built (straight into the segment
+:class:`~kltool.storage.write.writer.PartitionWriter` as soon as it is built (straight into the segment
 files, no second copy), and nothing else changes before :meth:`Appender.commit`. Bad input (or any
 error, or an interrupt) before the commit undoes every partition: the writers cut the segments back
 to their old ends and remove the segment files they created. The commit first makes the data of every
 partition durable (fsync), and only then replaces index, snapshot and checkpoint files. A crash
 before that leaves whole batches after the old log end (at worst a torn one at the end), which a
-broker's recovery and ``kltool verify --repair`` handle; see :mod:`kltool.storage.writer`. The log
+broker's recovery and ``kltool verify --repair`` handle; see :mod:`kltool.storage.write.writer`. The log
 dir's ``.kafka_cleanshutdown`` is held away while the append writes (put back when it is finished or
 undone), so that after a crash the broker recovers the segments instead of trusting them.
 """
@@ -22,23 +22,23 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import BrokerLockHeld, CorruptDataError, KltoolError, UsageError
-from ..format import build_batch, speedups
-from ..format.batch import (
+from ...errors import BrokerLockHeld, CorruptDataError, KltoolError, UsageError
+from ...format import build_batch, speedups
+from ...format.batch import (
     V2_OVERHEAD,
     build_end_txn_marker,
     build_v2_batch,
     encode_control_key,
     encode_end_txn_value,
 )
-from ..format.compression import CODEC_IDS, NONE, ZSTD
-from ..format.filenames import CLEAN_SHUTDOWN_FILE
-from ..format.partitioner import default_partition
-from ..format.records import LOG_OVERHEAD
-from ..format.topics import parse_partition_dir_name, validate_topic
-from ..jsonl import SKIP, LineError, record_blocks
-from .fsutil import LOCK_FILE_NAME, BrokerLock, atomic_write, fsync_dir, held_message, lock_holder_present
-from .topic_config import load_topic_config, load_topic_entry, validate_config
+from ...format.compression import CODEC_IDS, NONE, ZSTD
+from ...format.names import CLEAN_SHUTDOWN_FILE
+from ...format.partitioner import default_partition
+from ...format.records import LOG_OVERHEAD
+from ...format.topics import parse_partition_dir_name, validate_topic
+from ...jsonl import SKIP, LineError, record_blocks
+from ..fs import LOCK_FILE_NAME, BrokerLock, atomic_write, fsync_dir, held_message, lock_holder_present
+from ..topic_config import load_topic_config, load_topic_entry, validate_config
 from .writer import PartitionWriter, WriterStats, _now_ms
 
 __all__ = ["DEFAULT_BATCH_BYTES", "AppendOptions", "Appender", "AppendResult", "PartitionResult",

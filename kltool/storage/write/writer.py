@@ -34,13 +34,13 @@ partition byte for byte as it was. :meth:`PartitionWriter.prepare` makes every b
 A crash (the process killed, the power cut) before close leaves whole batches after the old end of
 the active segment, at worst a torn batch at the very end, and perhaps new ``.log`` files without
 index files: what a broker that crashed while appending leaves. Kafka's recovery (which runs: the
-:class:`~kltool.storage.appender.Appender` holds ``.kafka_cleanshutdown`` away meanwhile) keeps the whole
+:class:`~kltool.storage.write.appender.Appender` holds ``.kafka_cleanshutdown`` away meanwhile) keeps the whole
 batches, cuts the torn one and rebuilds the indexes; ``kltool verify`` reports the torn tail and the
 missing indexes, ``verify --repair`` cuts and rebuilds them. Nothing that was in the log before is
 changed: index files of the old active segment still describe a valid prefix of it.
 
-:class:`~kltool.storage.appender.Appender` (records in, batches out) and
-:func:`~kltool.storage.create.create_topic` sit on top of it, in their own modules.
+:class:`~kltool.storage.write.appender.Appender` (records in, batches out) and
+:func:`~kltool.storage.write.create.create_topic` sit on top of it, in their own modules.
 """
 
 from __future__ import annotations
@@ -50,23 +50,24 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import CorruptDataError, KltoolError, UnsafeOperation, UsageError
-from ..format import filenames as fn
-from ..format import parse_header
-from ..format.checkpoints import (
+from ...errors import CorruptDataError, KltoolError, UnsafeOperation, UsageError
+from ...format import names as fn
+from ...format import parse_header
+from ...format.checkpoints import (
     encode_leader_epoch_checkpoint,
     parse_leader_epoch_checkpoint,
     parse_offset_checkpoint,
 )
-from ..format.index import AbortedTxn, encode_txn_index
-from ..format.topics import parse_partition_dir_name
-from .fsutil import atomic_write, fsync_dir
-from .index_builder import IndexBuilder
-from .partition import Partition
-from .producer_state import ProducerStateManager, control_of
-from .scan import Damage
-from .segment import Segment, filename_prefix
-from .topic_config import TopicConfig
+from ...format.index import AbortedTxn, encode_txn_index
+from ...format.names import filename_prefix
+from ...format.topics import parse_partition_dir_name
+from ..fs import atomic_write, fsync_dir
+from ..index_builder import IndexBuilder
+from ..partition import Partition
+from ..producer_state import ProducerStateManager, control_of
+from ..scan import Damage
+from ..segment import Segment
+from ..topic_config import TopicConfig
 
 __all__ = ["ProducerState", "PartitionWriter", "WriterStats", "LEADER_EPOCH_FILE"]
 

@@ -7,13 +7,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import BrokerLockHeld, CorruptDataError, UsageError
-from ..format import filenames as fn
-from ..format.topics import parse_partition_dir_name, validate_topic
+from ...errors import BrokerLockHeld, CorruptDataError, UsageError
+from ...format import names as fn
+from ...format.names import filename_prefix
+from ...format.topics import parse_partition_dir_name, validate_topic
+from ..fs import LOCK_FILE_NAME, BrokerLock, atomic_write, fsync_dir, held_message, lock_holder_present
+from ..topic_config import load_topic_entry
 from .appender import topic_partition_dirs
-from .fsutil import LOCK_FILE_NAME, BrokerLock, atomic_write, fsync_dir, held_message, lock_holder_present
-from .segment import filename_prefix
-from .topic_config import load_topic_entry
 from .writer import LEADER_EPOCH_FILE
 
 __all__ = ["create_topic", "CreateResult", "COLLISION_WARNING"]
@@ -57,7 +57,7 @@ def _topics_in(logdir: Path) -> set[str]:
 
 
 def _existing_topic_id(dirs: dict[int, Path]) -> str | None:
-    from ..format.checkpoints import parse_partition_metadata
+    from ...format.checkpoints import parse_partition_metadata
 
     for _p, path in sorted(dirs.items()):
         pm = path / fn.PARTITION_METADATA
@@ -78,9 +78,9 @@ def create_topic(logdir, topic: str, partitions: int, *, config: dict[str, str] 
     ``00000000000000000000.log`` with empty ``.index``/``.timeindex``, an empty ``leader-epoch-checkpoint``
     and ``partition.metadata`` (``version: 0`` + the topic id, written last). ``config`` (validated
     settings) is merged into ``kltool-topics.json`` (see :mod:`kltool.storage.topic_config`)."""
-    from ..format.checkpoints import encode_partition_metadata, new_topic_id, uuid_from_string
-    from ..format.topics import CLUSTER_METADATA_TOPIC_NAME, has_collision, has_collision_chars
-    from .topic_config import save_topic_entry
+    from ...format.checkpoints import encode_partition_metadata, new_topic_id, uuid_from_string
+    from ...format.topics import CLUSTER_METADATA_TOPIC_NAME, has_collision, has_collision_chars
+    from ..topic_config import save_topic_entry
 
     logdir = Path(logdir)
     validate_topic(topic)

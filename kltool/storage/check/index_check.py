@@ -19,10 +19,10 @@ from __future__ import annotations
 from bisect import bisect_left
 from pathlib import Path
 
-from ..errors import CorruptDataError
-from ..format import index as fidx
-from ..format.records import BatchHeader
-from .findings import Finding
+from ...errors import CorruptDataError
+from ...format import index as fidx
+from ...format.records import BatchHeader
+from ..findings import Finding
 
 __all__ = ["IndexChecker"]
 

@@ -10,19 +10,19 @@ import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from ..errors import CorruptDataError
-from ..format import filenames as fn
-from ..format import index as fidx
-from ..format.compression import TooLarge
-from ..format.records import BatchHeader
-from ..plain import Plain
-from .epochs import EpochWatch, checkpoint_epochs
-from .findings import Finding
+from ...errors import CorruptDataError
+from ...format import index as fidx
+from ...format import names as fn
+from ...format.compression import TooLarge
+from ...format.records import BatchHeader
+from ...plain import Plain
+from ..epochs import EpochWatch, checkpoint_epochs
+from ..findings import Finding
+from ..logdir import LogDir, Selection
+from ..partition import Partition
+from ..scan import HOLD, BatchRun, Damage, FileSpan, records_of, walk
+from ..segment import Segment
 from .index_check import IndexChecker
-from .logdir import LogDir, Selection
-from .partition import Partition
-from .scan import HOLD, BatchRun, Damage, FileSpan, records_of, walk
-from .segment import Segment
 
 INT32_MAX = 2**31 - 1
 
@@ -61,7 +61,7 @@ def _warn(kind, file, msg, position=None, offset=None, length=None):
 
 
 def _index_checker(seg: Segment, is_active: bool, log_size: int | None) -> IndexChecker:
-    """The one index judge (:class:`~kltool.storage.index_check.IndexChecker`) for ``seg``."""
+    """The one index judge (:class:`~kltool.storage.check.index_check.IndexChecker`) for ``seg``."""
     return IndexChecker(seg.base_offset, seg.index_path, seg.timeindex_path, log_size=log_size, is_active=is_active)
 
 
@@ -251,7 +251,7 @@ def _computed_crc(path: Path, h: BatchHeader) -> int:
     """The CRC the batch's bytes give (read in steps when the walker did not hold them)."""
     import zlib
 
-    from ..format.speedups import crc32c
+    from ...format.speedups import crc32c
 
     func, skip = (crc32c, 21) if h.magic >= 2 else (zlib.crc32, 16)
     if h.data is not None:
@@ -333,7 +333,7 @@ def _broker_running(p: Partition) -> bool:
         return False
     cached = getattr(ld, "_broker_running", None)
     if cached is None:
-        from .fsutil import lock_holder_present
+        from ..fs import lock_holder_present
 
         try:
             cached = ld.lock_path.exists() and lock_holder_present(ld.path)
@@ -344,8 +344,8 @@ def _broker_running(p: Partition) -> bool:
 
 
 def _check_partition_files(p: Partition, leo: int) -> Iterator[Finding]:
-    from ..format.checkpoints import parse_leader_epoch_checkpoint, parse_partition_metadata
-    from ..format.snapshot import parse_snapshot
+    from ...format.checkpoints import parse_leader_epoch_checkpoint, parse_partition_metadata
+    from ...format.snapshot import parse_snapshot
 
     for off, path in p.snapshots:
         try:
@@ -384,7 +384,7 @@ def _check_partition_files(p: Partition, leo: int) -> Iterator[Finding]:
 
 
 def _check_logdir(ld: LogDir, stats: VerifyStats) -> Iterator[Finding]:
-    from .fsutil import lock_holder_present
+    from ..fs import lock_holder_present
 
     try:
         if ld.lock_path.exists() and lock_holder_present(ld.path):
@@ -442,7 +442,7 @@ def verify_selection(sel: Selection, *, deep: bool = False, stats: VerifyStats |
 def verify_file(path: Path, *, deep: bool, stats: VerifyStats,
                 progress: Callable[[int], None] | None = None) -> Iterator[Finding]:
     """A single file named on the command line, checked by its type."""
-    from .files import classify
+    from ...format.names import classify
 
     kind, base = classify(path)
     if kind == "log":
@@ -468,7 +468,7 @@ def verify_file(path: Path, *, deep: bool, stats: VerifyStats,
                     ic.batch(h)
             yield from ic.finish()[early:]
     elif kind == "snapshot":
-        from ..format.snapshot import parse_snapshot
+        from ...format.snapshot import parse_snapshot
 
         try:
             snap = parse_snapshot(path.read_bytes())
@@ -481,7 +481,7 @@ def verify_file(path: Path, *, deep: bool, stats: VerifyStats,
     elif kind == "kraft_snapshot":
         yield from verify_log_file(path, base_offset=None, deep=deep, stats=stats, progress=progress)
     elif kind in ("offset_checkpoint", "leader_epoch_checkpoint", "partition_metadata", "meta_properties"):
-        from .files import read_text_file
+        from ..fs import read_text_file
 
         try:
             read_text_file(path, kind)

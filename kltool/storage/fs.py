@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 
 from ..errors import BrokerLockHeld, CorruptDataError, UnsafeOperation, UsageError
-from ..format import filenames as fn
+from ..format import names as fn
 from ..format.topics import parse_partition_dir_name
 
 __all__ = [
@@ -320,3 +320,32 @@ def lock_holder_present(logdir) -> bool:
         return False
     finally:
         os.close(fd)
+
+
+def read_text_file(path: Path, kind: str):
+    """Parse a small text file of ``kind``; CorruptDataError (with the path) when it is not valid."""
+    import json
+
+    from ..format import checkpoints as cp
+
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CorruptDataError("not UTF-8 text", path=path, position=e.start) from None
+    try:
+        if kind == "offset_checkpoint":
+            return cp.parse_offset_checkpoint(text)
+        if kind == "leader_epoch_checkpoint":
+            return cp.parse_leader_epoch_checkpoint(text)
+        if kind == "partition_metadata":
+            return cp.parse_partition_metadata(text)
+        if kind == "meta_properties":
+            return cp.parse_properties(text)
+        if kind == "json":
+            try:
+                return json.loads(text)
+            except json.JSONDecodeError as e:
+                raise CorruptDataError(f"invalid JSON: {e.msg}", position=e.pos) from None
+    except CorruptDataError as e:
+        raise e.at(path=path) from None
+    raise CorruptDataError(f"unknown file kind {kind}", path=path)

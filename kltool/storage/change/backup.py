@@ -31,9 +31,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import BrokerLockHeld, CorruptDataError, UnsafeOperation, UsageError
-from ..format import filenames as fn
-from .fsutil import (
+from ...errors import BrokerLockHeld, CorruptDataError, UnsafeOperation, UsageError
+from ...format import names as fn
+from ..fs import (
     BrokerLock,
     append_ranges,
     atomic_write,

@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from kltool.errors import BrokerLockHeld, UnsafeOperation, UsageError
-from kltool.storage.fsutil import (
+from kltool.storage.fs import (
     BrokerLock,
     atomic_write,
     copy_range,

@@ -1,0 +1,1 @@
+"""kltool.storage.check."""

@@ -172,7 +172,7 @@ def s(x):
     return "—" if x is None else (f"{x * 1000:.0f} ms" if x < 1 else f"{x:.2f} s")
 
 
-def main() -> int:
+def main() -> int:  # noqa: C901
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--no-java", action="store_true")

@@ -343,7 +343,7 @@ def _git_rev() -> str:
         return "unknown"
 
 
-def main(argv=None) -> int:
+def main(argv=None) -> int:  # noqa: C901
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--_worker"]:
         return _worker(argv[1])

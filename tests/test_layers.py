@@ -192,3 +192,14 @@ def test_kafkas_file_names_are_spelled_once():
             code = line.split("#", 1)[0]
             bad += [f"{path.relative_to(PKG)}:{n}: {name}" for name in names if f'"{name}"' in code]
     assert not bad, "\n".join(bad)
+
+
+# The functions over Kafka's complexity cap of 16 (ruff's C901, set in pyproject.toml) that are still
+# excused with `# noqa: C901`. This number only goes down.
+COMPLEXITY_EXCEPTIONS = 27
+
+
+def test_complexity_exceptions_only_shrink():
+    marked = [f"{p.relative_to(PKG)}:{n}" for p in sorted(PKG.rglob("*.py"))
+              for n, line in enumerate(p.read_text().splitlines(), 1) if "noqa: C901" in line]
+    assert len(marked) <= COMPLEXITY_EXCEPTIONS, marked

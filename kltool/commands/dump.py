@@ -218,7 +218,7 @@ class Dumper:
         self._emit_batch(h, file)
         self.emitted += 1
 
-    def _print_records(self, h: BatchHeader, cols) -> bool:
+    def _print_records(self, h: BatchHeader, cols) -> bool:  # noqa: C901
         """Print the matching records of one group; True when the dump stops here (--to-time, --limit)."""
         enc = self.encoding
         out = self.out
@@ -421,7 +421,7 @@ def _dump_partition(d: Dumper, p) -> None:
             d.batch(item, str(seg.log_path))
 
 
-def _dump_other(d: Dumper, path, kind: str, base) -> None:
+def _dump_other(d: Dumper, path, kind: str, base) -> None:  # noqa: C901
     """Index, snapshot and text files."""
     from ..format import index as fidx
     from ..storage.fs import read_text_file
@@ -508,7 +508,7 @@ def _dump_other(d: Dumper, path, kind: str, base) -> None:
             out.emit({"type": "json_file", "file": f, "content": value}) if js else out.line(_json.dumps(value))
 
 
-def compile_format(fmt: str):
+def compile_format(fmt: str):  # noqa: C901
     """A kcat-style ``-f`` format: %t topic, %p partition, %o offset, %k key, %K key length, %s value,
     %S value length (-1 for null), %T timestamp (epoch ms), %h headers (k=v,...), %% a percent sign;
     \\n \\r \\t \\\\ and \\xHH escapes. No newline is added (end the format with \\n), as in kcat.
@@ -630,7 +630,7 @@ _KAFKA_HINTS = {
 @click.option("--key-decoder-class", hidden=True)
 @click.option("--value-decoder-class", hidden=True)
 @click.pass_obj
-def command(out, paths, topic, partition_spec, records, from_offset, to_offset, from_time, to_time, key, limit,
+def command(out, paths, topic, partition_spec, records, from_offset, to_offset, from_time, to_time, key, limit,  # noqa: C901
             encoding, decoder, fmt, files, print_data_log, deep_iteration, skip_record_metadata, offsets_decoder,
             transaction_log_decoder, cluster_metadata_decoder, max_bytes, index_sanity_check, max_record_bytes,
             verify_index_only, key_decoder_class, value_decoder_class):

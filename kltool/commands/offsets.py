@@ -102,7 +102,7 @@ def kafka_line(d: dict, modes: set[str], target) -> str | None:
               help="kafka: topic:partition:offset lines, as kafka-get-offsets.sh prints (one offset kind; "
               "default latest).")
 @click.pass_obj
-def command(out, paths, topic, partition_spec, time_, earliest, latest, max_timestamp, count, fmt):
+def command(out, paths, topic, partition_spec, time_, earliest, latest, max_timestamp, count, fmt):  # noqa: C901
     """Offsets per partition, found like the broker finds them: segments by largest timestamp, then
     the .timeindex, then the .index, then a short scan. Without options: --earliest --latest.
     A segment file stands for its partition.

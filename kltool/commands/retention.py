@@ -149,7 +149,7 @@ def _print_plan(out, plan: ret.RetentionPlan) -> None:
 @click.option("--backup-dir", type=click.Path(path_type=str, readable=False), help="Move removed files here (with a manifest) "
               "instead of deleting them.")
 @click.pass_obj
-def command(out, paths, topic, partition_spec, retention_ms, retention_hours, retention_bytes, before_offset,
+def command(out, paths, topic, partition_spec, retention_ms, retention_hours, retention_bytes, before_offset,  # noqa: C901
             before_time, offset_json_file, now, dry_run, backup_dir):
     """Delete old segments like the broker's retention check: log start offset, size, then time;
     oldest first, stopping at the first segment that must stay. Topics whose cleanup.policy is only

@@ -121,7 +121,7 @@ def check_selection(paths, topic, partition_spec, storage_options=None) -> list[
 @click.option("--output", "-o", "output", type=click.Path(dir_okay=False, path_type=str, readable=False),
               help="Also write the result to FILE (.csv, .json/.jsonl or .parquet, by suffix).")
 @click.pass_obj
-def command(out, report, paths, topic, partition_spec, master, confs, storage_options, ship_kltool, time_spec,
+def command(out, report, paths, topic, partition_spec, master, confs, storage_options, ship_kltool, time_spec,  # noqa: C901
             unit, output):
     """Run REPORT with Spark over log dirs (PATH...): sizes, offsets-by-time (--time T), counts,
     timeline. Starting Spark takes ~15 s; needs Java 17+ and kltool[spark].

@@ -160,7 +160,7 @@ def v2_record_groups(h: BatchHeader, batch, *, group_bytes: int = GROUP_BYTES, g
     return _stream_v2(h, batch, group_bytes, group_records)
 
 
-def _stream_v2(h: BatchHeader, batch, group_bytes: int, group_records: int):
+def _stream_v2(h: BatchHeader, batch, group_bytes: int, group_records: int):  # noqa: C901
     limit = _compression.MAX_DECOMPRESSED
     if not h.count:
         return  # (no record is read, so nothing is checked: Kafka's reader neither)
@@ -312,7 +312,7 @@ def _decode_v2_data(h: BatchHeader, data: bytes, count: int, where, stop: int | 
     return _decode_v2_python(h, cols, data, count, where, stop)
 
 
-def _decode_v2_python(h: BatchHeader, cols: RecordColumns, data: bytes, count: int, where,
+def _decode_v2_python(h: BatchHeader, cols: RecordColumns, data: bytes, count: int, where,  # noqa: C901
                       stop: int | None = None) -> RecordColumns:
     oapp = cols.offsets.append
     tapp = cols.timestamps.append

@@ -315,7 +315,7 @@ class ZstdFrames:
         self.frames = 0
         self.seen = 0  # bytes fed
 
-    def feed(self, chunk) -> None:
+    def feed(self, chunk) -> None:  # noqa: C901
         self.seen += len(chunk)
         view = memoryview(chunk).cast("B") if len(chunk) else b""
         i = 0

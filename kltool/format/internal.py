@@ -227,7 +227,7 @@ def _b64(b: bytes | None) -> str | None:
 # Generic message reader
 
 
-def _read_value(r: _Reader, f: _Field, typ, version: int, flex: bool, tagged: bool = False):
+def _read_value(r: _Reader, f: _Field, typ, version: int, flex: bool, tagged: bool = False):  # noqa: C901
     what = f.name
     if isinstance(typ, str):
         st = _FIXED.get(typ)
@@ -301,7 +301,7 @@ def _default_json(f: _Field, version: int):
     return {"bool": False, "string": "", "bytes": ""}.get(t, 0)
 
 
-def _read_struct(r: _Reader, fields: list[_Field], version: int, flex: bool) -> dict:
+def _read_struct(r: _Reader, fields: list[_Field], version: int, flex: bool) -> dict:  # noqa: C901
     values = {}
     for f in fields:
         if f.tag is None and f.present(version):

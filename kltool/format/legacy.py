@@ -59,7 +59,7 @@ def _message_fields(buf, start: int, end: int, magic: int):
     return ks, ke, vs, ve
 
 
-def decode_legacy_records(h: BatchHeader, entry) -> RecordColumns:
+def decode_legacy_records(h: BatchHeader, entry) -> RecordColumns:  # noqa: C901
     """Decode the record(s) of the shallow message ``entry`` (exactly its bytes).
 
     An uncompressed message is one record; a compressed wrapper yields its inner messages with

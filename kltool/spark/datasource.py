@@ -291,7 +291,7 @@ def _ms_ceil(v) -> int | None:
     return -(-us // 1000)
 
 
-def _push(pushed: Pushed, f) -> None:
+def _push(pushed: Pushed, f) -> None:  # noqa: C901
     """Narrow ``pushed`` by one filter on topic, partition, offset or timestamp (others: ignored)."""
     from pyspark.sql import datasource as sds
 
@@ -349,7 +349,7 @@ def _push(pushed: Pushed, f) -> None:
             pushed.offset_end = hi + 1 if pushed.offset_end is None else min(pushed.offset_end, hi + 1)
 
 
-def plan_segments(opts, pushed: Pushed | None = None) -> list[SegmentRead]:
+def plan_segments(opts, pushed: Pushed | None = None) -> list[SegmentRead]:  # noqa: C901
     """The segments to read, each with its offset range, in (topic, partition, offset) order;
     ``pushed`` (filters pushed down by Spark) narrows partitions and offset ranges through the
     indexes, as the equivalent options would."""
@@ -451,7 +451,7 @@ def _split_bytes(opts) -> int:
     return 128 << 20 if v is None else v
 
 
-def _plan_remote(opts, uris, pushed, records, bounds) -> list[SegmentRead]:
+def _plan_remote(opts, uris, pushed, records, bounds) -> list[SegmentRead]:  # noqa: C901
     """The segments of object-store URIs, planned from their names, the checkpoint and the .index
     of the first segment read in each partition (no segment bytes but one batch header are read)."""
     from ..errors import UsageError

@@ -352,7 +352,7 @@ def walk(path, *, start: int = 0, end: int | None = None, with_data: bool = Fals
                  want_cols, hold_limit)
 
 
-def _walk(path, start, end, with_data, resync, chunk_size, progress, runs, prev_last, base_offset, deep, want_cols,
+def _walk(path, start, end, with_data, resync, chunk_size, progress, runs, prev_last, base_offset, deep, want_cols,  # noqa: C901
           hold_limit):
     c_walk = speedups.C.walk_v2 if runs and speedups.C is not None else None
     seg_base = -1 if base_offset is None or base_offset < 0 else base_offset

@@ -173,7 +173,7 @@ def read_bytes(uri: str, options: dict | None = None, start: int = 0, length: in
         return f.read_at(length, start)
 
 
-def list_remote(uris, options: dict | None = None) -> RemoteSelection:
+def list_remote(uris, options: dict | None = None) -> RemoteSelection:  # noqa: C901
     """What the URIs hold, by name (see the module docstring). Raises UsageError for a URI that
     does not exist."""
     from pyarrow import fs as pafs

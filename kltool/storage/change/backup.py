@@ -446,7 +446,7 @@ def _move(src: Path, dst: Path) -> None:
     fsync_dir(src.parent)
 
 
-def _apply(a: Action, entry: dict, run_dir: Path) -> None:
+def _apply(a: Action, entry: dict, run_dir: Path) -> None:  # noqa: C901
     f = a.file
     if a.op == "truncate":
         size = file_size(f)
@@ -602,7 +602,7 @@ def _check_sha(path: Path, sha: str | None, what: str) -> None:
         raise UnsafeOperation(f"the backup of {what} does not match its sha256 in the manifest", path=path)
 
 
-def _restore_entry(e: dict, run_dir: Path, dry_run: bool) -> RestoreStep | None:
+def _restore_entry(e: dict, run_dir: Path, dry_run: bool) -> RestoreStep | None:  # noqa: C901
     op = e["op"]
     f = Path(e["file"])
     if op == "delete":

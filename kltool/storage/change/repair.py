@@ -733,7 +733,7 @@ def _snapshot_open_txns(view: _View, first_base: int | None) -> dict[int, int]:
     return {e.producer_id: e.current_txn_first_offset for e in snap.entries if e.current_txn_first_offset >= 0}
 
 
-def _index_actions(sc: _SegScan, *, force: bool, indexes_only: bool, acts: list[Action],
+def _index_actions(sc: _SegScan, *, force: bool, indexes_only: bool, acts: list[Action],  # noqa: C901
                    probs: list[Problem]) -> None:
     seg, ex = sc.seg, sc.existing
     modified = bool(sc.cuts)  # a magic fix moves nothing: the indexes stay valid
@@ -858,7 +858,7 @@ def _quarantine_segment(seg: _Seg, reason: str, acts: list[Action]) -> None:
             acts.append(a)
 
 
-def _plan_partition(g: Group, p: Partition, *, like_broker: bool, interval: int, only_bases: set[int] | None,
+def _plan_partition(g: Group, p: Partition, *, like_broker: bool, interval: int, only_bases: set[int] | None,  # noqa: C901
                     force_index: bool, indexes_only: bool, progress=None) -> None:
     acts, probs = g.actions, g.problems
     if p.kind == "delete":
@@ -1060,7 +1060,7 @@ def _in_backup(path: Path, cache: dict[Path, bool]) -> bool:
     return hit
 
 
-def _groups(sel: Selection) -> list[Group]:
+def _groups(sel: Selection) -> list[Group]:  # noqa: C901
     from ...format.names import classify
 
     groups: dict[Path, Group] = {}

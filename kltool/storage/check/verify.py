@@ -80,7 +80,7 @@ def _check_txn_index(seg: Segment) -> list[Finding]:
     return out
 
 
-def verify_log_file(path: Path, *, base_offset: int | None, deep: bool, stats: VerifyStats,
+def verify_log_file(path: Path, *, base_offset: int | None, deep: bool, stats: VerifyStats,  # noqa: C901
                     progress: Callable[[int], None] | None = None, prev_last: int | None = None,
                     index_check: IndexChecker | None = None, live_tail: bool = False,
                     epochs: EpochWatch | None = None) -> Iterator[Finding]:

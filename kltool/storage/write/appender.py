@@ -200,7 +200,7 @@ class Appender:
 
     # -------------------------------------------------------------------------------------- options
 
-    def _check_options(self) -> None:
+    def _check_options(self) -> None:  # noqa: C901
         o = self.options
         cfg = self.config
         if o.magic not in (0, 1, 2):

@@ -70,7 +70,7 @@ def _existing_topic_id(dirs: dict[int, Path]) -> str | None:
     return None
 
 
-def create_topic(logdir, topic: str, partitions: int, *, config: dict[str, str] | None = None,
+def create_topic(logdir, topic: str, partitions: int, *, config: dict[str, str] | None = None,  # noqa: C901
                  if_not_exists: bool = False, topic_id: str | None = None, dry_run: bool = False) -> CreateResult:
     """Create ``topic`` with ``partitions`` partition directories in ``logdir`` (made if missing), or add
     partitions to an existing topic when ``partitions`` is larger than its count. Each new directory gets

@@ -174,7 +174,7 @@ class PartitionWriter:
         except (OSError, UnicodeDecodeError, CorruptDataError):
             return 0
 
-    def _load_active(self) -> None:
+    def _load_active(self) -> None:  # noqa: C901
         """One header walk of the active segment: damage, LEO, first timestamp, indexes."""
         seg = self.segment
         cfg = self.config

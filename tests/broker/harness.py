@@ -292,6 +292,12 @@ class Broker:
         v = lines[0].rsplit(":", 1)[1]
         return int(v) if v else None
 
+    def list_offsets_all(self, time_spec: str, pattern: str = "[^_].*") -> dict[tuple[str, int], int | None]:
+        """ListOffsets for every partition of the topics matching PATTERN, by GetOffsetShell (one JVM)."""
+        p = run_tool("org.apache.kafka.tools.GetOffsetShell", "--bootstrap-server", self.bootstrap,
+                     "--topic", pattern, "--time", time_spec)
+        return _parse_offset_lines(p.stdout)
+
 
 def _parse_offset_lines(text: str) -> dict[tuple[str, int], int | None]:
     out = {}
@@ -300,13 +306,3 @@ def _parse_offset_lines(text: str) -> dict[tuple[str, int], int | None]:
         if len(parts) == 3 and parts[1].isdigit():
             out[(parts[0], int(parts[1]))] = int(parts[2]) if parts[2].lstrip("-").isdigit() else None
     return out
-
-
-def list_offsets_all(self, time_spec: str, pattern: str = "[^_].*") -> dict[tuple[str, int], int | None]:
-    """ListOffsets for every partition of the topics matching PATTERN, by GetOffsetShell (one JVM)."""
-    p = run_tool("org.apache.kafka.tools.GetOffsetShell", "--bootstrap-server", self.bootstrap,
-                 "--topic", pattern, "--time", time_spec)
-    return _parse_offset_lines(p.stdout)
-
-
-Broker.list_offsets_all = list_offsets_all

@@ -4,7 +4,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 SAMPLE := fixtures/sample-logdir
 
-.PHONY: demo test test-quick bench lint clean
+.PHONY: demo test test-quick bench lint clean broker-jars
+
+# The real Kafka broker of the broker tests (tests/broker, DESIGN.md §5): its jars, copied by Maven from
+# tests/broker/pom.xml into a cache outside the work tree. Skipped when complete; without mvn or java a note,
+# and the broker tests then skip (or fail under CI=true).
+KAFKA_VERSION := $(shell sed -n 's:.*<kafka\.version>\(.*\)</kafka\.version>.*:\1:p' tests/broker/pom.xml)
+KLTOOL_KAFKA_BROKER_JARS ?= $(HOME)/.cache/kltool-kafka-broker/$(KAFKA_VERSION)
+export KLTOOL_KAFKA_BROKER_JARS
 
 $(BIN)/.installed: pyproject.toml kltool/format/_speedups.c
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -18,8 +25,20 @@ demo: $(BIN)/.installed
 	$(BIN)/kltool dump --records --limit 5 $(SAMPLE)/lsx1-0
 	$(BIN)/kltool --json dump --records --limit 2 $(SAMPLE)/lsx1-0
 
-test: $(BIN)/.installed
+test: $(BIN)/.installed broker-jars
 	$(BIN)/python -m pytest -q
+
+broker-jars:
+	@if [ -f '$(KLTOOL_KAFKA_BROKER_JARS)/.complete' ]; then :; \
+	elif ! command -v mvn >/dev/null 2>&1 || ! command -v java >/dev/null 2>&1; then \
+	  echo "note: no mvn or java: the Kafka $(KAFKA_VERSION) broker jars are not fetched; the broker tests skip (fail under CI=true)"; \
+	else \
+	  echo "fetching the Kafka $(KAFKA_VERSION) broker jars into $(KLTOOL_KAFKA_BROKER_JARS)"; \
+	  rm -rf '$(KLTOOL_KAFKA_BROKER_JARS)' && mkdir -p '$(KLTOOL_KAFKA_BROKER_JARS)' && \
+	  mvn -q -B -Dstyle.color=never -f tests/broker/pom.xml dependency:copy-dependencies -DincludeScope=runtime \
+	    -DoutputDirectory='$(KLTOOL_KAFKA_BROKER_JARS)' && touch '$(KLTOOL_KAFKA_BROKER_JARS)/.complete' || \
+	  echo "note: Maven could not fetch the Kafka broker jars; the broker tests skip (fail under CI=true)"; \
+	fi
 
 # The edit loop: everything but the tests marked slow (Spark sessions, kill-at-every-step, big property runs).
 test-quick: $(BIN)/.installed

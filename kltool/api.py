@@ -156,7 +156,7 @@ class Logs:
         it). Without a limit given, the topics' own (``kltool create --config``) or Kafka's defaults
         apply."""
         from .storage.change import retention as ret
-        from .storage.change.backup import LogDirLocks
+        from .storage.change.apply import LogDirLocks
 
         if self.selection.files or not self.partitions:
             raise UsageError("retention works on whole partitions: give a log dir or partition directories")

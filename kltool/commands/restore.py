@@ -20,7 +20,7 @@ def command(out, manifests, dry_run, no_follow):
     exit 3, when it changed since), so a restore can be interrupted and run again. A run that followed
     interrupted runs restores those too, unless --no-follow.
     """
-    from ..storage.change.backup import restore
+    from ..storage.change.restore import restore
 
     def show(step):
         if out.json_mode:

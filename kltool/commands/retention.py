@@ -104,7 +104,7 @@ def _print_plan(out, plan: ret.RetentionPlan) -> None:
             offsets = "-" if i["first_offset"] is None else f"{i['first_offset']}..{i['last_offset']}"
             src = "" if i["timestamp_source"] in ("timeindex", "timeindex+batches", "batches") else \
                 f" ({i['timestamp_source']})"
-            rows.append([a.topic, a.partition, a.file.rsplit("/", 1)[-1], offsets, _time_range(i) + src,
+            rows.append([a.topic, a.partition, a.file.name, offsets, _time_range(i) + src,
                          i["records"], human_bytes(i["bytes"]), i["reason"]])
     if rows:
         out.table(["topic", "part", "segment", "offsets", "time range", "records", "size", "reason"], rows,
@@ -187,7 +187,7 @@ def command(out, paths, topic, partition_spec, retention_ms, retention_hours, re
                 if lock_holder_present(ld.path):
                     out.warn(f"{ld.lock_path}: a broker or another kltool holds this log dir (planning only)")
         else:
-            from ..storage.change.backup import LogDirLocks
+            from ..storage.change.apply import LogDirLocks
 
             stack.enter_context(LogDirLocks(sorted(logdirs), dry_run=False))
         plan = ret.plan_retention(sel, policy)

@@ -24,7 +24,7 @@ Applying, per log dir under the broker's ``.lock``: roll the empty segment; writ
 ``log-start-offset-checkpoint`` (atomically); truncate ``leader-epoch-checkpoint`` from the start like
 ``LeaderEpochFileCache.truncateFromStart``; remove producer snapshots below the log start offset; then
 each segment's files are renamed to ``*.deleted`` and removed (or, with a backup dir, moved into a run
-directory there by :func:`kltool.storage.change.backup.apply_changes`, whose manifest ``kltool restore`` undoes). In that order a run killed anywhere leaves a log dir the broker loads
+directory there by :func:`kltool.storage.change.apply.apply_changes`, whose manifest ``kltool restore`` undoes). In that order a run killed anywhere leaves a log dir the broker loads
 as it is and a re-run finishes the same way: the checkpoint is written before any segment goes, and
 leftovers (``*.deleted`` files, index files of a half-removed segment) are part of every plan.
 """
@@ -51,9 +51,11 @@ from ..fs import atomic_write, fsync_dir
 from ..logdir import LogDir, Selection
 from ..partition import Partition
 from ..segment import Segment
+from .apply import apply_changes
+from .plan import Action, ChangeSet
 
 __all__ = [
-    "DEFAULT_RETENTION_MS", "Policy", "Action", "Note", "SegmentCandidate", "PartitionPlan", "RetentionPlan",
+    "DEFAULT_RETENTION_MS", "Policy", "SegmentCandidate", "PartitionPlan", "RetentionPlan",
     "plan_retention", "apply_retention", "truncate_epochs_from_start",
 ]
 
@@ -82,32 +84,6 @@ class Policy:
     before_offsets: dict | None = field(default=None, hash=False, compare=False)
 
 
-Note = Finding  # retention's warnings (and ``info`` notes) are findings like verify's
-
-
-@dataclass
-class Action:
-    """One step of a plan; ``to_json`` gives the ``action`` object of ``--json`` (docs/json-lines.md)."""
-
-    op: str  # roll | write_checkpoint | delete
-    file: str
-    topic: str | None = None
-    partition: int | None = None
-    info: dict = field(default_factory=dict)
-    applied: bool = False
-    paths: list[Path] = field(default_factory=list, repr=False)  # the files it removes or creates
-    content: str | None = field(default=None, repr=False)  # new text of a checkpoint
-    logdir: Path | None = field(default=None, repr=False)
-
-    def to_json(self) -> dict:
-        d: dict = {"type": "action", "op": self.op, "file": self.file}
-        if self.topic is not None:
-            d["topic"], d["partition"] = self.topic, self.partition
-        d.update(self.info)
-        d["applied"] = self.applied
-        return d
-
-
 @dataclass
 class SegmentCandidate:
     """A segment as the passes see it."""
@@ -132,7 +108,7 @@ class PartitionPlan:
     high_watermark: int | None = None
     deleted: list[SegmentCandidate] = field(default_factory=list)
     actions: list[Action] = field(default_factory=list)
-    notes: list[Note] = field(default_factory=list)
+    notes: list[Finding] = field(default_factory=list)
     skipped: bool = False
 
     @property
@@ -163,7 +139,7 @@ class RetentionPlan:
     policy: Policy
     partitions: list[PartitionPlan] = field(default_factory=list)
     logdirs: list[LogDir] = field(default_factory=list)
-    notes: list[Note] = field(default_factory=list)
+    notes: list[Finding] = field(default_factory=list)
 
     @property
     def actions(self) -> list[Action]:
@@ -174,7 +150,7 @@ class RetentionPlan:
         return any(pp.actions for pp in self.partitions)
 
     @property
-    def all_notes(self) -> list[Note]:
+    def all_notes(self) -> list[Finding]:
         return self.notes + [n for pp in self.partitions for n in pp.notes]
 
     @property
@@ -230,12 +206,13 @@ class _Planner:
         self.any_hw_stop = False
 
     def action(self, op: str, file, info: dict, **kw) -> Action:
-        a = Action(op, str(file), self.p.topic, self.p.partition, info, logdir=self.p.logdir.path, **kw)
+        a = Action(op, Path(file), topic=self.p.topic, partition=self.p.partition, info=info,
+                   logdir=self.p.logdir.path, **kw)
         self.pp.actions.append(a)
         return a
 
     def note(self, kind: str, message: str, file=None, offset=None, severity: str = "warning") -> None:
-        self.pp.notes.append(Note(severity, kind, str(file or self.p.path), message, offset=offset))
+        self.pp.notes.append(Finding(severity, kind, str(file or self.p.path), message, offset=offset))
 
     def largest(self, c: SegmentCandidate, last: bool) -> int:
         """The segment's largest timestamp for time retention (records, else mtime); also keeps the one
@@ -498,8 +475,7 @@ class _Planner:
         new = truncate_epochs_from_start(entries, lso)
         if new != entries:
             self.action("write_checkpoint", path, {"kind": "leader_epoch", "entries": [list(e) for e in new],
-                                                   "old_entries": [list(e) for e in entries]},
-                        content=encode_leader_epoch_checkpoint(new))
+                                                   "old_entries": [list(e) for e in entries]})
 
 
 def plan_retention(sel: Selection, policy: Policy) -> RetentionPlan:
@@ -519,7 +495,7 @@ def plan_retention(sel: Selection, policy: Policy) -> RetentionPlan:
         msg = pps[0].notes.pop(0).message
         for pp in pps[1:]:
             pp.notes.pop(0)
-        plan.notes.append(Note("info", "compacted", ld, f"topic {topic} ({len(pps)} partitions): {msg}"))
+        plan.notes.append(Finding("info", "compacted", ld, f"topic {topic} ({len(pps)} partitions): {msg}"))
     return plan
 
 
@@ -545,8 +521,9 @@ def _steps(plan: RetentionPlan) -> list[tuple[str, Path, Action, str | None]]:
             text = encode_offset_checkpoint(current)
             steps += [("write", ld.path / LOG_START_CHECKPOINT, a, text) for a in group]
     for a in acts:
-        if a.op == "write_checkpoint" and a.content is not None:
-            steps.append(("write", Path(a.file), a, a.content))
+        if a.op == "write_checkpoint" and a.info.get("kind") == "leader_epoch":
+            text = encode_leader_epoch_checkpoint([(e, o) for e, o in a.info["entries"]])
+            steps.append(("write", a.file, a, text))
         elif a.op == "delete" and a.info["kind"] in ("snapshot", "segment"):
             steps += [("remove", q, a, None) for q in a.paths]
     for a in acts:
@@ -559,7 +536,7 @@ def apply_retention(plan: RetentionPlan, *, backup_dir=None,
                     on_action: Callable[[Action], None] | None = None) -> list[Path]:
     """Carry out ``plan``; the caller holds each log dir's ``.lock``. Without ``backup_dir`` files go the
     broker's way (renamed ``*.deleted``, removed at the end); with it they are moved into a run directory
-    of ``backup_dir`` by :func:`kltool.storage.change.backup.apply_changes`, whose manifest ``kltool restore``
+    of ``backup_dir`` by :func:`kltool.storage.change.apply.apply_changes`, whose manifest ``kltool restore``
     undoes. ``on_action`` is called as each action completes. Returns the manifests written."""
     steps = _steps(plan)
     left = {id(a): 0 for a in plan.actions}
@@ -617,13 +594,11 @@ def _apply_broker_way(steps, step_done) -> None:
 
 
 def _apply_with_backup(plan: RetentionPlan, steps, backup_dir, step_done) -> list[Path]:
-    from . import backup as bk
-
-    changes: dict[Path, bk.ChangeSet] = {}
+    changes: dict[Path, ChangeSet] = {}
     mine: dict[int, list[Action]] = {}
-    by_path: dict[Path, bk.Action] = {}
+    by_path: dict[Path, Action] = {}
     for ld in plan.logdirs:
-        changes[ld.path] = bk.ChangeSet(root=ld.path, protect=[pp.partition.path for pp in plan.partitions
+        changes[ld.path] = ChangeSet(root=ld.path, protect=[pp.partition.path for pp in plan.partitions
                                                                if pp.partition.logdir is ld])
     for kind, path, a, content in steps:
         if kind in ("create", "write"):
@@ -631,9 +606,9 @@ def _apply_with_backup(plan: RetentionPlan, steps, backup_dir, step_done) -> lis
                 mine[id(by_path[path])].append(a)
                 continue
             reason = "new empty segment (roll)" if kind == "create" else f"retention: {a.info.get('kind')}"
-            ra = by_path[path] = bk.Action("write_checkpoint", path, reason, data=content.encode())
+            ra = by_path[path] = Action("write_checkpoint", path, reason, data=content.encode())
         else:
-            ra = bk.Action("quarantine", path, f"retention: {a.info.get('reason')}")
+            ra = Action("quarantine", path, f"retention: {a.info.get('reason')}")
         mine[id(ra)] = [a]
         changes[a.logdir].actions.append(ra)
 
@@ -641,7 +616,7 @@ def _apply_with_backup(plan: RetentionPlan, steps, backup_dir, step_done) -> lis
         for a in mine[id(ra)]:
             step_done(a)
 
-    return bk.apply_changes(list(changes.values()), "retention", backup_dir, on_action=done)
+    return apply_changes(list(changes.values()), "retention", backup_dir, on_action=done)
 
 
 def summarize(plan: RetentionPlan) -> dict:

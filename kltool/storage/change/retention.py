@@ -31,6 +31,7 @@ leftovers (``*.deleted`` files, index files of a half-removed segment) are part 
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -56,7 +57,7 @@ from .plan import Action, ChangeSet
 
 __all__ = [
     "DEFAULT_RETENTION_MS", "Policy", "SegmentCandidate", "PartitionPlan", "RetentionPlan",
-    "plan_retention", "apply_retention", "truncate_epochs_from_start",
+    "make_policy", "plan_retention", "apply_retention", "run_retention", "truncate_epochs_from_start",
 ]
 
 DEFAULT_RETENTION_MS = 604800000  # retention.ms (log.retention.hours=168)
@@ -82,6 +83,28 @@ class Policy:
     # per-partition new log start offsets ({(topic, partition): offset}, -1: the high watermark), as
     # kafka-delete-records.sh's --offset-json-file gives them; partitions not in it keep their start
     before_offsets: dict | None = field(default=None, hash=False, compare=False)
+
+
+def make_policy(*, now: int, retention_ms: int | None = None, retention_bytes: int | None = None,
+                before_offset: int | None = None, before_time: int | None = None,
+                before_offsets: dict | None = None) -> Policy:
+    """The :class:`Policy` for these limits (each checked; a bad one is a UsageError). A new log start
+    offset given alone (``before_offset``, ``before_time`` or ``before_offsets``) applies no time or size
+    retention."""
+    if before_offsets is not None and (before_offset is not None or before_time is not None):
+        raise UsageError("give --offset-json-file, --before-offset or --before-time, not two of them")
+    if before_offset is not None and before_time is not None:
+        raise UsageError("give --before-offset or --before-time, not both")
+    if retention_ms is not None and retention_ms < -1:
+        raise UsageError("--retention-ms must be -1 (unlimited) or more")
+    if before_offset is not None and before_offset < -1:
+        raise UsageError("--before-offset must be an offset, or -1 for the high watermark")
+    if before_time is not None and before_time < 0:
+        raise UsageError("--before-time must be a time (ISO-8601 or epoch ms)")
+    only_start = (before_offset is not None or before_time is not None or before_offsets is not None) and \
+        retention_ms is None and retention_bytes is None
+    return Policy(now=now, retention_ms=retention_ms, retention_bytes=retention_bytes, before_offset=before_offset,
+                  before_time=before_time, time_and_size=not only_start, before_offsets=before_offsets)
 
 
 @dataclass
@@ -617,6 +640,31 @@ def _apply_with_backup(plan: RetentionPlan, steps, backup_dir, step_done) -> lis
             step_done(a)
 
     return apply_changes(list(changes.values()), "retention", backup_dir, on_action=done)
+
+
+def run_retention(sel: Selection, policy: Policy, *, dry_run: bool = True, backup_dir=None,
+                  on_plan: Callable[[RetentionPlan], None] | None = None,
+                  on_action: Callable[[Action], None] | None = None, named=()) -> RetentionPlan:
+    """``kltool retention`` and :meth:`kltool.Logs.retention`: lock each log dir (not for a dry run), plan,
+    show the plan (``on_plan``, still under the locks) and, unless ``dry_run``, apply it. ``named``: the
+    paths the selection came from (for the message when it holds no partition)."""
+    from .apply import LogDirLocks
+
+    if sel.files:  # retention removes whole segments of a partition: a file cannot stand for that
+        f = sel.files[0]
+        raise UsageError(f"retention works on whole partitions: give the partition directory ({f.parent}) or "
+                         f"its log dir, not a single file", path=f)
+    if not sel.partitions:
+        raise UsageError("retention needs a log dir or partition directories: none found in "
+                         + ", ".join(map(str, named)))
+    logdirs = sorted({p.logdir.path for p in sel.partitions if p.logdir is not None})
+    with contextlib.nullcontext() if dry_run else LogDirLocks(logdirs, dry_run=False):
+        plan = plan_retention(sel, policy)
+        if on_plan is not None:
+            on_plan(plan)
+        if not dry_run and plan.has_work:
+            apply_retention(plan, backup_dir=backup_dir, on_action=on_action)
+    return plan
 
 
 def summarize(plan: RetentionPlan) -> dict:

@@ -21,22 +21,24 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import UsageError
+from .plain import Plain
 
 __all__ = ["Logs", "VerifyReport", "verify", "repair", "retention", "restore"]
 
 
-@dataclass
-class VerifyReport:
+class VerifyReport(Plain):
     """What :meth:`Logs.verify` found: ``findings`` (severity ``error`` or ``warning``, ``kind``,
     ``file``, ``position``, ``offset``, ``message``; ``to_json()`` gives DESIGN's ``finding`` object)
     and the counts in ``stats``."""
 
-    findings: list = field(default_factory=list)
-    stats: object = None
+    __slots__ = _fields = ("findings", "stats")
+
+    def __init__(self, findings: list | None = None, stats: object = None):
+        self.findings = [] if findings is None else findings
+        self.stats = stats
 
     @property
     def errors(self) -> list:
@@ -111,13 +113,18 @@ class Logs:
         self.selection = select([str(p) for p in self.paths], self._topic, self._spec)
 
     # -- reading -------------------------------------------------------------------------------------
-    def verify(self, *, deep: bool = False) -> VerifyReport:
+    def verify(self, *, deep: bool = False, progress=None, on_finding=None) -> VerifyReport:
         """``kltool verify``: every batch's CRC and structure, every index against its log, stale files;
-        ``deep`` also decompresses and parses every record. Never changes a file."""
+        ``deep`` also decompresses and parses every record. Never changes a file. ``progress(bytes)`` is
+        called as the walk goes, ``on_finding(finding)`` as each finding is made."""
         from .storage.check.verify import VerifyStats, verify_selection
 
         stats = VerifyStats()
-        findings = list(verify_selection(self.selection, deep=deep, stats=stats))
+        findings = []
+        for f in verify_selection(self.selection, deep=deep, stats=stats, progress=progress):
+            findings.append(f)
+            if on_finding is not None:
+                on_finding(f)
         return VerifyReport(findings, stats)
 
     def records(self, *, topic: str | None = None, partition: int | None = None, from_offset: int | None = None,

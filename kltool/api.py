@@ -19,25 +19,26 @@ would not write :class:`~kltool.errors.CorruptDataError`, an unsafe write
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import UsageError
+from .plain import Plain
 
-__all__ = ["Logs", "VerifyReport", "verify", "repair", "retention"]
+__all__ = ["Logs", "VerifyReport", "verify", "repair", "retention", "restore"]
 
 
-@dataclass
-class VerifyReport:
+class VerifyReport(Plain):
     """What :meth:`Logs.verify` found: ``findings`` (severity ``error`` or ``warning``, ``kind``,
     ``file``, ``position``, ``offset``, ``message``; ``to_json()`` gives DESIGN's ``finding`` object)
     and the counts in ``stats``."""
 
-    findings: list = field(default_factory=list)
-    stats: object = None
+    __slots__ = _fields = ("findings", "stats")
+
+    def __init__(self, findings: list | None = None, stats: object = None):
+        self.findings = [] if findings is None else findings
+        self.stats = stats
 
     @property
     def errors(self) -> list:
@@ -71,6 +72,15 @@ class Logs:
         self._topic, self._spec = topic, spec
         self.selection = select([str(p) for p in self.paths], topic, spec)
 
+    @classmethod
+    def from_selection(cls, selection, *paths, topic: str | None = None, partitions: str | None = None) -> Logs:
+        """A :class:`Logs` over a selection already made (``storage.select.select``) from ``paths``."""
+        self = cls.__new__(cls)
+        self.paths = [Path(p) for p in paths]
+        self._topic, self._spec = topic, partitions
+        self.selection = selection
+        return self
+
     def __repr__(self) -> str:
         return f"Logs({', '.join(repr(str(p)) for p in self.paths)}: {len(self.partitions)} partitions)"
 
@@ -103,13 +113,18 @@ class Logs:
         self.selection = select([str(p) for p in self.paths], self._topic, self._spec)
 
     # -- reading -------------------------------------------------------------------------------------
-    def verify(self, *, deep: bool = False) -> VerifyReport:
+    def verify(self, *, deep: bool = False, progress=None, on_finding=None) -> VerifyReport:
         """``kltool verify``: every batch's CRC and structure, every index against its log, stale files;
-        ``deep`` also decompresses and parses every record. Never changes a file."""
+        ``deep`` also decompresses and parses every record. Never changes a file. ``progress(bytes)`` is
+        called as the walk goes, ``on_finding(finding)`` as each finding is made."""
         from .storage.check.verify import VerifyStats, verify_selection
 
         stats = VerifyStats()
-        findings = list(verify_selection(self.selection, deep=deep, stats=stats))
+        findings = []
+        for f in verify_selection(self.selection, deep=deep, stats=stats, progress=progress):
+            findings.append(f)
+            if on_finding is not None:
+                on_finding(f)
         return VerifyReport(findings, stats)
 
     def records(self, *, topic: str | None = None, partition: int | None = None, from_offset: int | None = None,
@@ -135,45 +150,95 @@ class Logs:
 
         return offset_for_time(self.partition(topic, partition), timestamp)
 
+    def info(self) -> Iterator[dict]:
+        """``kltool info``: one ``partition`` dict per partition (segments, bytes, log start and end
+        offsets, first and largest timestamps, from names, indexes and each partition's tail: no full
+        scan), then one ``log_dir`` dict per log dir (meta.properties, clean shutdown, unknown dirs)."""
+        for p in self.partitions:
+            yield _partition_info(p)
+        for ld in self.logdirs:
+            yield _logdir_info(ld)
+
+    def offsets(self, *, time: int | None = None, earliest: bool = False, latest: bool = False,
+                max_timestamp: bool = False, count: bool = False, warnings: list | None = None) -> Iterator[dict]:
+        """``kltool offsets``: per partition an ``offsets`` dict with what was asked, found like the broker
+        finds it: the first offset whose record timestamp is >= ``time`` (``offset``, ``timestamp``,
+        ``leader_epoch``), the log start (``earliest``) and end (``latest``) offsets, the largest timestamp
+        and its offset (``max_timestamp``), the true record count (``count``: every batch header read).
+        Nothing asked: earliest and latest. Problems met on the way are appended to ``warnings``."""
+        modes = {name for flag, name in ((earliest, "earliest"), (latest, "latest"),
+                                         (max_timestamp, "max_timestamp"), (count, "count")) if flag}
+        if not modes and time is None:
+            modes = {"earliest", "latest"}
+        warnings = [] if warnings is None else warnings
+        for p in self.partitions:
+            yield _partition_offsets(p, target=time, modes=modes, warnings=warnings)
+
     # -- writing (each locks the log dirs it changes) -----------------------------------------------
-    def repair(self, *, dry_run: bool = True, backup_dir=None, like_broker: bool = False):
+    def repair(self, *, dry_run: bool = True, backup_dir=None, like_broker: bool = False,
+               index_interval_bytes: int | None = None, progress=None, on_action=None):
         """``kltool verify --repair``: plan, and with ``dry_run=False`` back up what is cut (beside the
         log dir, or in ``backup_dir``) and apply. Returns a ``RepairResult`` (``.plan.actions``,
-        ``.plan.problems``, ``.manifests`` for ``kltool restore``)."""
-        from .storage.change.repair import repair
+        ``.plan.problems``, ``.manifests`` for ``kltool restore``). ``progress(bytes)`` is called as the
+        scan goes, ``on_action(action)`` as each action is applied."""
+        return self._repair(dry_run=dry_run, backup_dir=backup_dir, like_broker=like_broker,
+                            index_interval_bytes=index_interval_bytes, progress=progress, on_action=on_action)
 
+    def rebuild_index(self, *, dry_run: bool = True, backup_dir=None, index_interval_bytes: int | None = None,
+                      force: bool = False, progress=None, on_action=None):
+        """``kltool rebuild-index``: rebuild the ``.index``, ``.timeindex`` and ``.txnindex`` files that are
+        missing, corrupt or inconsistent with their log (every one with ``force``) by the broker's recovery
+        rule; the old files are backed up. Returns a ``RepairResult`` like :meth:`repair`."""
+        return self._repair(dry_run=dry_run, backup_dir=backup_dir, index_interval_bytes=index_interval_bytes,
+                            indexes_only=True, force_index=force, progress=progress, on_action=on_action)
+
+    def _repair(self, *, dry_run, index_interval_bytes, **kw):
+        from .storage.change.repair import repair
+        from .storage.index_builder import DEFAULT_INDEX_INTERVAL_BYTES
+
+        interval = DEFAULT_INDEX_INTERVAL_BYTES if index_interval_bytes is None else index_interval_bytes
         try:
-            return repair(self.selection, dry_run=dry_run, backup_dir=backup_dir, like_broker=like_broker)
+            return repair(self.selection, dry_run=dry_run, interval=interval, **kw)
         finally:
             if not dry_run:
                 self.refresh()
 
     def retention(self, *, retention_ms: int | None = None, retention_bytes: int | None = None,
-                  before_offset: int | None = None, before_time: int | None = None, now: int | None = None,
-                  dry_run: bool = True, backup_dir=None):
+                  before_offset: int | None = None, before_time: int | None = None,
+                  before_offsets: dict | None = None, now: int | None = None, dry_run: bool = True,
+                  backup_dir=None, on_plan=None, on_action=None):
         """``kltool retention``: the broker's time, size and log-start-offset retention. Returns the
         ``RetentionPlan`` (applied unless ``dry_run``; with ``backup_dir``, ``kltool restore`` undoes
         it). Without a limit given, the topics' own (``kltool create --config``) or Kafka's defaults
-        apply."""
+        apply. ``before_offsets`` ({(topic, partition): offset}) moves each partition's log start, as
+        kafka-delete-records does; ``on_plan(plan)`` is called before anything is applied,
+        ``on_action(action)`` as each action completes."""
         from .storage.change import retention as ret
-        from .storage.change.backup import LogDirLocks
 
-        if self.selection.files or not self.partitions:
-            raise UsageError("retention works on whole partitions: give a log dir or partition directories")
-        only_start = (before_offset is not None or before_time is not None) and \
-            retention_ms is None and retention_bytes is None
-        policy = ret.Policy(now=int(time.time() * 1000) if now is None else now, retention_ms=retention_ms,
-                            retention_bytes=retention_bytes, before_offset=before_offset,
-                            before_time=before_time, time_and_size=not only_start)
-        logdirs = {p.logdir.path for p in self.partitions if p.logdir is not None}
-        with contextlib.nullcontext() if dry_run else LogDirLocks(sorted(logdirs), dry_run=False):
-            plan = ret.plan_retention(self.selection, policy)
-            if not dry_run and plan.has_work:
-                try:
-                    ret.apply_retention(plan, backup_dir=backup_dir)
-                finally:
-                    self.refresh()
-        return plan
+        policy = ret.make_policy(now=int(time.time() * 1000) if now is None else now, retention_ms=retention_ms,
+                                 retention_bytes=retention_bytes, before_offset=before_offset,
+                                 before_time=before_time, before_offsets=before_offsets)
+        try:
+            return ret.run_retention(self.selection, policy, dry_run=dry_run, backup_dir=backup_dir,
+                                     on_plan=on_plan, on_action=on_action, named=self.paths)
+        finally:
+            if not dry_run:
+                self.refresh()
+
+    def restore(self, *manifests, dry_run: bool = True, follow: bool = True, on_step=None) -> list:
+        """``kltool restore``: undo backup runs (see :func:`restore`); without ``manifests``, every run in
+        the backup directory beside each log dir (``<log dir>.kltool-backup``)."""
+        from .storage.change.apply import default_backup_root
+
+        if not manifests:
+            manifests = tuple(r for r in (default_backup_root(ld.path) for ld in self.logdirs) if r.is_dir())
+            if not manifests:
+                raise UsageError(f"no backup directory beside {', '.join(str(ld.path) for ld in self.logdirs)}")
+        try:
+            return restore(*manifests, dry_run=dry_run, follow=follow, on_step=on_step)
+        finally:
+            if not dry_run:
+                self.refresh()
 
     def append(self, topic: str, records: Iterable, *, partition: int | None = None, **options):
         """``kltool append``: ``records`` are dicts with ``key``, ``value`` (bytes, str or None),
@@ -226,3 +291,73 @@ def repair(*paths, dry_run: bool = True, backup_dir=None, like_broker: bool = Fa
 def retention(*paths, dry_run: bool = True, topic: str | None = None, partitions=None, **limits):
     """``Logs(*paths, ...).retention(dry_run=dry_run, **limits)``: a plan unless ``dry_run=False``."""
     return Logs(*paths, topic=topic, partitions=partitions).retention(dry_run=dry_run, **limits)
+
+
+def restore(*manifests, dry_run: bool = True, follow: bool = True, on_step=None) -> list:
+    """``kltool restore``: undo backup runs. Each of ``manifests`` is a run's ``manifest.json``, its run
+    directory or a whole backup directory; with ``follow``, the interrupted runs a run followed are undone
+    too. Every manifest is validated before anything changes. Returns the ``RestoreStep`` list (done unless
+    ``dry_run``); ``on_step(step)`` is called for each."""
+    from .storage.change.restore import restore as _restore
+
+    if not manifests:
+        raise UsageError("restore needs a manifest, a backup run directory or a backup directory")
+    return _restore(list(manifests), dry_run=dry_run, follow=follow, on_step=on_step)
+
+
+# -- what info and offsets report, per partition -------------------------------------------------------
+def _partition_info(p) -> dict:
+    from .storage.segment import first_batch
+
+    segs = p.segments
+    size = sum(s.size for s in segs)
+    first = None
+    for s in segs:
+        first = first_batch(s)
+        if first is not None:
+            break
+    leo = p.log_end_offset()
+    # Closed segments: the time index's last entry (12 bytes read); the last one: its tail batches too.
+    max_ts = max((s.max_timestamp_so_far for s in segs), default=-1)
+    return {
+        "type": "partition", "topic": p.topic, "partition": p.partition, "state": p.kind, "path": str(p.path),
+        "segments": len(segs), "bytes": size, "log_start_offset": p.log_start_offset(), "log_end_offset": leo,
+        "first_timestamp": -1 if first is None else (first.first_timestamp if first.magic == 2 else first.max_timestamp),
+        "max_timestamp": max_ts, "stale_files": len(p.stale_files),
+        "producer_snapshots": len(p.snapshots),
+    }
+
+
+def _logdir_info(ld) -> dict:
+    meta = ld.meta_properties() or {}
+    return {"type": "log_dir", "path": str(ld.path), "partitions": len(ld.partitions),
+            "cluster_id": meta.get("cluster.id"), "node_id": meta.get("node.id") or meta.get("broker.id"),
+            "meta_version": meta.get("version"), "clean_shutdown": ld.clean_shutdown,
+            "lock_file": ld.lock_path.exists(), "unknown_dirs": [str(x) for x in ld.unknown_dirs]}
+
+
+def _partition_offsets(p, *, target: int | None, modes: set[str], warnings: list) -> dict:
+    from .storage import offsets as offs
+
+    d: dict = {"type": "offsets", "topic": p.topic, "partition": p.partition}
+    if p.kind != "normal":
+        d["state"] = p.kind
+    if "earliest" in modes:
+        d["log_start_offset"] = offs.earliest(p).offset
+    if "latest" in modes:
+        d["log_end_offset"] = offs.latest(p).offset
+    if target is not None:
+        r = offs.offset_for_time(p, target, warnings=warnings)
+        d.update({"time": target, "offset": None if r is None else r.offset,
+                  "timestamp": None if r is None else r.timestamp, "leader_epoch": None if r is None else r.leader_epoch})
+    if "max_timestamp" in modes:
+        r = offs.max_timestamp(p, warnings=warnings)
+        d.update({"max_timestamp": None if r is None else r.timestamp,
+                  "max_timestamp_offset": None if r is None else r.offset})
+    if "count" in modes:
+        rc = offs.count_records(p)
+        warnings.extend(rc.warnings)
+        d.update({"records": rc.records, "control_records": rc.stats.control_records, "batches": rc.stats.batches,
+                  "log_start_offset": rc.log_start_offset, "log_end_offset": rc.log_end_offset,
+                  "offset_span": rc.offset_span})
+    return d

@@ -17,7 +17,7 @@ KEYS = {"type", "severity", "kind", "file", "message", "position", "offset", "le
 
 
 def test_verify_repair_and_retention_share_one_type():
-    assert verify.Finding is repair.Problem is retention.Note is findings.Finding
+    assert verify.Finding is repair.Problem is retention.Finding is findings.Finding
 
 
 def test_json_and_text_forms():

@@ -176,7 +176,7 @@ def test_an_empty_backup_directory_is_an_error(kl, tmp_path):
 
 
 def test_library_restore_takes_several_paths(copy_fixture, tmp_path, kl):
-    from kltool.storage.change.backup import restore
+    from kltool.storage.change.restore import restore
 
     tree = _damaged_tree(copy_fixture, tmp_path, 2)
     before = full_tree(tree)

@@ -359,7 +359,7 @@ def test_refuses_while_a_broker_holds_the_lock(kl, four, tmp_path):
 
 
 def test_backup_dir_and_restore(kl, four, tmp_path):
-    from kltool.storage.change.backup import restore
+    from kltool.storage.change.restore import restore
 
     before = state(four)
     backup = tmp_path / "backup"
@@ -486,7 +486,7 @@ def test_killed_at_every_step_verifies_and_converges(kl, tmp_path, backup, monke
         assert r.code == 0, (n, r)
         assert state(work) == want, f"killed at step {n}: a re-run did not converge"
         if backup and n % 3 == 0:  # the re-run's manifest follows the interrupted one: restore undoes both
-            from kltool.storage.change.backup import restore
+            from kltool.storage.change.restore import restore
 
             manifests = sorted((tmp_path / f"run{n}" / "backup").glob("*/manifest.json"),
                                key=lambda m: json.loads(m.read_text())["created"])

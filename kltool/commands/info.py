@@ -4,28 +4,24 @@ from __future__ import annotations
 
 import click
 
-from ..storage.segment import first_batch
 from .common import format_time, human_bytes, partitions_of_files, paths_argument, select, selection_options
 
 
-def partition_info(p) -> dict:
-    segs = p.segments
-    size = sum(s.size for s in segs)
-    first = None
-    for s in segs:
-        first = first_batch(s)
-        if first is not None:
-            break
-    leo = p.log_end_offset()
-    # Closed segments: the time index's last entry (12 bytes read); the last one: its tail batches too.
-    max_ts = max((s.max_timestamp_so_far for s in segs), default=-1)
-    return {
-        "type": "partition", "topic": p.topic, "partition": p.partition, "state": p.kind, "path": str(p.path),
-        "segments": len(segs), "bytes": size, "log_start_offset": p.log_start_offset(), "log_end_offset": leo,
-        "first_timestamp": -1 if first is None else (first.first_timestamp if first.magic == 2 else first.max_timestamp),
-        "max_timestamp": max_ts, "stale_files": len(p.stale_files),
-        "producer_snapshots": len(p.snapshots),
-    }
+def _log_dir_line(out, d: dict) -> None:
+    parts = [f"log dir {d['path']}: {d['partitions']} partitions"]
+    if d["meta_version"] is not None or d["cluster_id"] or d["node_id"] is not None:
+        parts.append("KRaft" if d["meta_version"] == "1" else "ZooKeeper" if d["meta_version"] == "0"
+                     else f"meta.properties version {d['meta_version']}")
+        if d["cluster_id"]:
+            parts.append(f"cluster {d['cluster_id']}")
+        if d["node_id"] is not None:
+            parts.append(f"node {d['node_id']}")
+    else:
+        parts.append("no meta.properties")
+    parts.append(f"clean shutdown: {'yes' if d['clean_shutdown'] else 'no'}")
+    out.line(", ".join(parts))
+    for u in d["unknown_dirs"]:
+        out.warn(f"{u}: not a topic-partition directory (a broker will refuse to start)")
 
 
 @click.command("info")
@@ -36,46 +32,29 @@ def partition_info(p) -> dict:
 def command(out, paths, topic, partition_spec, show_all):
     """Topics, partitions, segments, bytes, offset and time ranges (fast: names, indexes and
     the tail of each partition, not a full scan)."""
+    from ..api import Logs
+
     sel = partitions_of_files(out, select(paths, topic, partition_spec), "info")
     rows = []
     infos = []
     empty = 0
-    for p in sel.partitions:
-        info = partition_info(p)
-        infos.append(info)
-        if out.json_mode:
-            out.emit(info)
-            continue
-        if info["bytes"] == 0 and not show_all:
-            empty += 1
-            continue
-        rows.append([info["topic"], info["partition"] if info["state"] == "normal" else
-                     f"{info['partition']} ({info['state']})", info["segments"], human_bytes(info["bytes"]),
-                     info["log_start_offset"], info["log_end_offset"], format_time(info["first_timestamp"]),
-                     format_time(info["max_timestamp"])])
-    for ld in sel.logdirs:
-        meta = ld.meta_properties() or {}
-        d = {"type": "log_dir", "path": str(ld.path), "partitions": len(ld.partitions),
-             "cluster_id": meta.get("cluster.id"), "node_id": meta.get("node.id") or meta.get("broker.id"),
-             "meta_version": meta.get("version"), "clean_shutdown": ld.clean_shutdown,
-             "lock_file": ld.lock_path.exists(), "unknown_dirs": [str(x) for x in ld.unknown_dirs]}
+    for d in Logs.from_selection(sel, *paths, topic=topic, partitions=partition_spec).info():
         if out.json_mode:
             out.emit(d)
-        else:
-            parts = [f"log dir {ld.path}: {d['partitions']} partitions"]
-            if meta:
-                parts.append("KRaft" if d["meta_version"] == "1" else "ZooKeeper" if d["meta_version"] == "0"
-                             else f"meta.properties version {d['meta_version']}")
-                if d["cluster_id"]:
-                    parts.append(f"cluster {d['cluster_id']}")
-                if d["node_id"] is not None:
-                    parts.append(f"node {d['node_id']}")
-            else:
-                parts.append("no meta.properties")
-            parts.append(f"clean shutdown: {'yes' if d['clean_shutdown'] else 'no'}")
-            out.line(", ".join(parts))
-            for u in ld.unknown_dirs:
-                out.warn(f"{u}: not a topic-partition directory (a broker will refuse to start)")
+        if d["type"] == "log_dir":
+            if not out.json_mode:
+                _log_dir_line(out, d)
+            continue
+        infos.append(d)
+        if out.json_mode:
+            continue
+        if d["bytes"] == 0 and not show_all:
+            empty += 1
+            continue
+        rows.append([d["topic"], d["partition"] if d["state"] == "normal" else
+                     f"{d['partition']} ({d['state']})", d["segments"], human_bytes(d["bytes"]),
+                     d["log_start_offset"], d["log_end_offset"], format_time(d["first_timestamp"]),
+                     format_time(d["max_timestamp"])])
     total = sum(i["bytes"] for i in infos)
     if out.json_mode:
         out.emit({"type": "summary", "partitions": len(infos), "topics": len({i["topic"] for i in infos}),

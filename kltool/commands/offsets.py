@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 
 from ..errors import UsageError
-from ..storage import offsets as offs
 from .common import format_time, partitions_of_files, paths_argument, select, selection_options
 
 # ListOffsets' special timestamps and kafka-get-offsets' names for them (--time -1/latest, ...)
@@ -31,31 +30,6 @@ def _target_time(value: str | None) -> tuple[int | None, set[str]]:
                              f"(max-timestamp), as in kafka-get-offsets")
         return None, {SPECIAL_TIMES[t]}
     return t, set()
-
-
-def partition_offsets(p, *, target: int | None, modes: set[str], warnings: list[str]) -> dict:
-    d: dict = {"type": "offsets", "topic": p.topic, "partition": p.partition}
-    if p.kind != "normal":
-        d["state"] = p.kind
-    if "earliest" in modes:
-        d["log_start_offset"] = offs.earliest(p).offset
-    if "latest" in modes:
-        d["log_end_offset"] = offs.latest(p).offset
-    if target is not None:
-        r = offs.offset_for_time(p, target, warnings=warnings)
-        d.update({"time": target, "offset": None if r is None else r.offset,
-                  "timestamp": None if r is None else r.timestamp, "leader_epoch": None if r is None else r.leader_epoch})
-    if "max_timestamp" in modes:
-        r = offs.max_timestamp(p, warnings=warnings)
-        d.update({"max_timestamp": None if r is None else r.timestamp,
-                  "max_timestamp_offset": None if r is None else r.offset})
-    if "count" in modes:
-        rc = offs.count_records(p)
-        warnings.extend(rc.warnings)
-        d.update({"records": rc.records, "control_records": rc.stats.control_records, "batches": rc.stats.batches,
-                  "log_start_offset": rc.log_start_offset, "log_end_offset": rc.log_end_offset,
-                  "offset_span": rc.offset_span})
-    return d
 
 
 def _row(d: dict, target, modes) -> list:
@@ -102,33 +76,27 @@ def kafka_line(d: dict, modes: set[str], target) -> str | None:
               help="kafka: topic:partition:offset lines, as kafka-get-offsets.sh prints (one offset kind; "
               "default latest).")
 @click.pass_obj
-def command(out, paths, topic, partition_spec, time_, earliest, latest, max_timestamp, count, fmt):  # noqa: C901
+def command(out, paths, topic, partition_spec, time_, earliest, latest, max_timestamp, count, fmt):
     """Offsets per partition, found like the broker finds them: segments by largest timestamp, then
     the .timeindex, then the .index, then a short scan. Without options: --earliest --latest.
     A segment file stands for its partition.
     """
+    from ..api import Logs
+
     target, modes = _target_time(time_)
-    for flag, name in ((earliest, "earliest"), (latest, "latest"), (max_timestamp, "max_timestamp"),
-                       (count, "count")):
-        if flag:
-            modes.add(name)
+    modes |= {name for flag, name in ((earliest, "earliest"), (latest, "latest"), (max_timestamp, "max_timestamp"),
+                                      (count, "count")) if flag}
     if fmt == "kafka":
-        if out.json_mode:
-            raise UsageError("--format kafka and --json are two output formats: give one")
-        if "count" in modes or len(modes) + (target is not None) > 1:
-            raise UsageError("--format kafka prints one offset per partition: give one of --time, --earliest, "
-                             "--latest, --max-timestamp")
-        if not modes and target is None:
-            modes = {"latest"}  # kafka-get-offsets' default
+        modes = _kafka_modes(out, target, modes)
     if not modes and target is None:
         modes = {"earliest", "latest"}
     sel = partitions_of_files(out, select(paths, topic, partition_spec), "offsets")
     if not sel.partitions:
         raise UsageError("offsets needs a log dir or partition directories: none found in " + ", ".join(paths))
-    results = []
     warnings: list[str] = []
-    for p in sel.partitions:
-        d = partition_offsets(p, target=target, modes=modes, warnings=warnings)
+    results = []
+    for d in Logs.from_selection(sel, *paths, topic=topic, partitions=partition_spec).offsets(
+            time=target, warnings=warnings, **{m: True for m in modes}):
         results.append(d)
         if out.json_mode:
             out.emit(d)
@@ -139,16 +107,31 @@ def command(out, paths, topic, partition_spec, time_, earliest, latest, max_time
             ln = kafka_line(d, modes, target)
             if ln is not None:
                 out.line(ln)
-        return 0
-    total = sum(d.get("records", 0) for d in results)
-    if out.json_mode:
+    elif out.json_mode:
         s = {"type": "summary", "partitions": len(results)}
         if "count" in modes:
-            s["records"] = total
+            s["records"] = sum(d.get("records", 0) for d in results)
         if target is not None:
             s["found"] = sum(1 for d in results if d["offset"] is not None)
         out.emit(s)
-        return 0
+    else:
+        _table(out, results, target, modes)
+    return 0
+
+
+def _kafka_modes(out, target, modes: set[str]) -> set[str]:
+    """--format kafka: one offset kind per partition (kafka-get-offsets' default: latest)."""
+    if out.json_mode:
+        raise UsageError("--format kafka and --json are two output formats: give one")
+    if "count" in modes or len(modes) + (target is not None) > 1:
+        raise UsageError("--format kafka prints one offset per partition: give one of --time, --earliest, "
+                         "--latest, --max-timestamp")
+    if not modes and target is None:
+        return {"latest"}
+    return modes
+
+
+def _table(out, results: list[dict], target, modes: set[str]) -> None:
     cols = ["topic", "part"]
     if "earliest" in modes:
         cols.append("log start")
@@ -163,5 +146,4 @@ def command(out, paths, topic, partition_spec, time_, earliest, latest, max_time
     out.table(cols, [_row(d, target, modes) for d in results],
               justify={c: "right" for c in cols if c not in ("topic", "timestamp", "max timestamp")})
     if "count" in modes:
-        out.line(f"{len(results)} partitions, {total} records")
-    return 0
+        out.line(f"{len(results)} partitions, {sum(d.get('records', 0) for d in results)} records")

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import time
-
 import click
 
 from .common import human_bytes, paths_argument, select, selection_options
-from .repair import emit_plan_line, emit_problems
+from .plans import plan_exit_code, run_and_print_plan
 
 
 @click.command("rebuild-index")
@@ -29,23 +27,14 @@ def command(out, paths, topic, partition_spec, dry_run, backup_dir, index_interv
     backed up with a manifest (kltool restore undoes it). Segments with a damaged log are skipped: repair
     them with kltool verify --repair.
     """
-    from ..storage.change.repair import repair
+    from ..api import Logs
 
-    sel = select(paths, topic, partition_spec)
-    t0 = time.perf_counter()
-    total = sum(s.size for p in sel.partitions for s in p.segments)
-    with out.progress(total, "rebuild-index") as prog:
-        result = repair(sel, dry_run=dry_run, backup_dir=backup_dir, interval=index_interval_bytes,
-                        indexes_only=True, force_index=force, progress=prog.advance,
-                        on_action=None if dry_run else (lambda a: emit_plan_line(out, a, False)))
+    logs = Logs.from_selection(select(paths, topic, partition_spec), *paths, topic=topic, partitions=partition_spec)
+    result, secs = run_and_print_plan(out, logs, "rebuild-index", Logs.rebuild_index, dry_run=dry_run,
+                                      backup_dir=backup_dir, index_interval_bytes=index_interval_bytes, force=force)
     plan = result.plan
-    if dry_run:
-        for a in plan.actions:
-            emit_plan_line(out, a, True)
-    emit_problems(out, plan.problems)
     acts = plan.actions
     errors = sum(1 for p in plan.problems if p.severity == "error")
-    secs = time.perf_counter() - t0
     written = sum(len(a.data or b"") for a in acts)
     if out.json_mode:
         out.emit({"type": "summary", "mode": plan.mode, "dry_run": dry_run, "actions": len(acts),
@@ -60,6 +49,4 @@ def command(out, paths, topic, partition_spec, dry_run, backup_dir, index_interv
             out.line(f"rebuild-index: {len(acts)} file(s) written ({human_bytes(written)}) in {secs:.2f}s")
             for m in result.manifests:
                 out.line(f"rebuild-index: backup manifest {m} (undo: kltool restore {m})")
-    if dry_run:
-        return 1 if acts or errors else 0
-    return 1 if errors else 0
+    return plan_exit_code(dry_run, acts, errors)

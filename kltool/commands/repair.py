@@ -6,54 +6,29 @@ Not a subcommand of its own: ``kltool verify`` calls :func:`run_repair` when ``-
 
 from __future__ import annotations
 
-import time
-
 import click
 
 from ..errors import UsageError
 from .common import human_bytes, select
-
-
-def emit_plan_line(out, action, dry_run: bool) -> None:
-    if out.json_mode:
-        out.emit(action.to_json())
-    else:
-        out.line(f"{'PLAN' if dry_run else 'DONE'}  {action.describe()}")
-
-
-def emit_problems(out, problems) -> None:
-    for p in problems:
-        if out.json_mode:
-            out.emit(p.to_json())
-        else:
-            out.line(p.line())
+from .plans import plan_exit_code, run_and_print_plan
 
 
 def run_repair(out, paths, topic, partition_spec, *, deep: bool = False, dry_run: bool = False,
                backup_dir: str | None = None, like_broker: bool = False,
                index_interval_bytes: int | None = None) -> int:
-    """Plan and apply a repair; returns the exit code (0 done/nothing to do, 1 work planned or problems left,
-    3 refused). ``deep`` is accepted for symmetry with verify: the repair follows the broker's rules, which
-    never look inside records (a control batch's marker aside)."""
-    from ..storage.change.repair import repair
-    from ..storage.index_builder import DEFAULT_INDEX_INTERVAL_BYTES
+    """Plan and apply a repair (:meth:`kltool.Logs.repair`); returns the exit code (0 done/nothing to do, 1
+    work planned or problems left, 3 refused). ``deep`` is accepted for symmetry with verify: the repair
+    follows the broker's rules, which never look inside records (a control batch's marker aside)."""
+    from ..api import Logs
 
     ctx = click.get_current_context(silent=True)
     if ctx is not None and "repair" in ctx.params and not ctx.params["repair"] and not dry_run:
         raise UsageError("--backup-dir and --like-broker go with --repair (add --dry-run to see the plan first)")
-    sel = select(paths, topic, partition_spec)
-    total = sum(s.size for p in sel.partitions for s in p.segments)
-    t0 = time.perf_counter()
-    with out.progress(total, "repair: scan") as prog:
-        result = repair(sel, dry_run=dry_run, backup_dir=backup_dir, like_broker=like_broker,
-                        interval=index_interval_bytes or DEFAULT_INDEX_INTERVAL_BYTES, progress=prog.advance,
-                        on_action=None if dry_run else (lambda a: emit_plan_line(out, a, False)))
+    logs = Logs.from_selection(select(paths, topic, partition_spec), *paths, topic=topic, partitions=partition_spec)
+    result, secs = run_and_print_plan(out, logs, "repair: scan", Logs.repair, dry_run=dry_run,
+                                      backup_dir=backup_dir, like_broker=like_broker,
+                                      index_interval_bytes=index_interval_bytes)
     plan = result.plan
-    if dry_run:
-        for a in plan.actions:
-            emit_plan_line(out, a, True)
-    emit_problems(out, plan.problems)
-    secs = time.perf_counter() - t0
     acts = plan.actions
     cut = [a for a in acts if a.op in ("truncate", "excise")]
     # whole segments a --like-broker plan deletes after its truncation count as lost too
@@ -85,6 +60,4 @@ def run_repair(out, paths, topic, partition_spec, *, deep: bool = False, dry_run
                      f"and {lost_records} record(s) cut{more}, all backed up")
             for m in result.manifests:
                 out.line(f"repair: backup manifest {m} (undo: kltool restore {m})")
-    if dry_run:
-        return 1 if acts or errors else 0
-    return 1 if errors else 0
+    return plan_exit_code(dry_run, acts, errors)

@@ -20,7 +20,7 @@ def command(out, manifests, dry_run, no_follow):
     exit 3, when it changed since), so a restore can be interrupted and run again. A run that followed
     interrupted runs restores those too, unless --no-follow.
     """
-    from ..storage.change.backup import restore
+    from ..api import restore
 
     def show(step):
         if out.json_mode:
@@ -28,7 +28,7 @@ def command(out, manifests, dry_run, no_follow):
         else:
             out.line(f"{'PLAN' if dry_run else 'DONE'}  {step.op} {step.file}: {step.message}")
 
-    steps = restore(list(manifests), dry_run=dry_run, follow=not no_follow, on_step=show)
+    steps = restore(*manifests, dry_run=dry_run, follow=not no_follow, on_step=show)
     if out.json_mode:
         out.emit({"type": "summary", "dry_run": dry_run, "actions": len(steps),
                   "applied": sum(1 for s in steps if s.done)})

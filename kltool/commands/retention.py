@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import re
 import time
 
@@ -66,27 +65,26 @@ def read_offset_json_file(path: str) -> dict[tuple[str, int], int]:
     return out
 
 
-def _policy(retention_ms, retention_hours, retention_bytes, before_offset, before_time, now,
-            before_offsets: dict | None = None) -> ret.Policy:
+def _limits(retention_ms, retention_hours, retention_bytes, before_time, now) -> dict:
+    """The command line's limits as :meth:`kltool.Logs.retention` takes them (which checks each)."""
     if retention_ms is not None and retention_hours is not None:
         raise UsageError("give --retention-ms or --retention-hours, not both")
-    if before_offset is not None and before_time is not None:
-        raise UsageError("give --before-offset or --before-time, not both")
     if retention_hours is not None:
         retention_ms = -1 if retention_hours < 0 else int(retention_hours * 3600 * 1000)
-    if retention_ms is not None and retention_ms < -1:
-        raise UsageError("--retention-ms must be -1 (unlimited) or more")
-    if before_offset is not None and before_offset < -1:
-        raise UsageError("--before-offset must be an offset, or -1 for the high watermark")
-    size = parse_size(retention_bytes)
-    now_ms = parse_time(now) if now is not None else int(time.time() * 1000)
-    bt = parse_time(before_time)
-    if bt is not None and bt < 0:
-        raise UsageError("--before-time must be a time (ISO-8601 or epoch ms)")
-    only_start = (before_offset is not None or bt is not None or before_offsets is not None) and \
-        retention_ms is None and size is None
-    return ret.Policy(now=now_ms, retention_ms=retention_ms, retention_bytes=size, before_offset=before_offset,
-                      before_time=bt, time_and_size=not only_start, before_offsets=before_offsets)
+    return {"retention_ms": retention_ms, "retention_bytes": parse_size(retention_bytes),
+            "before_time": parse_time(before_time),
+            "now": parse_time(now) if now is not None else int(time.time() * 1000)}
+
+
+def _only_named(sel, offsets_by_partition: dict, paths, filtered: bool, offset_json_file: str) -> None:
+    """--offset-json-file: only the partitions it names, each of which must be there."""
+    have = {(p.topic, p.partition) for p in sel.partitions}
+    missing = sorted(k for k in offsets_by_partition if k not in have)
+    if missing:
+        names = ", ".join(f"{t}-{n}" for t, n in missing[:10]) + (" ..." if len(missing) > 10 else "")
+        raise UsageError(f"names partitions that are not in {', '.join(paths)}"
+                         f"{' (with the filters given)' if filtered else ''}: {names}", path=offset_json_file)
+    sel.partitions = [p for p in sel.partitions if (p.topic, p.partition) in offsets_by_partition]
 
 
 def _time_range(info: dict) -> str:
@@ -104,7 +102,7 @@ def _print_plan(out, plan: ret.RetentionPlan) -> None:
             offsets = "-" if i["first_offset"] is None else f"{i['first_offset']}..{i['last_offset']}"
             src = "" if i["timestamp_source"] in ("timeindex", "timeindex+batches", "batches") else \
                 f" ({i['timestamp_source']})"
-            rows.append([a.topic, a.partition, a.file.rsplit("/", 1)[-1], offsets, _time_range(i) + src,
+            rows.append([a.topic, a.partition, a.file.name, offsets, _time_range(i) + src,
                          i["records"], human_bytes(i["bytes"]), i["reason"]])
     if rows:
         out.table(["topic", "part", "segment", "offsets", "time range", "records", "size", "reason"], rows,
@@ -149,66 +147,31 @@ def _print_plan(out, plan: ret.RetentionPlan) -> None:
 @click.option("--backup-dir", type=click.Path(path_type=str, readable=False), help="Move removed files here (with a manifest) "
               "instead of deleting them.")
 @click.pass_obj
-def command(out, paths, topic, partition_spec, retention_ms, retention_hours, retention_bytes, before_offset,  # noqa: C901
+def command(out, paths, topic, partition_spec, retention_ms, retention_hours, retention_bytes, before_offset,
             before_time, offset_json_file, now, dry_run, backup_dir):
     """Delete old segments like the broker's retention check: log start offset, size, then time;
     oldest first, stopping at the first segment that must stay. Topics whose cleanup.policy is only
     compact are left alone. Refuses (exit 3) while a broker holds the log dir's .lock.
     """
+    from ..api import Logs
+
+    limits = _limits(retention_ms, retention_hours, retention_bytes, before_time, now)
     offsets_by_partition = None
     if offset_json_file is not None:
         if before_offset is not None or before_time is not None:
             raise UsageError("give --offset-json-file, --before-offset or --before-time, not two of them")
         offsets_by_partition = read_offset_json_file(offset_json_file)
-    policy = _policy(retention_ms, retention_hours, retention_bytes, before_offset, before_time, now,
-                     offsets_by_partition)
     sel = select(paths, topic, partition_spec)
     if offsets_by_partition is not None:
-        have = {(p.topic, p.partition) for p in sel.partitions}
-        missing = sorted(k for k in offsets_by_partition if k not in have)
-        if missing:
-            names = ", ".join(f"{t}-{n}" for t, n in missing[:10]) + (" ..." if len(missing) > 10 else "")
-            raise UsageError(f"names partitions that are not in {', '.join(paths)}"
-                             f"{' (with the filters given)' if topic or partition_spec else ''}: {names}",
-                             path=offset_json_file)
-        sel.partitions = [p for p in sel.partitions if (p.topic, p.partition) in offsets_by_partition]
-    if sel.files:  # retention removes whole segments of a partition: a file cannot stand for that
-        f = sel.files[0]
-        raise UsageError(f"retention works on whole partitions: give the partition directory ({f.parent}) or "
-                         f"its log dir, not a single file", path=f)
-    if not sel.partitions:
-        raise UsageError("retention needs a log dir or partition directories: none found in " + ", ".join(paths))
-    logdirs = {p.logdir.path: p.logdir for p in sel.partitions if p.logdir is not None}
-    with contextlib.ExitStack() as stack:
-        if dry_run:
-            from ..storage.fs import lock_holder_present
-
-            for ld in logdirs.values():
-                if lock_holder_present(ld.path):
-                    out.warn(f"{ld.lock_path}: a broker or another kltool holds this log dir (planning only)")
-        else:
-            from ..storage.change.backup import LogDirLocks
-
-            stack.enter_context(LogDirLocks(sorted(logdirs), dry_run=False))
-        plan = ret.plan_retention(sel, policy)
-        if out.json_mode:
-            for n in plan.notes:
-                out.emit(n.to_json())
-            for pp in plan.partitions:
-                for n in pp.notes:
-                    out.emit(n.to_json())
-                if pp.actions:
-                    out.emit(pp.to_json())
-            if dry_run:
-                for a in plan.actions:
-                    out.emit(a.to_json())
-        else:
-            _print_plan(out, plan)
-        if not dry_run and plan.has_work:
-            ret.apply_retention(plan, backup_dir=backup_dir,
-                                on_action=(lambda a: out.emit(a.to_json())) if out.json_mode else None)
+        _only_named(sel, offsets_by_partition, paths, bool(topic or partition_spec), offset_json_file)
+    if dry_run:
+        _warn_lock_holders(out, sel)
+    logs = Logs.from_selection(sel, *paths, topic=topic, partitions=partition_spec)
+    plan = logs.retention(**limits, before_offset=before_offset, before_offsets=offsets_by_partition,
+                          dry_run=dry_run, backup_dir=backup_dir, on_plan=lambda p: _show_plan(out, p, dry_run),
+                          on_action=(lambda a: out.emit(a.to_json())) if out.json_mode else None)
     summary = ret.summarize(plan)
-    summary.update({"dry_run": dry_run, "now": policy.now})
+    summary.update({"dry_run": dry_run, "now": limits["now"]})
     if out.json_mode:
         out.emit(summary)
     else:
@@ -220,3 +183,27 @@ def command(out, paths, topic, partition_spec, retention_ms, retention_hours, re
                  + (f"; backups in {backup_dir}" if backup_dir and not dry_run and plan.has_work else "")
                  + (f"; {summary['warnings']} warnings" if summary["warnings"] else ""))
     return 1 if dry_run and plan.has_work else 0
+
+
+def _warn_lock_holders(out, sel) -> None:
+    from ..storage.fs import lock_holder_present
+
+    for ld in {p.logdir.path: p.logdir for p in sel.partitions if p.logdir is not None}.values():
+        if lock_holder_present(ld.path):
+            out.warn(f"{ld.lock_path}: a broker or another kltool holds this log dir (planning only)")
+
+
+def _show_plan(out, plan: ret.RetentionPlan, dry_run: bool) -> None:
+    if not out.json_mode:
+        _print_plan(out, plan)
+        return
+    for n in plan.notes:
+        out.emit(n.to_json())
+    for pp in plan.partitions:
+        for n in pp.notes:
+            out.emit(n.to_json())
+        if pp.actions:
+            out.emit(pp.to_json())
+    if dry_run:
+        for a in plan.actions:
+            out.emit(a.to_json())

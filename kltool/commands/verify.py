@@ -6,7 +6,6 @@ import time
 
 import click
 
-from ..storage.check.verify import VerifyStats, verify_selection
 from .common import human_bytes, paths_argument, select, selection_options
 
 
@@ -38,17 +37,17 @@ def command(out, paths, topic, partition_spec, deep, max_record_bytes, strict, r
 
         return run_repair(out, paths, topic, partition_spec, deep=deep, dry_run=dry_run, backup_dir=backup_dir,
                           like_broker=like_broker)
+    from ..api import Logs
+
     sel = select(paths, topic, partition_spec)
-    stats = VerifyStats()
     total = sum(s.size for p in sel.partitions for s in p.segments) + sum(
         f.stat().st_size for f in sel.files)
     t0 = time.perf_counter()
     with out.progress(total, "verify") as prog:
-        for f in verify_selection(sel, deep=deep, stats=stats, progress=prog.advance):
-            if out.json_mode:
-                out.emit(f.to_json())
-            else:
-                out.line(f.line())
+        report = Logs.from_selection(sel, *paths, topic=topic, partitions=partition_spec).verify(
+            deep=deep, progress=prog.advance,
+            on_finding=(lambda f: out.emit(f.to_json())) if out.json_mode else (lambda f: out.line(f.line())))
+    stats = report.stats
     secs = time.perf_counter() - t0
     summary = {
         "type": "summary", "partitions": stats.partitions, "segments": stats.segments, "files": stats.files,

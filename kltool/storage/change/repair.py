@@ -1,10 +1,10 @@
 """Repair: plan → apply, with a backup of every byte that leaves a file and a manifest to undo it.
 
 :func:`plan_repair` reads a selection (under the broker's ``.lock``) and returns a :class:`Plan`: a list of
-:class:`~kltool.storage.change.backup.Action` objects per log dir (:class:`Group`), in the order they must be
-applied. :func:`apply_plan` hands them to the backup engine (:mod:`kltool.storage.change.backup`), which copies
+:class:`~kltool.storage.change.plan.Action` objects per log dir (:class:`Group`), in the order they must be
+applied. :func:`apply_plan` hands them to the apply engine (:mod:`kltool.storage.change.apply`), which copies
 everything an action removes into a backup run directory, writes the manifest *before* changing anything,
-then applies the actions one by one; :func:`kltool.storage.change.backup.restore` undoes a run from its manifest.
+then applies the actions one by one; :func:`kltool.storage.change.restore.restore` undoes a run from its manifest.
 :func:`repair` does the locking, the planning and the applying.
 
 What the planner does (the broker's ``LogLoader.load`` and ``LogSegment.recover``, offline):
@@ -63,20 +63,18 @@ from ..index_builder import DEFAULT_INDEX_INTERVAL_BYTES, IndexBuilder, TxnIndex
 from ..logdir import LogDir, Selection
 from ..partition import Partition
 from ..scan import Damage, walk
-from .backup import (
+from .apply import (
     BACKUP_SUFFIX,
     MANIFEST_NAME,
-    Action,
-    ChangeSet,
-    Cut,
     LogDirLocks,
     apply_changes,
     check_backup_root,
     default_backup_root,
-    restore,
 )
-from .backup import file_size as _size
-from .backup import read_file as _read
+from .apply import file_size as _size
+from .apply import read_file as _read
+from .plan import Action, ChangeSet, Cut
+from .restore import restore
 
 __all__ = [
     "Action", "Cut", "Problem", "Group", "Plan", "plan_repair", "apply_plan", "repair", "restore",

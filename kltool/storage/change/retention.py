@@ -24,13 +24,14 @@ Applying, per log dir under the broker's ``.lock``: roll the empty segment; writ
 ``log-start-offset-checkpoint`` (atomically); truncate ``leader-epoch-checkpoint`` from the start like
 ``LeaderEpochFileCache.truncateFromStart``; remove producer snapshots below the log start offset; then
 each segment's files are renamed to ``*.deleted`` and removed (or, with a backup dir, moved into a run
-directory there by :func:`kltool.storage.change.backup.apply_changes`, whose manifest ``kltool restore`` undoes). In that order a run killed anywhere leaves a log dir the broker loads
+directory there by :func:`kltool.storage.change.apply.apply_changes`, whose manifest ``kltool restore`` undoes). In that order a run killed anywhere leaves a log dir the broker loads
 as it is and a re-run finishes the same way: the checkpoint is written before any segment goes, and
 leftovers (``*.deleted`` files, index files of a half-removed segment) are part of every plan.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -51,10 +52,12 @@ from ..fs import atomic_write, fsync_dir
 from ..logdir import LogDir, Selection
 from ..partition import Partition
 from ..segment import Segment
+from .apply import apply_changes
+from .plan import Action, ChangeSet
 
 __all__ = [
-    "DEFAULT_RETENTION_MS", "Policy", "Action", "Note", "SegmentCandidate", "PartitionPlan", "RetentionPlan",
-    "plan_retention", "apply_retention", "truncate_epochs_from_start",
+    "DEFAULT_RETENTION_MS", "Policy", "SegmentCandidate", "PartitionPlan", "RetentionPlan",
+    "make_policy", "plan_retention", "apply_retention", "run_retention", "truncate_epochs_from_start",
 ]
 
 DEFAULT_RETENTION_MS = 604800000  # retention.ms (log.retention.hours=168)
@@ -82,30 +85,26 @@ class Policy:
     before_offsets: dict | None = field(default=None, hash=False, compare=False)
 
 
-Note = Finding  # retention's warnings (and ``info`` notes) are findings like verify's
-
-
-@dataclass
-class Action:
-    """One step of a plan; ``to_json`` gives the ``action`` object of ``--json`` (docs/json-lines.md)."""
-
-    op: str  # roll | write_checkpoint | delete
-    file: str
-    topic: str | None = None
-    partition: int | None = None
-    info: dict = field(default_factory=dict)
-    applied: bool = False
-    paths: list[Path] = field(default_factory=list, repr=False)  # the files it removes or creates
-    content: str | None = field(default=None, repr=False)  # new text of a checkpoint
-    logdir: Path | None = field(default=None, repr=False)
-
-    def to_json(self) -> dict:
-        d: dict = {"type": "action", "op": self.op, "file": self.file}
-        if self.topic is not None:
-            d["topic"], d["partition"] = self.topic, self.partition
-        d.update(self.info)
-        d["applied"] = self.applied
-        return d
+def make_policy(*, now: int, retention_ms: int | None = None, retention_bytes: int | None = None,
+                before_offset: int | None = None, before_time: int | None = None,
+                before_offsets: dict | None = None) -> Policy:
+    """The :class:`Policy` for these limits (each checked; a bad one is a UsageError). A new log start
+    offset given alone (``before_offset``, ``before_time`` or ``before_offsets``) applies no time or size
+    retention."""
+    if before_offsets is not None and (before_offset is not None or before_time is not None):
+        raise UsageError("give --offset-json-file, --before-offset or --before-time, not two of them")
+    if before_offset is not None and before_time is not None:
+        raise UsageError("give --before-offset or --before-time, not both")
+    if retention_ms is not None and retention_ms < -1:
+        raise UsageError("--retention-ms must be -1 (unlimited) or more")
+    if before_offset is not None and before_offset < -1:
+        raise UsageError("--before-offset must be an offset, or -1 for the high watermark")
+    if before_time is not None and before_time < 0:
+        raise UsageError("--before-time must be a time (ISO-8601 or epoch ms)")
+    only_start = (before_offset is not None or before_time is not None or before_offsets is not None) and \
+        retention_ms is None and retention_bytes is None
+    return Policy(now=now, retention_ms=retention_ms, retention_bytes=retention_bytes, before_offset=before_offset,
+                  before_time=before_time, time_and_size=not only_start, before_offsets=before_offsets)
 
 
 @dataclass
@@ -132,7 +131,7 @@ class PartitionPlan:
     high_watermark: int | None = None
     deleted: list[SegmentCandidate] = field(default_factory=list)
     actions: list[Action] = field(default_factory=list)
-    notes: list[Note] = field(default_factory=list)
+    notes: list[Finding] = field(default_factory=list)
     skipped: bool = False
 
     @property
@@ -163,7 +162,7 @@ class RetentionPlan:
     policy: Policy
     partitions: list[PartitionPlan] = field(default_factory=list)
     logdirs: list[LogDir] = field(default_factory=list)
-    notes: list[Note] = field(default_factory=list)
+    notes: list[Finding] = field(default_factory=list)
 
     @property
     def actions(self) -> list[Action]:
@@ -174,7 +173,7 @@ class RetentionPlan:
         return any(pp.actions for pp in self.partitions)
 
     @property
-    def all_notes(self) -> list[Note]:
+    def all_notes(self) -> list[Finding]:
         return self.notes + [n for pp in self.partitions for n in pp.notes]
 
     @property
@@ -230,12 +229,13 @@ class _Planner:
         self.any_hw_stop = False
 
     def action(self, op: str, file, info: dict, **kw) -> Action:
-        a = Action(op, str(file), self.p.topic, self.p.partition, info, logdir=self.p.logdir.path, **kw)
+        a = Action(op, Path(file), topic=self.p.topic, partition=self.p.partition, info=info,
+                   logdir=self.p.logdir.path, **kw)
         self.pp.actions.append(a)
         return a
 
     def note(self, kind: str, message: str, file=None, offset=None, severity: str = "warning") -> None:
-        self.pp.notes.append(Note(severity, kind, str(file or self.p.path), message, offset=offset))
+        self.pp.notes.append(Finding(severity, kind, str(file or self.p.path), message, offset=offset))
 
     def largest(self, c: SegmentCandidate, last: bool) -> int:
         """The segment's largest timestamp for time retention (records, else mtime); also keeps the one
@@ -498,8 +498,7 @@ class _Planner:
         new = truncate_epochs_from_start(entries, lso)
         if new != entries:
             self.action("write_checkpoint", path, {"kind": "leader_epoch", "entries": [list(e) for e in new],
-                                                   "old_entries": [list(e) for e in entries]},
-                        content=encode_leader_epoch_checkpoint(new))
+                                                   "old_entries": [list(e) for e in entries]})
 
 
 def plan_retention(sel: Selection, policy: Policy) -> RetentionPlan:
@@ -519,7 +518,7 @@ def plan_retention(sel: Selection, policy: Policy) -> RetentionPlan:
         msg = pps[0].notes.pop(0).message
         for pp in pps[1:]:
             pp.notes.pop(0)
-        plan.notes.append(Note("info", "compacted", ld, f"topic {topic} ({len(pps)} partitions): {msg}"))
+        plan.notes.append(Finding("info", "compacted", ld, f"topic {topic} ({len(pps)} partitions): {msg}"))
     return plan
 
 
@@ -545,8 +544,9 @@ def _steps(plan: RetentionPlan) -> list[tuple[str, Path, Action, str | None]]:
             text = encode_offset_checkpoint(current)
             steps += [("write", ld.path / LOG_START_CHECKPOINT, a, text) for a in group]
     for a in acts:
-        if a.op == "write_checkpoint" and a.content is not None:
-            steps.append(("write", Path(a.file), a, a.content))
+        if a.op == "write_checkpoint" and a.info.get("kind") == "leader_epoch":
+            text = encode_leader_epoch_checkpoint([(e, o) for e, o in a.info["entries"]])
+            steps.append(("write", a.file, a, text))
         elif a.op == "delete" and a.info["kind"] in ("snapshot", "segment"):
             steps += [("remove", q, a, None) for q in a.paths]
     for a in acts:
@@ -559,7 +559,7 @@ def apply_retention(plan: RetentionPlan, *, backup_dir=None,
                     on_action: Callable[[Action], None] | None = None) -> list[Path]:
     """Carry out ``plan``; the caller holds each log dir's ``.lock``. Without ``backup_dir`` files go the
     broker's way (renamed ``*.deleted``, removed at the end); with it they are moved into a run directory
-    of ``backup_dir`` by :func:`kltool.storage.change.backup.apply_changes`, whose manifest ``kltool restore``
+    of ``backup_dir`` by :func:`kltool.storage.change.apply.apply_changes`, whose manifest ``kltool restore``
     undoes. ``on_action`` is called as each action completes. Returns the manifests written."""
     steps = _steps(plan)
     left = {id(a): 0 for a in plan.actions}
@@ -617,13 +617,11 @@ def _apply_broker_way(steps, step_done) -> None:
 
 
 def _apply_with_backup(plan: RetentionPlan, steps, backup_dir, step_done) -> list[Path]:
-    from . import backup as bk
-
-    changes: dict[Path, bk.ChangeSet] = {}
+    changes: dict[Path, ChangeSet] = {}
     mine: dict[int, list[Action]] = {}
-    by_path: dict[Path, bk.Action] = {}
+    by_path: dict[Path, Action] = {}
     for ld in plan.logdirs:
-        changes[ld.path] = bk.ChangeSet(root=ld.path, protect=[pp.partition.path for pp in plan.partitions
+        changes[ld.path] = ChangeSet(root=ld.path, protect=[pp.partition.path for pp in plan.partitions
                                                                if pp.partition.logdir is ld])
     for kind, path, a, content in steps:
         if kind in ("create", "write"):
@@ -631,9 +629,9 @@ def _apply_with_backup(plan: RetentionPlan, steps, backup_dir, step_done) -> lis
                 mine[id(by_path[path])].append(a)
                 continue
             reason = "new empty segment (roll)" if kind == "create" else f"retention: {a.info.get('kind')}"
-            ra = by_path[path] = bk.Action("write_checkpoint", path, reason, data=content.encode())
+            ra = by_path[path] = Action("write_checkpoint", path, reason, data=content.encode())
         else:
-            ra = bk.Action("quarantine", path, f"retention: {a.info.get('reason')}")
+            ra = Action("quarantine", path, f"retention: {a.info.get('reason')}")
         mine[id(ra)] = [a]
         changes[a.logdir].actions.append(ra)
 
@@ -641,7 +639,32 @@ def _apply_with_backup(plan: RetentionPlan, steps, backup_dir, step_done) -> lis
         for a in mine[id(ra)]:
             step_done(a)
 
-    return bk.apply_changes(list(changes.values()), "retention", backup_dir, on_action=done)
+    return apply_changes(list(changes.values()), "retention", backup_dir, on_action=done)
+
+
+def run_retention(sel: Selection, policy: Policy, *, dry_run: bool = True, backup_dir=None,
+                  on_plan: Callable[[RetentionPlan], None] | None = None,
+                  on_action: Callable[[Action], None] | None = None, named=()) -> RetentionPlan:
+    """``kltool retention`` and :meth:`kltool.Logs.retention`: lock each log dir (not for a dry run), plan,
+    show the plan (``on_plan``, still under the locks) and, unless ``dry_run``, apply it. ``named``: the
+    paths the selection came from (for the message when it holds no partition)."""
+    from .apply import LogDirLocks
+
+    if sel.files:  # retention removes whole segments of a partition: a file cannot stand for that
+        f = sel.files[0]
+        raise UsageError(f"retention works on whole partitions: give the partition directory ({f.parent}) or "
+                         f"its log dir, not a single file", path=f)
+    if not sel.partitions:
+        raise UsageError("retention needs a log dir or partition directories: none found in "
+                         + ", ".join(map(str, named)))
+    logdirs = sorted({p.logdir.path for p in sel.partitions if p.logdir is not None})
+    with contextlib.nullcontext() if dry_run else LogDirLocks(logdirs, dry_run=False):
+        plan = plan_retention(sel, policy)
+        if on_plan is not None:
+            on_plan(plan)
+        if not dry_run and plan.has_work:
+            apply_retention(plan, backup_dir=backup_dir, on_action=on_action)
+    return plan
 
 
 def summarize(plan: RetentionPlan) -> dict:

@@ -1,0 +1,459 @@
+"""The apply engine: every byte a writing command removes is copied into a backup run first, with a
+manifest that :func:`kltool.storage.change.restore.restore` undoes.
+
+Repair, retention and rebuild-index all write through here. They describe what they change as
+:class:`~kltool.storage.change.plan.Action` objects, grouped per log dir in a
+:class:`~kltool.storage.change.plan.ChangeSet`, and call :func:`apply_changes`:
+
+1. a run directory ``<backup root>/<command>-<time>-<pid>-<n>/`` is made (the backup root defaults to
+   ``<log dir>.kltool-backup`` beside the log dir, never inside it: a broker refuses unknown directories);
+2. everything an action removes (cut byte ranges, files moved aside, the old content of rewritten
+   files) is copied there and hashed;
+3. ``manifest.json`` (status ``applying``) is written *before* anything changes;
+4. the actions are applied one by one, each atomic per file (temp file + fsync + rename, ``ftruncate`` +
+   fsync, a one-byte ``pwrite`` + fsync), and the manifest is marked ``complete``.
+
+A run killed at any point leaves a manifest that lists what it meant to do; the next run lists it under
+``follows`` and :func:`~kltool.storage.change.restore.restore` undoes the whole chain.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import errno
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+from ...errors import BrokerLockHeld, UnsafeOperation, UsageError
+from ...format import names as fn
+from ..fs import (
+    BrokerLock,
+    append_ranges,
+    atomic_write,
+    copy_range,
+    fsync_dir,
+    held_message,
+    lock_holder_present,
+    looks_like_log_dir,
+    staged,
+    tmp_path_for,
+)
+from .plan import Action, ChangeSet
+
+__all__ = [
+    "apply_changes", "LogDirLocks", "MANIFEST_NAME", "MANIFEST_TYPE", "BACKUP_SUFFIX", "default_backup_root",
+    "check_backup_root", "read_file", "file_size",
+]
+
+MANIFEST_NAME = "manifest.json"
+MANIFEST_TYPE = "kltool-backup-manifest"
+BACKUP_SUFFIX = ".kltool-backup"
+_HASH_LIMIT = 256 << 20  # whole files moved into the backup are hashed up to this size
+SAMPLE = 4096  # bytes hashed at each end of an excised file (restore checks them)
+CHUNK = 4 << 20
+
+
+def file_size(p: Path) -> int | None:
+    """The size of ``p``, or None when it does not exist."""
+    try:
+        return p.stat().st_size
+    except FileNotFoundError:
+        return None
+
+
+def read_file(p: Path | None) -> bytes | None:
+    """The bytes of ``p``, or None when it does not exist."""
+    if p is None:
+        return None
+    try:
+        return p.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+# --------------------------------------------------------------------------------------------- applying
+
+
+def default_backup_root(root: Path) -> Path:
+    """``<log dir>.kltool-backup`` beside the log dir (never inside it: a broker refuses unknown directories)."""
+    root = Path(os.path.abspath(root))
+    return root.parent / f"{root.name}{BACKUP_SUFFIX}"
+
+
+def inside(child: Path, parent: Path) -> bool:
+    try:
+        child.relative_to(parent)
+        return True
+    except ValueError:
+        return False
+
+
+def check_backup_root(root: Path, changes: Iterable[ChangeSet]) -> Path:
+    """Refuse a backup root inside a log dir or a partition directory a change set touches."""
+    r = Path(os.path.realpath(root))
+    for c in changes:
+        gr = Path(os.path.realpath(c.root))
+        if inside(r, gr):
+            raise UsageError(f"the backup directory {root} is inside the log dir {c.root}: a broker refuses unknown "
+                             f"directories there; choose one beside it")
+        for p in c.protect:
+            if inside(r, Path(os.path.realpath(p))):
+                raise UsageError(f"the backup directory {root} is inside the partition directory {p}")
+    return root
+
+
+def now_text() -> str:
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _new_run_dir(root: Path, kind: str) -> Path:
+    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%S")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"cannot create the backup directory {root}: {e.strerror or e}; choose one with "
+                         f"--backup-dir") from None
+    n = 0
+    while True:
+        d = root / f"{kind}-{stamp}-{os.getpid()}-{n}"
+        try:
+            d.mkdir()
+            fsync_dir(root)
+            return d
+        except FileExistsError:
+            n += 1
+
+
+def sha256_file(path: Path, start: int = 0, end: int | None = None) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        f.seek(start)
+        left = None if end is None else end - start
+        while left is None or left > 0:
+            chunk = f.read(CHUNK if left is None else min(CHUNK, left))
+            if not chunk:
+                break
+            h.update(chunk)
+            if left is not None:
+                left -= len(chunk)
+    return h.hexdigest()
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _rel(path: Path, root: Path) -> str:
+    p = Path(os.path.abspath(path))
+    try:
+        return str(p.relative_to(root))
+    except ValueError:
+        return p.name
+
+
+def _incomplete_manifests(backup_root: Path, exclude: Path) -> list[str]:
+    """Manifests of interrupted runs in ``backup_root`` that no other manifest follows yet."""
+    found, followed = [], set()
+    try:
+        runs = sorted(backup_root.iterdir())
+    except FileNotFoundError:
+        return []
+    for d in runs:
+        m = d / MANIFEST_NAME
+        if d == exclude or not m.is_file():
+            continue
+        try:
+            doc = json.loads(m.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        followed.update(doc.get("follows", []))
+        if doc.get("status") == "applying":
+            found.append(str(m))
+    return [m for m in found if m not in followed]
+
+
+def _keeps(a: Action) -> list[tuple[int, int, int]]:
+    """(src start, src end, dst start) of the bytes an excise/truncate keeps."""
+    out, pos, dst = [], 0, 0
+    for c in sorted(a.ranges, key=lambda c: c.start):
+        if c.start > pos:
+            out.append((pos, c.start, dst))
+            dst += c.start - pos
+        pos = max(pos, c.end)
+    if pos < a.old_size:
+        out.append((pos, a.old_size, dst))
+    return out
+
+
+def _merged_cuts(a: Action) -> list[tuple[int, int]]:
+    out: list[list[int]] = []
+    for c in sorted(a.ranges, key=lambda c: c.start):
+        if out and c.start <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], c.end)
+        else:
+            out.append([c.start, c.end])
+    return [(s, e) for s, e in out]
+
+
+def _mapped_read(path: Path, keeps, fixes, a: int, b: int) -> bytes:
+    """Bytes ``[a, b)`` of the file an excise will produce, read from the current file."""
+    out = bytearray()
+    with open(path, "rb") as f:
+        for s, e, d in keeps:
+            lo, hi = max(a, d), min(b, d + e - s)
+            if lo >= hi:
+                continue
+            src = s + lo - d
+            f.seek(src)
+            chunk = bytearray(f.read(hi - lo))
+            for pos, _old, new in fixes:
+                if src <= pos < src + len(chunk):
+                    chunk[pos - src] = new
+            out += chunk
+    return bytes(out)
+
+
+def _prepare(i: int, a: Action, run_dir: Path, root: Path) -> dict:
+    """Copy what action ``a`` removes into ``run_dir`` and return its manifest entry."""
+    files = run_dir / "files"
+    rel = _rel(a.file, root)
+    stem = f"{i:04d}-{a.op}"
+    e = a.to_json()
+    del e["type"]
+    e.pop("applied", None)
+    e["file"] = os.path.abspath(a.file)
+    if a.target is not None:
+        e["target"] = os.path.abspath(a.target)
+    if a.op in ("truncate", "excise"):
+        src = a.source or a.file
+        cuts = []
+        for s, t in _merged_cuts(a):
+            dst = files / stem / f"{rel}.{s}-{t}"
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            copy_range(src, s, t, dst)
+            cuts.append({"start": s, "end": t, "backup": str(dst.relative_to(run_dir)), "sha256": sha256_file(dst)})
+        keeps = _keeps(a)
+        e["cuts"] = cuts
+        e["keeps"] = [{"start": s, "end": t, "new_start": d} for s, t, d in keeps]
+        n = a.new_size
+        e["new_head_sha256"] = sha256_bytes(_mapped_read(src, keeps, a.fixes, 0, min(SAMPLE, n)))
+        e["new_tail_sha256"] = sha256_bytes(_mapped_read(src, keeps, a.fixes, max(0, n - SAMPLE), n))
+    elif a.op in ("rebuild_index", "write_checkpoint"):
+        src = a.source if a.op == "rebuild_index" else a.file
+        old = read_file(src)
+        if old is not None:
+            dst = files / stem / rel
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(dst, old)
+            e["backup"] = str(dst.relative_to(run_dir))
+            e["old_sha256"] = sha256_bytes(old)
+        else:
+            e["backup"] = None
+            e["old_sha256"] = None
+            prior = read_file(a.file)
+            if prior is not None:  # moved aside by an earlier action of this run: restore puts it back
+                e["prior_sha256"] = sha256_bytes(prior)
+        e["new_sha256"] = sha256_bytes(a.data)
+    elif a.op == "quarantine":
+        dst = files / stem / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        e["backup"] = str(dst.relative_to(run_dir))
+        size = file_size(a.file)
+        e["size"] = size
+        e["sha256"] = sha256_file(a.file) if size is not None and size <= _HASH_LIMIT else None
+    return e
+
+
+def _like(path: Path) -> Path | None:
+    """The file whose owner and mode a new ``path`` should get: itself, else its segment's ``.log``, else its
+    directory (a repair run as root must not leave files the broker's user cannot write)."""
+    for cand in (path, path.with_name(path.name.split(".")[0] + ".log"), path.parent):
+        if cand.exists():
+            return cand
+    return None
+
+
+def stat_or_none(p: Path | None) -> os.stat_result | None:
+    try:
+        return None if p is None else os.stat(p)
+    except OSError:
+        return None
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def move(src: Path, dst: Path) -> None:
+    """Rename ``src`` to ``dst`` durably; across file systems copy, fsync, then unlink."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.rename(src, dst)
+    except OSError as e:
+        if e.errno != errno.EXDEV:
+            raise
+        tmp = tmp_path_for(dst)
+        shutil.copyfile(src, tmp)
+        _fsync_file(tmp)
+        os.replace(tmp, dst)
+        fsync_dir(dst.parent)
+        os.unlink(src)
+    fsync_dir(dst.parent)
+    fsync_dir(src.parent)
+
+
+def _changed(a: Action, size: int | None) -> UnsafeOperation:
+    return UnsafeOperation(f"expected {a.old_size} bytes, found {size}: the file changed since planning", path=a.file)
+
+
+def _apply_truncate(a: Action, entry: dict, run_dir: Path) -> None:
+    size = file_size(a.file)
+    if size == a.new_size:
+        return
+    if size != a.old_size:
+        raise _changed(a, size)
+    fd = os.open(a.file, os.O_RDWR)
+    try:
+        os.ftruncate(fd, a.new_size)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _apply_excise(a: Action, entry: dict, run_dir: Path) -> None:
+    size = file_size(a.file)
+    if size != a.old_size:
+        raise _changed(a, size)
+    with open(a.file, "rb") as src, staged(a.file, like=stat_or_none(a.file)) as (fd, _tmp):
+        append_ranges(src.fileno(), [(s, t) for s, t, _d in _keeps(a)], fd)
+
+
+def _apply_fix_byte(a: Action, entry: dict, run_dir: Path) -> None:
+    fd = os.open(a.file, os.O_RDWR)
+    try:
+        cur = os.pread(fd, 1, a.position)
+        if cur == bytes([a.new_byte]):
+            return
+        if cur != bytes([a.old_byte]):
+            raise UnsafeOperation(f"expected byte {a.old_byte} at {a.position}, found {cur!r}", path=a.file)
+        os.pwrite(fd, bytes([a.new_byte]), a.position)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _apply_write(a: Action, entry: dict, run_dir: Path) -> None:
+    like = _like(a.file)
+    atomic_write(a.file, a.data, like=stat_or_none(like), like_mode=like == a.file)
+
+
+def _apply_quarantine(a: Action, entry: dict, run_dir: Path) -> None:
+    dst = run_dir / entry["backup"]
+    if not a.file.exists() and dst.exists():
+        return
+    move(a.file, dst)
+
+
+def _apply_rename(a: Action, entry: dict, run_dir: Path) -> None:
+    f = a.file
+    if not f.exists() and a.target.exists():
+        return
+    if a.target.exists():
+        raise UnsafeOperation(f"cannot rename {f.name}: {a.target.name} exists", path=f)
+    os.rename(f, a.target)
+    fsync_dir(f.parent)
+
+
+def _apply_delete(a: Action, entry: dict, run_dir: Path) -> None:
+    try:
+        os.unlink(a.file)
+    except FileNotFoundError:
+        return
+    fsync_dir(a.file.parent)
+
+
+_APPLY = {"truncate": _apply_truncate, "excise": _apply_excise, "fix_magic": _apply_fix_byte,
+          "fix_field": _apply_fix_byte, "rebuild_index": _apply_write, "write_checkpoint": _apply_write,
+          "quarantine": _apply_quarantine, "rename": _apply_rename, "delete": _apply_delete}
+
+
+def _apply(a: Action, entry: dict, run_dir: Path) -> None:
+    """Carry out one action; each step finds an action already done (a re-run) and leaves it."""
+    step = _APPLY.get(a.op)
+    if step is None:  # pragma: no cover
+        raise ValueError(f"unknown action {a.op}")
+    step(a, entry, run_dir)
+
+
+def apply_changes(changes: Sequence[ChangeSet], command: str, backup_dir=None, *,
+                  on_action: Callable[[Action], None] | None = None) -> list[Path]:
+    """Apply ``changes`` (their log dirs' locks must be held): per change set, back up what its actions
+    remove, write the manifest, apply the actions in order. ``command`` names the run (``repair``,
+    ``retention``, ``rebuild-index`` ...). Returns the manifests written."""
+    manifests = []
+    todo = [c for c in changes if c.actions]
+    if backup_dir is not None:
+        check_backup_root(Path(backup_dir), changes)
+    for c in todo:
+        root = Path(os.path.abspath(backup_dir)) if backup_dir is not None else default_backup_root(c.root)
+        if backup_dir is None:
+            check_backup_root(root, [c])
+        run_dir = _new_run_dir(root, "rebuild-index" if command == "rebuild-index" else "repair")
+        log_dir = Path(os.path.abspath(c.root))
+        entries = [_prepare(i, a, run_dir, log_dir) for i, a in enumerate(c.actions)]
+        doc = {"type": MANIFEST_TYPE, "version": 1, "created": now_text(), "command": command,
+               "log_dir": str(log_dir), "status": "applying",
+               "follows": _incomplete_manifests(root, run_dir), "actions": entries}
+        mpath = run_dir / MANIFEST_NAME
+        atomic_write(mpath, json.dumps(doc, indent=1) + "\n")
+        for a, e in zip(c.actions, entries, strict=True):
+            _apply(a, e, run_dir)
+            a.applied = True
+            if on_action is not None:
+                on_action(a)
+        doc["status"] = "complete"
+        doc["completed"] = now_text()
+        for e in entries:
+            e["applied"] = True
+        atomic_write(mpath, json.dumps(doc, indent=1) + "\n")
+        manifests.append(mpath)
+    return manifests
+
+
+# --------------------------------------------------------------------------------------------- locking
+
+
+class LogDirLocks:
+    """Hold every group's ``.lock`` (or, for a dry run, only check that no broker holds it)."""
+
+    def __init__(self, roots: Iterable[Path], dry_run: bool):
+        self.roots = list(roots)
+        self.dry_run = dry_run
+        self.held: list[BrokerLock] = []
+
+    def __enter__(self):
+        try:
+            for r in self.roots:
+                if self.dry_run:
+                    if lock_holder_present(r):
+                        raise BrokerLockHeld(held_message(r / fn.LOCK_FILE), path=r / fn.LOCK_FILE)
+                    continue
+                if (r / fn.LOCK_FILE).exists() or looks_like_log_dir(r):
+                    self.held.append(BrokerLock(r).acquire())
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        while self.held:
+            self.held.pop().release()
+        return False

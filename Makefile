@@ -6,7 +6,7 @@ SAMPLE := fixtures/sample-logdir
 
 .PHONY: demo test test-quick bench lint clean
 
-$(BIN)/.installed: pyproject.toml kltool/format/_speedups.c
+$(BIN)/.installed: pyproject.toml setup.py $(wildcard kltool/format/_speedups_c/*.c kltool/format/_speedups_c/*.h)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test,spark,bench]'

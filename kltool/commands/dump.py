@@ -320,10 +320,11 @@ class Dumper:
             suffix = cached[1]
         flt = self.flt
         got = c.format_v2(data, h.count, h.base_offset, h.first_timestamp, h.timestamp_type == "log_append",
-                          h.max_timestamp, h.base_sequence, js, _ENCODINGS[self.encoding],
-                          h.timestamp_type if js else TS_NAMES[h.timestamp_type], suffix, flt.from_offset,
-                          flt.to_offset, flt.from_time, flt.to_time, flt.key,
-                          -1 if self.limit is None else max(self.limit - self.emitted, 0))
+                          h.max_timestamp, h.base_sequence, json=js, encoding=_ENCODINGS[self.encoding],
+                          ts_name=h.timestamp_type if js else TS_NAMES[h.timestamp_type], suffix=suffix,
+                          from_offset=flt.from_offset, to_offset=flt.to_offset, from_time=flt.from_time,
+                          to_time=flt.to_time, key=flt.key,
+                          max_records=-1 if self.limit is None else max(self.limit - self.emitted, 0))
         if got is None:
             return False
         blob, n = got

@@ -10,6 +10,7 @@ from ..format.batch import V2_OVERHEAD, whole_batch_limit
 from ..format.compression import CODEC_NAMES
 from ..format.records import CONTROL_IDS, BatchHeader
 from ..jsonl import record_json
+from ..kcat_format import compile_format
 from ..output import _dumps, text_bytes
 from ..storage.findings import Finding
 from ..storage.read import RecordFilter
@@ -507,79 +508,6 @@ def _dump_other(d: Dumper, path, kind: str, base) -> None:  # noqa: C901
             import json as _json
 
             out.emit({"type": "json_file", "file": f, "content": value}) if js else out.line(_json.dumps(value))
-
-
-def compile_format(fmt: str):  # noqa: C901
-    """A kcat-style ``-f`` format: %t topic, %p partition, %o offset, %k key, %K key length, %s value,
-    %S value length (-1 for null), %T timestamp (epoch ms), %h headers (k=v,...), %% a percent sign;
-    \\n \\r \\t \\\\ and \\xHH escapes. No newline is added (end the format with \\n), as in kcat.
-    Returns ``f(topic, partition, offset, ts, key, value, headers, encoding) -> str``."""
-    parts: list = []  # str literals and field names
-    lit = []
-    i, n = 0, len(fmt)
-    while i < n:
-        c = fmt[i]
-        if c == "%" and i + 1 < n:
-            t = fmt[i + 1]
-            if t == "%":
-                lit.append("%")
-            elif t in "tpokKsSTh":
-                if lit:
-                    parts.append("".join(lit))
-                    lit = []
-                parts.append((t,))
-            elif t == "R":
-                raise UsageError("--format: %R (binary value length) is not supported on a text stream; use %S")
-            else:
-                raise UsageError(f"--format: unknown token %{t} (kcat's: %t %p %o %k %K %s %S %T %h)")
-            i += 2
-        elif c == "\\" and i + 1 < n:
-            t = fmt[i + 1]
-            if t in "nrt\\":
-                lit.append({"n": "\n", "r": "\r", "t": "\t", "\\": "\\"}[t])
-                i += 2
-            elif t == "x" and len(fmt[i + 2:i + 4]) == 2 and all(ch in "0123456789abcdefABCDEF"
-                                                                   for ch in fmt[i + 2:i + 4]):
-                lit.append(chr(int(fmt[i + 2:i + 4], 16)))
-                i += 4
-            else:
-                lit.append(c)
-                i += 1
-        else:
-            lit.append(c)
-            i += 1
-    if lit:
-        parts.append("".join(lit))
-
-    def render(topic, partition, offset, ts, key, value, headers, encoding) -> str:
-        out = []
-        for p in parts:
-            if isinstance(p, str):
-                out.append(p)
-                continue
-            t = p[0]
-            if t == "t":
-                out.append("" if topic is None else topic)
-            elif t == "p":
-                out.append("" if partition is None else str(partition))
-            elif t == "o":
-                out.append(str(offset))
-            elif t == "T":
-                out.append(str(ts))
-            elif t == "k":
-                out.append("" if key is None else text_bytes(key, encoding))
-            elif t == "s":
-                out.append("" if value is None else text_bytes(value, encoding))
-            elif t == "K":
-                out.append(str(-1 if key is None else len(key)))
-            elif t == "S":
-                out.append(str(-1 if value is None else len(value)))
-            elif t == "h":
-                out.append(",".join(f"{text_bytes(k)}={'' if v is None else text_bytes(v, encoding)}"
-                                    for k, v in headers))
-        return "".join(out)
-
-    return render
 
 
 # kafka-dump-log.sh options kltool has no form for: a one-line hint instead of "no such option"

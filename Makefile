@@ -13,7 +13,7 @@ KAFKA_VERSION := $(shell sed -n 's:.*<kafka\.version>\(.*\)</kafka\.version>.*:\
 KLTOOL_KAFKA_BROKER_JARS ?= $(HOME)/.cache/kltool-kafka-broker/$(KAFKA_VERSION)
 export KLTOOL_KAFKA_BROKER_JARS
 
-$(BIN)/.installed: pyproject.toml kltool/format/_speedups.c
+$(BIN)/.installed: pyproject.toml setup.py $(wildcard kltool/format/_speedups_c/*.c kltool/format/_speedups_c/*.h)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test,spark,bench]'

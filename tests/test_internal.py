@@ -665,9 +665,10 @@ def test_corpus_consumer_offsets_decode():
 
 @pytest.mark.skipif(not REFERENCE.exists(), reason=f"{REFERENCE} not present")
 def test_schemas_match_reference_tables():
-    """Every schema in internal.py equals the field list of the reference's tables (which were compared
+    """Every schema in internal.py (in schema.py's notation) equals the field list of the reference's tables (which were compared
     mechanically with Kafka's JSON specs)."""
     from kltool.format import internal as m
+    from kltool.format.schema import Msg
 
     rows = collections.defaultdict(list)
     for line in REFERENCE.read_text().splitlines():
@@ -683,7 +684,7 @@ def test_schemas_match_reference_tables():
     checked = 0
     for name, msg in m._BY_NAME.items():
         for versions, flexible, schema in rows.get(name, ()):
-            assert sig(m._Msg(name, None, 0, schema).fields) == sig(msg.fields), name
+            assert sig(Msg(name, None, 0, schema).fields) == sig(msg.fields), name
             assert flexible == ("none" if msg.flex is None else f"{msg.flex}+"), name
             if not name.endswith("Key") or name == "TransactionLogKey":
                 assert int(versions.split("-")[-1]) == msg.max_version, name

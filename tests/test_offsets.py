@@ -351,7 +351,7 @@ def test_a_segment_reads_its_largest_timestamp_once(tmp_path):
     ti = pdir / "00000000000000000000.timeindex"
     ti.write_bytes(b"")  # the segment already knows its largest timestamp: not read again
     assert segments_for_time(p, T0 + 5)[0] is first
-    assert p.offset_for_time(T0 + 5).offset == 0
+    assert offs.offset_for_time(p, T0 + 5).offset == 0
     p.refresh()  # new Segment objects read the files again: no index, so the batches
     assert (p.segments[0].max_timestamp_so_far, p.segments[0].max_timestamp_source) == (T0 + 5, "batches")
 

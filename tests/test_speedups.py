@@ -515,3 +515,30 @@ def test_spark_records_at_the_end_of_int64_and_in_big_runs(tmp_path):
     (d / f"{0:020d}.log").write_bytes(data)
     spark_both(d, SPARK_VARIANTS + [({"maxRecordsPerBatch": "1000"}, None),
                                     ({"startingOffset": "4999", "endingOffset": "5001"}, ["offset"])])
+
+
+def test_the_stub_and_the_abi_describe_the_built_module():
+    """kltool/format/_speedups.pyi types exactly the module's entry points, and the ABI the Python side
+    expects is the one speedups.h declares and the build reports (a stale build is not loaded)."""
+    import ast
+    import re
+
+    stub = ast.parse((ROOT / "kltool" / "format" / "_speedups.pyi").read_text())
+    typed = {n.name for n in stub.body if isinstance(n, ast.FunctionDef)}
+    built = {n for n in dir(_speedups) if not n.startswith("_") and callable(getattr(_speedups, n))}
+    assert typed == built
+    header = (ROOT / "kltool" / "format" / "_speedups_c" / "speedups.h").read_text()
+    assert int(re.search(r"#define KL_SPEEDUPS_ABI (\d+)", header).group(1)) == speedups.ABI == _speedups.ABI
+
+
+def test_format_v2_takes_its_options_by_keyword():
+    """The batch's header fields are positional, how to write them keyword-only (defaults: text)."""
+    recs = [(0, 1_700_000_000_000, b"k", b"v", ())]
+    payload = build_batch(recs, base_offset=5)[61:]
+    blob, n = _speedups.format_v2(payload, 1, 5, 1_700_000_000_000, False, 1_700_000_000_000, -1)
+    assert (blob, n) == (b"| offset: 5 CreateTime: 1700000000000 keySize: 1 valueSize: 1 sequence: -1 "
+                         b"headerKeys: [] key: k payload: v\n", 1)
+    assert _speedups.format_v2(payload, 1, 5, 1_700_000_000_000, False, 1_700_000_000_000, -1,
+                               from_offset=6) == (b"", 0)
+    with pytest.raises(TypeError):
+        _speedups.format_v2(payload, 1, 5, 1_700_000_000_000, False, 1_700_000_000_000, -1, True)

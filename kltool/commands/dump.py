@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import click
 
 from ..errors import CorruptDataError, UsageError
@@ -10,6 +12,7 @@ from ..format.batch import V2_OVERHEAD, whole_batch_limit
 from ..format.compression import CODEC_NAMES
 from ..format.records import CONTROL_IDS, BatchHeader
 from ..jsonl import record_json
+from ..kcat_format import compile_format
 from ..output import _dumps, text_bytes
 from ..storage.findings import Finding
 from ..storage.read import RecordFilter
@@ -218,10 +221,8 @@ class Dumper:
         self._emit_batch(h, file)
         self.emitted += 1
 
-    def _print_records(self, h: BatchHeader, cols) -> bool:  # noqa: C901
+    def _print_records(self, h: BatchHeader, cols) -> bool:
         """Print the matching records of one group; True when the dump stops here (--to-time, --limit)."""
-        enc = self.encoding
-        out = self.out
         flt = self.flt
         dec = self.decoder()
         for i in range(len(cols)):
@@ -236,55 +237,63 @@ class Dumper:
             if self.done:
                 return True
             self.emitted += 1
-            val = cols.value(i)
-            hdrs = cols.header_list(i)
-            seq = cols.sequences[i] if cols.sequences is not None else -1
-            ctrl = cols.controls[i] if cols.controls is not None else None
-            decoded = derr = None
-            if dec is not None:
-                decoded, derr = self.decode_internal(dec, key, val, ctrl, cols, i)
-            if self.fmt is not None:
-                if ctrl is None:  # consumers never see control records
-                    out.write(self.fmt(self.topic, self.partition, off, ts, key, val, hdrs, enc))
-                continue
-            if out.json_mode:
-                out.emit(record_json(off, ts, h.timestamp_type, key, val, hdrs, encoding=enc, sequence=seq,
-                                     size=cols.sizes[i], batch_offset=h.base_offset, topic=self.topic,
-                                     partition=self.partition, control=ctrl, decoded=decoded, decode_error=derr))
-            else:
-                if self.skip_metadata:
-                    # kafka-dump-log --skip-record-metadata, quirks included: "| key: K payload: V", but
-                    # " payload: V" without the "|" when the key is null, and an empty line for a control record
-                    if ctrl is not None:
-                        out.line("")
-                        continue
-                    parts = ["|"] if key is not None else []
-                else:
-                    parts = [f"| offset: {off} {TS_NAMES[h.timestamp_type]}: {ts} "
-                             f"keySize: {-1 if key is None else len(key)} valueSize: {-1 if val is None else len(val)}"]
-                    if h.magic == 2:
-                        parts.append(f" sequence: {seq} headerKeys: [{','.join(text_bytes(k) for k, _ in hdrs)}]")
-                if ctrl is not None:
-                    extra = f" coordinatorEpoch: {ctrl['coordinator_epoch']}" if "coordinator_epoch" in ctrl else ""
-                    if ctrl["type"] in ("COMMIT", "ABORT"):
-                        parts.append(f" endTxnMarker: {ctrl['type']}{extra}")
-                    else:
-                        parts.append(f" controlType: {ctrl['type']}")
-                elif decoded is not None or derr is not None:
-                    import json as _json
-
-                    parts.append(f" decoded: {_json.dumps(decoded, separators=(',', ':'))}" if derr is None
-                                 else f" decode_error: {derr}")
-                elif self.payload:
-                    if hdrs and not self.skip_metadata:
-                        parts.append(" headers: [" + ", ".join(f"{text_bytes(k)}={text_bytes(v, enc)}"
-                                                               for k, v in hdrs) + "]")
-                    if key is not None:
-                        parts.append(f" key: {text_bytes(key, enc)}")
-                    if val is not None:
-                        parts.append(f" payload: {text_bytes(val, enc)}")
-                out.line("".join(parts))
+            self._print_record(h, cols, i, key, dec)
         return False
+
+    def _print_record(self, h: BatchHeader, cols, i: int, key, dec) -> None:
+        """Record ``i`` of ``cols`` as a --format line, a JSON object or kafka-dump-log's text line."""
+        out = self.out
+        off, ts, val, hdrs = cols.offsets[i], cols.timestamps[i], cols.value(i), cols.header_list(i)
+        seq = cols.sequences[i] if cols.sequences is not None else -1
+        ctrl = cols.controls[i] if cols.controls is not None else None
+        decoded = derr = None
+        if dec is not None:
+            decoded, derr = self.decode_internal(dec, key, val, ctrl, cols, i)
+        if self.fmt is not None:
+            if ctrl is None:  # consumers never see control records
+                out.write(self.fmt(self.topic, self.partition, off, ts, key, val, hdrs, self.encoding))
+        elif out.json_mode:
+            out.emit(record_json(off, ts, h.timestamp_type, key, val, hdrs, encoding=self.encoding, sequence=seq,
+                                 size=cols.sizes[i], batch_offset=h.base_offset, topic=self.topic,
+                                 partition=self.partition, control=ctrl, decoded=decoded, decode_error=derr))
+        else:
+            out.line(self._record_text(h, off, ts, key, val, hdrs, seq, ctrl, decoded, derr))
+
+    def _record_text(self, h: BatchHeader, off, ts, key, val, hdrs, seq, ctrl, decoded, derr) -> str:
+        """kafka-dump-log's record line."""
+        if self.skip_metadata:
+            # kafka-dump-log --skip-record-metadata, quirks included: "| key: K payload: V", but
+            # " payload: V" without the "|" when the key is null, and an empty line for a control record
+            if ctrl is not None:
+                return ""
+            parts = ["|"] if key is not None else []
+        else:
+            parts = [f"| offset: {off} {TS_NAMES[h.timestamp_type]}: {ts} "
+                     f"keySize: {-1 if key is None else len(key)} valueSize: {-1 if val is None else len(val)}"]
+            if h.magic == 2:
+                parts.append(f" sequence: {seq} headerKeys: [{','.join(text_bytes(k) for k, _ in hdrs)}]")
+        if ctrl is not None:
+            extra = f" coordinatorEpoch: {ctrl['coordinator_epoch']}" if "coordinator_epoch" in ctrl else ""
+            parts.append(f" endTxnMarker: {ctrl['type']}{extra}" if ctrl["type"] in ("COMMIT", "ABORT")
+                         else f" controlType: {ctrl['type']}")
+        elif decoded is not None or derr is not None:
+            parts.append(f" decoded: {json.dumps(decoded, separators=(',', ':'))}" if derr is None
+                         else f" decode_error: {derr}")
+        elif self.payload:
+            parts.append(self._payload_text(key, val, hdrs))
+        return "".join(parts)
+
+    def _payload_text(self, key, val, hdrs) -> str:
+        """ headers: [...] key: K payload: V (what is there)."""
+        enc = self.encoding
+        parts = []
+        if hdrs and not self.skip_metadata:
+            parts.append(" headers: [" + ", ".join(f"{text_bytes(k)}={text_bytes(v, enc)}" for k, v in hdrs) + "]")
+        if key is not None:
+            parts.append(f" key: {text_bytes(key, enc)}")
+        if val is not None:
+            parts.append(f" payload: {text_bytes(val, enc)}")
+        return "".join(parts)
 
     def _fast_records(self, h: BatchHeader, file: str) -> bool:
         """The C formatter (when built) writes a whole v2 batch's record lines into one buffer,
@@ -320,10 +329,11 @@ class Dumper:
             suffix = cached[1]
         flt = self.flt
         got = c.format_v2(data, h.count, h.base_offset, h.first_timestamp, h.timestamp_type == "log_append",
-                          h.max_timestamp, h.base_sequence, js, _ENCODINGS[self.encoding],
-                          h.timestamp_type if js else TS_NAMES[h.timestamp_type], suffix, flt.from_offset,
-                          flt.to_offset, flt.from_time, flt.to_time, flt.key,
-                          -1 if self.limit is None else max(self.limit - self.emitted, 0))
+                          h.max_timestamp, h.base_sequence, json=js, encoding=_ENCODINGS[self.encoding],
+                          ts_name=h.timestamp_type if js else TS_NAMES[h.timestamp_type], suffix=suffix,
+                          from_offset=flt.from_offset, to_offset=flt.to_offset, from_time=flt.from_time,
+                          to_time=flt.to_time, key=flt.key,
+                          max_records=-1 if self.limit is None else max(self.limit - self.emitted, 0))
         if got is None:
             return False
         blob, n = got
@@ -421,164 +431,119 @@ def _dump_partition(d: Dumper, p) -> None:
             d.batch(item, str(seg.log_path))
 
 
-def _dump_other(d: Dumper, path, kind: str, base) -> None:  # noqa: C901
-    """Index, snapshot and text files."""
+def _dump_index(d: Dumper, path, kind: str, base) -> None:
+    """An .index or .timeindex: its entries as kafka-dump-log's "name: value" pairs, after what its
+    sanity check finds (--index-sanity-check: only that)."""
     from ..format import index as fidx
+
+    out, js, f = d.out, d.out.json_mode, str(path)
+    # (parser, JSON type, field names)
+    parse, jtype, names = ((fidx.offset_index_entries, "index_entry", ("offset", "position")) if kind == "index"
+                           else (fidx.time_index_entries, "time_index_entry", ("timestamp", "offset")))
+    data = path.read_bytes()
+    check = fidx.check_offset_index if kind == "index" else fidx.check_time_index
+    problems = check(data, base or 0, path=f)
+    for msg in problems:  # as verify reports them (a partial entry is corruption, not emptiness)
+        d.errors += 1
+        out.emit(Finding("error", "index_corrupt", f, msg).to_json()) if js else \
+            out.line(f"!! index_corrupt: {msg}")
+    if d.index_sanity_only:  # kafka-dump-log --index-sanity-check
+        if not problems:
+            out.emit({"type": "index_sanity_check", "file": f, "passed": True}) if js else \
+                out.line(f"{path} passed sanity check.")
+        return
+    entries = parse(data, base)
+    if not entries and not js and not problems:
+        out.line(f"{path} is empty.")
+    for a, b in entries[: d.limit]:
+        out.emit({"type": jtype, "file": f, names[0]: a, names[1]: b}) if js else \
+            out.line(f"{names[0]}: {a} {names[1]}: {b}")
+
+
+def _dump_txnindex(d: Dumper, path, kind: str, base) -> None:
+    from ..format import index as fidx
+
+    out, f = d.out, str(path)
+    for t in fidx.parse_txn_index(path.read_bytes())[: d.limit]:
+        if out.json_mode:
+            out.emit({"type": "txn_index_entry", "file": f, "version": t.version, "producer_id": t.producer_id,
+                      "first_offset": t.first_offset, "last_offset": t.last_offset,
+                      "last_stable_offset": t.last_stable_offset})
+        else:
+            out.line(f"version: {t.version} producerId: {t.producer_id} firstOffset: {t.first_offset} "
+                     f"lastOffset: {t.last_offset} lastStableOffset: {t.last_stable_offset}")
+
+
+def _dump_snapshot(d: Dumper, path, kind: str, base) -> None:
+    """A producer-state .snapshot: its entries as kafka-dump-log prints them."""
+    from ..format.snapshot import parse_snapshot
+
+    out, js, f = d.out, d.out.json_mode, str(path)
+    try:
+        snap = parse_snapshot(path.read_bytes())
+    except CorruptDataError as e:
+        raise e.at(path=path) from None
+    if not snap.crc_valid:
+        d.errors += 1
+        msg = f"Snapshot is corrupt (CRC is no longer valid). Stored crc: {snap.crc}. Computed crc: {snap.computed_crc}"
+        out.emit(Finding("error", "snapshot_corrupt", f, msg, position=2).to_json()) if js else \
+            out.line(f"!! {msg}")
+    for e in snap.entries[: d.limit]:
+        if js:
+            out.emit({"type": "producer_snapshot_entry", "file": f, "producer_id": e.producer_id,
+                      "producer_epoch": e.producer_epoch, "coordinator_epoch": e.coordinator_epoch,
+                      "current_txn_first_offset": e.current_txn_first_offset, "last_timestamp": e.timestamp,
+                      "last_sequence": e.last_sequence, "last_offset": e.last_offset,
+                      "offset_delta": e.offset_delta})
+        else:
+            txn = "OptionalLong.empty" if e.current_txn_first_offset < 0 else f"OptionalLong[{e.current_txn_first_offset}]"
+            out.line(f"producerId: {e.producer_id} producerEpoch: {e.producer_epoch} coordinatorEpoch: "
+                     f"{e.coordinator_epoch} currentTxnFirstOffset: {txn} lastTimestamp: {e.timestamp} "
+                     f"lastSequence: {e.last_sequence} lastOffset: {e.last_offset} offsetDelta: {e.offset_delta}")
+
+
+# the small text files: kind -> (JSON objects of the parsed value, its text lines)
+_TEXT_FILES = {
+    "offset_checkpoint": (
+        lambda f, v: ({"type": "checkpoint_entry", "file": f, "topic": t, "partition": p, "offset": o}
+                      for (t, p), o in sorted(v.items())),
+        lambda v: (f"{t} {p} {o}" for (t, p), o in sorted(v.items()))),
+    "leader_epoch_checkpoint": (
+        lambda f, v: ({"type": "leader_epoch_entry", "file": f, "epoch": ep, "start_offset": so} for ep, so in v),
+        lambda v: (f"epoch: {ep} startOffset: {so}" for ep, so in v)),
+    "partition_metadata": (
+        lambda f, v: [{"type": "partition_metadata", "file": f, "version": v[0], "topic_id": v[1]}],
+        lambda v: [f"version: {v[0]} topic_id: {v[1]}"]),
+    "meta_properties": (
+        lambda f, v: [{"type": "properties", "file": f, "properties": v}],
+        lambda v: (f"{k}={x}" for k, x in v.items())),
+}
+_JSON_FILE = (lambda f, v: [{"type": "json_file", "file": f, "content": v}],
+              lambda v: [json.dumps(v)])
+
+
+def _dump_text_file(d: Dumper, path, kind: str, base) -> None:
+    """Checkpoints, partition.metadata, meta.properties and Kafka's small JSON files."""
     from ..storage.fs import read_text_file
 
-    out = d.out
-    js = out.json_mode
-    f = str(path)
-    if not js:
-        out.line(f"Dumping {path}")
-    if kind in ("index", "timeindex"):
-        # (parser, JSON type, field names) — text lines are "name: value" pairs, as kafka-dump-log's
-        parse, jtype, names = ((fidx.offset_index_entries, "index_entry", ("offset", "position")) if kind == "index"
-                               else (fidx.time_index_entries, "time_index_entry", ("timestamp", "offset")))
-        data = path.read_bytes()
-        check = fidx.check_offset_index if kind == "index" else fidx.check_time_index
-        problems = check(data, base or 0, path=f)
-        for msg in problems:  # as verify reports them (a partial entry is corruption, not emptiness)
-            d.errors += 1
-            out.emit(Finding("error", "index_corrupt", f, msg).to_json()) if js else \
-                out.line(f"!! index_corrupt: {msg}")
-        if d.index_sanity_only:  # kafka-dump-log --index-sanity-check
-            if not problems:
-                out.emit({"type": "index_sanity_check", "file": f, "passed": True}) if js else \
-                    out.line(f"{path} passed sanity check.")
-            return
-        entries = parse(data, base)
-        if not entries and not js and not problems:
-            out.line(f"{path} is empty.")
-        for a, b in entries[: d.limit]:
-            out.emit({"type": jtype, "file": f, names[0]: a, names[1]: b}) if js else \
-                out.line(f"{names[0]}: {a} {names[1]}: {b}")
-    elif kind == "txnindex":
-        for t in fidx.parse_txn_index(path.read_bytes())[: d.limit]:
-            if js:
-                out.emit({"type": "txn_index_entry", "file": f, "version": t.version, "producer_id": t.producer_id,
-                          "first_offset": t.first_offset, "last_offset": t.last_offset,
-                          "last_stable_offset": t.last_stable_offset})
-            else:
-                out.line(f"version: {t.version} producerId: {t.producer_id} firstOffset: {t.first_offset} "
-                         f"lastOffset: {t.last_offset} lastStableOffset: {t.last_stable_offset}")
-    elif kind == "snapshot":
-        from ..format.snapshot import parse_snapshot
-
-        try:
-            snap = parse_snapshot(path.read_bytes())
-        except CorruptDataError as e:
-            raise e.at(path=path) from None
-        if not snap.crc_valid:
-            d.errors += 1
-            msg = f"Snapshot is corrupt (CRC is no longer valid). Stored crc: {snap.crc}. Computed crc: {snap.computed_crc}"
-            out.emit(Finding("error", "snapshot_corrupt", f, msg, position=2).to_json()) if js else \
-                out.line(f"!! {msg}")
-        for e in snap.entries[: d.limit]:
-            if js:
-                out.emit({"type": "producer_snapshot_entry", "file": f, "producer_id": e.producer_id,
-                          "producer_epoch": e.producer_epoch, "coordinator_epoch": e.coordinator_epoch,
-                          "current_txn_first_offset": e.current_txn_first_offset, "last_timestamp": e.timestamp,
-                          "last_sequence": e.last_sequence, "last_offset": e.last_offset,
-                          "offset_delta": e.offset_delta})
-            else:
-                txn = "OptionalLong.empty" if e.current_txn_first_offset < 0 else f"OptionalLong[{e.current_txn_first_offset}]"
-                out.line(f"producerId: {e.producer_id} producerEpoch: {e.producer_epoch} coordinatorEpoch: "
-                         f"{e.coordinator_epoch} currentTxnFirstOffset: {txn} lastTimestamp: {e.timestamp} "
-                         f"lastSequence: {e.last_sequence} lastOffset: {e.last_offset} offsetDelta: {e.offset_delta}")
+    value = read_text_file(path, kind)
+    objects, lines = _TEXT_FILES.get(kind, _JSON_FILE)
+    if d.out.json_mode:
+        for o in objects(str(path), value):
+            d.out.emit(o)
     else:
-        value = read_text_file(path, kind)
-        if kind == "offset_checkpoint":
-            for (t, p), o in sorted(value.items()):
-                out.emit({"type": "checkpoint_entry", "file": f, "topic": t, "partition": p, "offset": o}) if js \
-                    else out.line(f"{t} {p} {o}")
-        elif kind == "leader_epoch_checkpoint":
-            for ep, so in value:
-                out.emit({"type": "leader_epoch_entry", "file": f, "epoch": ep, "start_offset": so}) if js \
-                    else out.line(f"epoch: {ep} startOffset: {so}")
-        elif kind == "partition_metadata":
-            out.emit({"type": "partition_metadata", "file": f, "version": value[0], "topic_id": value[1]}) if js \
-                else out.line(f"version: {value[0]} topic_id: {value[1]}")
-        elif kind == "meta_properties":
-            out.emit({"type": "properties", "file": f, "properties": value}) if js else \
-                out.write_lines(f"{k}={v}" for k, v in value.items())
-        else:
-            import json as _json
-
-            out.emit({"type": "json_file", "file": f, "content": value}) if js else out.line(_json.dumps(value))
+        d.out.write_lines(lines(value))
 
 
-def compile_format(fmt: str):  # noqa: C901
-    """A kcat-style ``-f`` format: %t topic, %p partition, %o offset, %k key, %K key length, %s value,
-    %S value length (-1 for null), %T timestamp (epoch ms), %h headers (k=v,...), %% a percent sign;
-    \\n \\r \\t \\\\ and \\xHH escapes. No newline is added (end the format with \\n), as in kcat.
-    Returns ``f(topic, partition, offset, ts, key, value, headers, encoding) -> str``."""
-    parts: list = []  # str literals and field names
-    lit = []
-    i, n = 0, len(fmt)
-    while i < n:
-        c = fmt[i]
-        if c == "%" and i + 1 < n:
-            t = fmt[i + 1]
-            if t == "%":
-                lit.append("%")
-            elif t in "tpokKsSTh":
-                if lit:
-                    parts.append("".join(lit))
-                    lit = []
-                parts.append((t,))
-            elif t == "R":
-                raise UsageError("--format: %R (binary value length) is not supported on a text stream; use %S")
-            else:
-                raise UsageError(f"--format: unknown token %{t} (kcat's: %t %p %o %k %K %s %S %T %h)")
-            i += 2
-        elif c == "\\" and i + 1 < n:
-            t = fmt[i + 1]
-            if t in "nrt\\":
-                lit.append({"n": "\n", "r": "\r", "t": "\t", "\\": "\\"}[t])
-                i += 2
-            elif t == "x" and len(fmt[i + 2:i + 4]) == 2 and all(ch in "0123456789abcdefABCDEF"
-                                                                   for ch in fmt[i + 2:i + 4]):
-                lit.append(chr(int(fmt[i + 2:i + 4], 16)))
-                i += 4
-            else:
-                lit.append(c)
-                i += 1
-        else:
-            lit.append(c)
-            i += 1
-    if lit:
-        parts.append("".join(lit))
+_OTHER_FILES = {"index": _dump_index, "timeindex": _dump_index, "txnindex": _dump_txnindex,
+                "snapshot": _dump_snapshot}
 
-    def render(topic, partition, offset, ts, key, value, headers, encoding) -> str:
-        out = []
-        for p in parts:
-            if isinstance(p, str):
-                out.append(p)
-                continue
-            t = p[0]
-            if t == "t":
-                out.append("" if topic is None else topic)
-            elif t == "p":
-                out.append("" if partition is None else str(partition))
-            elif t == "o":
-                out.append(str(offset))
-            elif t == "T":
-                out.append(str(ts))
-            elif t == "k":
-                out.append("" if key is None else text_bytes(key, encoding))
-            elif t == "s":
-                out.append("" if value is None else text_bytes(value, encoding))
-            elif t == "K":
-                out.append(str(-1 if key is None else len(key)))
-            elif t == "S":
-                out.append(str(-1 if value is None else len(value)))
-            elif t == "h":
-                out.append(",".join(f"{text_bytes(k)}={'' if v is None else text_bytes(v, encoding)}"
-                                    for k, v in headers))
-        return "".join(out)
 
-    return render
+def _dump_other(d: Dumper, path, kind: str, base) -> None:
+    """Index, snapshot and text files."""
+    if not d.out.json_mode:
+        d.out.line(f"Dumping {path}")
+    _OTHER_FILES.get(kind, _dump_text_file)(d, path, kind, base)
 
 
 # kafka-dump-log.sh options kltool has no form for: a one-line hint instead of "no such option"
@@ -590,6 +555,38 @@ _KAFKA_HINTS = {
     "value_decoder_class": "--value-decoder-class: kltool prints values as UTF-8 text; use --encoding base64|hex, "
                            "or --json and a decoder of your own",
 }
+
+
+def _kafka_decoder(offsets: bool, transaction_log: bool, cluster_metadata: bool, decoder: str) -> str | None:
+    """The --decoder that kafka-dump-log's --*-decoder flags name (None: none given)."""
+    chosen = [n for n, on in (("consumer-offsets", offsets), ("transaction-state", transaction_log),
+                              ("cluster-metadata", cluster_metadata)) if on]
+    if len(chosen) > 1 or (chosen and decoder != "auto"):
+        raise UsageError("give one decoder (--decoder or one of kafka-dump-log's --*-decoder options)")
+    return chosen[0] if chosen else None
+
+
+def _dump_files(d: Dumper, files) -> None:
+    """Single files: each by its kind (a file inside a partition directory takes its topic's decoder)."""
+    from ..format.names import classify
+    from ..format.topics import parse_partition_dir_name
+
+    for path in files:
+        if d.limit is not None and d.emitted >= d.limit:
+            break
+        d.stopped = False
+        kind, base = classify(path)
+        d.topic = d.partition = None
+        try:
+            d.topic, d.partition = parse_partition_dir_name(path.resolve().parent.name)[:2]
+        except CorruptDataError:
+            pass
+        if kind in ("log", "kraft_snapshot"):
+            _dump_log(d, path, base)
+        elif kind == "unknown":
+            d.out.warn(f"{path}: ignoring a file kltool does not know")
+        else:
+            _dump_other(d, path, kind, base)
 
 
 @click.command("dump")
@@ -630,7 +627,7 @@ _KAFKA_HINTS = {
 @click.option("--key-decoder-class", hidden=True)
 @click.option("--value-decoder-class", hidden=True)
 @click.pass_obj
-def command(out, paths, topic, partition_spec, records, from_offset, to_offset, from_time, to_time, key, limit,  # noqa: C901
+def command(out, paths, topic, partition_spec, records, from_offset, to_offset, from_time, to_time, key, limit,
             encoding, decoder, fmt, files, print_data_log, deep_iteration, skip_record_metadata, offsets_decoder,
             transaction_log_decoder, cluster_metadata_decoder, max_bytes, index_sanity_check, max_record_bytes,
             verify_index_only, key_decoder_class, value_decoder_class):
@@ -645,8 +642,6 @@ def command(out, paths, topic, partition_spec, records, from_offset, to_offset, 
     from ..format.compression import set_limit
 
     set_limit(max_record_bytes)
-    from ..format.names import classify
-
     for name, given in (("verify_index_only", verify_index_only), ("key_decoder_class", key_decoder_class),
                         ("value_decoder_class", value_decoder_class)):
         if given:
@@ -654,20 +649,16 @@ def command(out, paths, topic, partition_spec, records, from_offset, to_offset, 
     paths = list(paths) + [f.strip() for group in files for f in group.split(",") if f.strip()]
     if not paths:
         raise UsageError("Missing argument 'PATHS...' (log dirs, partition directories or files; or --files)")
-    chosen = [n for n, on in (("consumer-offsets", offsets_decoder), ("transaction-state", transaction_log_decoder),
-                              ("cluster-metadata", cluster_metadata_decoder)) if on]
-    if len(chosen) > 1 or (chosen and decoder != "auto"):
-        raise UsageError("give one decoder (--decoder or one of kafka-dump-log's --*-decoder options)")
-    if chosen:
-        decoder = chosen[0]
+    chosen = _kafka_decoder(offsets_decoder, transaction_log_decoder, cluster_metadata_decoder, decoder)
+    decoder = chosen or decoder
     if fmt == "":
         raise UsageError("--format is empty (e.g. '%k=%s\\n')")
     if fmt is not None and out.json_mode:
         raise UsageError("--format and --json are two output formats: give one")
     # kafka-dump-log: --print-data-log and the decoders imply --deep-iteration; --deep-iteration alone
     # prints record lines without key and payload
-    payload = not deep_iteration or print_data_log or bool(chosen) or records
-    records = records or print_data_log or deep_iteration or bool(chosen) or fmt is not None
+    payload = not deep_iteration or print_data_log or chosen is not None or records
+    records = records or print_data_log or deep_iteration or chosen is not None or fmt is not None
     tail = None
     if from_offset is not None and from_offset < 0:
         tail, from_offset = -from_offset, None
@@ -682,24 +673,7 @@ def command(out, paths, topic, partition_spec, records, from_offset, to_offset, 
             break
         d.stopped = False  # --to-time stops each partition on its own
         _dump_partition(d, p)
-    for path in sel.files:
-        if d.limit is not None and d.emitted >= d.limit:
-            break
-        d.stopped = False
-        kind, base = classify(path)
-        d.topic = d.partition = None
-        from ..format.topics import parse_partition_dir_name
-
-        try:  # a file inside a partition directory: its topic picks the decoder
-            d.topic, d.partition = parse_partition_dir_name(path.resolve().parent.name)[:2]
-        except CorruptDataError:
-            pass
-        if kind in ("log", "kraft_snapshot"):
-            _dump_log(d, path, base)
-        elif kind == "unknown":
-            out.warn(f"{path}: ignoring a file kltool does not know")
-        else:
-            _dump_other(d, path, kind, base)
+    _dump_files(d, sel.files)
     out.flush()
     if d.too_large is not None:
         raise d.too_large

@@ -315,7 +315,48 @@ class ZstdFrames:
         self.frames = 0
         self.seen = 0  # bytes fed
 
-    def feed(self, chunk) -> None:  # noqa: C901
+    def _need(self, buf) -> int:
+        """How many bytes the header being read takes: a frame header (state 0; 4 to see the magic, 8
+        for a skippable frame) or a block header (3)."""
+        if self.state != 0:
+            return 3
+        if len(buf) < 4:
+            return 4
+        (magic,) = struct.unpack_from("<I", buf, 0)
+        if magic & 0xFFFFFFF0 == 0x184D2A50:
+            return 8
+        if magic != _ZSTD_MAGIC:
+            raise CorruptDataError("zstd data: unknown frame magic")
+        if len(buf) < 5:
+            return 5
+        fhd = buf[4]
+        fcs = (0, 2, 4, 8)[fhd >> 6]
+        single = fhd & 0x20
+        if single and not fcs:
+            fcs = 1
+        return 5 + (0 if single else 1) + (0, 1, 2, 4)[fhd & 0x03] + fcs
+
+    def _header(self, buf) -> None:
+        """A whole frame or block header read: what it says to skip, and the next state."""
+        if self.state == 0:
+            (magic,) = struct.unpack_from("<I", buf, 0)
+            if magic != _ZSTD_MAGIC:  # a skippable frame
+                self.skip = struct.unpack_from("<I", buf, 4)[0]
+                self.state = 2
+            else:
+                self.checksum = 4 if buf[4] & 0x04 else 0
+                self.state = 1
+            return
+        (hdr,) = struct.unpack("<I", buf + b"\x00")
+        last, btype, bsize = hdr & 1, (hdr >> 1) & 3, hdr >> 3
+        if btype == 3:
+            raise CorruptDataError("zstd data: reserved block type")
+        self.skip = 1 if btype == 1 else bsize
+        if last:
+            self.skip += self.checksum
+            self.state = 2
+
+    def feed(self, chunk) -> None:
         self.seen += len(chunk)
         view = memoryview(chunk).cast("B") if len(chunk) else b""
         i = 0
@@ -330,28 +371,8 @@ class ZstdFrames:
             if self.state == 2:  # the last block (and checksum) passed: a frame ended
                 self.state = 0
                 self.frames += 1
-            need = 0
             buf = self.pending
-            if self.state == 0:
-                if len(buf) < 4:
-                    need = 4
-                else:
-                    (magic,) = struct.unpack_from("<I", buf, 0)
-                    if magic & 0xFFFFFFF0 == 0x184D2A50:
-                        need = 8
-                    elif magic != _ZSTD_MAGIC:
-                        raise CorruptDataError("zstd data: unknown frame magic")
-                    else:
-                        need = 5
-                        if len(buf) >= 5:
-                            fhd = buf[4]
-                            fcs = (0, 2, 4, 8)[fhd >> 6]
-                            single = fhd & 0x20
-                            if single and not fcs:
-                                fcs = 1
-                            need = 5 + (0 if single else 1) + (0, 1, 2, 4)[fhd & 0x03] + fcs
-            else:
-                need = 3
+            need = self._need(buf)
             if len(buf) < need:
                 take = min(need - len(buf), n - i)
                 if take <= 0:
@@ -361,23 +382,7 @@ class ZstdFrames:
                 if len(buf) < need:
                     return
                 continue
-            if self.state == 0:
-                (magic,) = struct.unpack_from("<I", buf, 0)
-                if magic != _ZSTD_MAGIC:  # a skippable frame
-                    self.skip = struct.unpack_from("<I", buf, 4)[0]
-                    self.state = 2
-                else:
-                    self.checksum = 4 if buf[4] & 0x04 else 0
-                    self.state = 1
-            else:
-                (hdr,) = struct.unpack("<I", buf + b"\x00")
-                last, btype, bsize = hdr & 1, (hdr >> 1) & 3, hdr >> 3
-                if btype == 3:
-                    raise CorruptDataError("zstd data: reserved block type")
-                self.skip = 1 if btype == 1 else bsize
-                if last:
-                    self.skip += self.checksum
-                    self.state = 2
+            self._header(buf)
             self.pending = b""
 
     def complete(self) -> bool:

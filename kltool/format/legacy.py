@@ -59,7 +59,7 @@ def _message_fields(buf, start: int, end: int, magic: int):
     return ks, ke, vs, ve
 
 
-def decode_legacy_records(h: BatchHeader, entry) -> RecordColumns:  # noqa: C901
+def decode_legacy_records(h: BatchHeader, entry) -> RecordColumns:
     """Decode the record(s) of the shallow message ``entry`` (exactly its bytes).
 
     An uncompressed message is one record; a compressed wrapper yields its inner messages with
@@ -86,35 +86,8 @@ def decode_legacy_records(h: BatchHeader, entry) -> RecordColumns:  # noqa: C901
         data = decompress(h.compression, buf[vs:ve], h.magic)
     except CorruptDataError as e:
         raise CorruptDataError(e.message, position=h.position) from None
-    cols = RecordColumns(data)
-    n = len(data)
-    p = 0
-    lat = h.magic >= 1 and h.timestamp_type == "log_append"
     try:
-        while p < n:
-            if p + LOG_OVERHEAD > n:
-                break  # a partial trailing entry is ignored, like Kafka's iterator
-            off, msize = _ENTRY.unpack_from(data, p)
-            if msize < RECORD_OVERHEAD[0] or p + LOG_OVERHEAD + msize > n:
-                raise CorruptDataError(f"Found invalid inner message of size {msize}")
-            magic = data[p + 16]
-            attrs = data[p + 17]
-            if attrs & 0x07:
-                raise CorruptDataError("Inner messages must not be compressed")
-            if magic >= 1:
-                (ts,) = _Q.unpack_from(data, p + 18)
-            else:
-                ts = -1
-            iks, ike, ivs, ive = _message_fields(data, p + 16, p + LOG_OVERHEAD + msize, magic)
-            cols.offsets.append(off)
-            cols.timestamps.append(h.max_timestamp if lat else ts)
-            cols.key_starts.append(iks)
-            cols.key_ends.append(ike)
-            cols.value_starts.append(ivs)
-            cols.value_ends.append(ive)
-            cols.headers.append(None)
-            cols.sizes.append(LOG_OVERHEAD + msize)
-            p += LOG_OVERHEAD + msize
+        cols = _inner_messages(h, data)
     except struct.error:
         raise CorruptDataError("Found an inner message shorter than its header", position=h.position) from None
     except CorruptDataError as e:
@@ -122,20 +95,51 @@ def decode_legacy_records(h: BatchHeader, entry) -> RecordColumns:  # noqa: C901
     if not cols.offsets:
         raise CorruptDataError("Found invalid compressed record set with no inner records", position=h.position)
     if h.magic >= 1:
-        wrapper = h.last_offset
-        if wrapper == 0:
-            base = 0
-        else:
-            last_inner = cols.offsets[-1]
-            if wrapper < last_inner:
-                raise CorruptDataError(
-                    f"Found invalid wrapper offset in compressed v1 message set, wrapper offset '{wrapper}' is less "
-                    f"than the last inner message offset '{last_inner}' and it is not zero.", position=h.position)
-            base = wrapper - last_inner
-        cols.offsets = [base + o for o in cols.offsets]
+        cols.offsets = _absolute_v1_offsets(h, cols.offsets)
     h.base_offset = cols.offsets[0]
     h.base_offset_exact = True
     return cols
+
+
+def _inner_messages(h: BatchHeader, data: bytes) -> RecordColumns:
+    """The inner messages of a decompressed wrapper, with their offsets as stored."""
+    cols = RecordColumns(data)
+    n = len(data)
+    p = 0
+    lat = h.magic >= 1 and h.timestamp_type == "log_append"
+    while p + LOG_OVERHEAD <= n:  # (a partial trailing entry is ignored, like Kafka's iterator)
+        off, msize = _ENTRY.unpack_from(data, p)
+        if msize < RECORD_OVERHEAD[0] or p + LOG_OVERHEAD + msize > n:
+            raise CorruptDataError(f"Found invalid inner message of size {msize}")
+        magic = data[p + 16]
+        if data[p + 17] & 0x07:
+            raise CorruptDataError("Inner messages must not be compressed")
+        ts = _Q.unpack_from(data, p + 18)[0] if magic >= 1 else -1
+        iks, ike, ivs, ive = _message_fields(data, p + 16, p + LOG_OVERHEAD + msize, magic)
+        cols.offsets.append(off)
+        cols.timestamps.append(h.max_timestamp if lat else ts)
+        cols.key_starts.append(iks)
+        cols.key_ends.append(ike)
+        cols.value_starts.append(ivs)
+        cols.value_ends.append(ive)
+        cols.headers.append(None)
+        cols.sizes.append(LOG_OVERHEAD + msize)
+        p += LOG_OVERHEAD + msize
+    return cols
+
+
+def _absolute_v1_offsets(h: BatchHeader, inner: list[int]) -> list[int]:
+    """v1 inner offsets are relative: the last one is the wrapper's offset (a wrapper offset of 0: as stored)."""
+    wrapper = h.last_offset
+    if wrapper == 0:
+        return inner
+    last_inner = inner[-1]
+    if wrapper < last_inner:
+        raise CorruptDataError(
+            f"Found invalid wrapper offset in compressed v1 message set, wrapper offset '{wrapper}' is less "
+            f"than the last inner message offset '{last_inner}' and it is not zero.", position=h.position)
+    base = wrapper - last_inner
+    return [base + o for o in inner]
 
 
 # ---------------------------------------------------------------------------------------------

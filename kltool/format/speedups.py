@@ -1,4 +1,5 @@
-"""The optional C accelerator (``_speedups.c``, built by setup.py when a compiler is there).
+"""The optional C accelerator (``_speedups``, built by setup.py from ``_speedups_c/`` when a compiler is there;
+``_speedups.pyi`` types its entry points).
 
 ``C`` is the compiled module, or None when it is not built or ``KLTOOL_NO_SPEEDUPS=1`` (also the older
 ``KLTOOL_PURE_PYTHON=1``) asks for the pure-Python reference paths. Callers look ``C`` up at call
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-ABI = 8  # the _speedups.c interface this Python code expects (a stale build is not used)
+ABI = 9  # the interface this code expects: KL_SPEEDUPS_ABI in _speedups_c/speedups.h (a stale build is not used)
 
 
 def _load():

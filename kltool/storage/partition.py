@@ -126,12 +126,6 @@ class Partition:
         segs = self.segments
         return segs[-1].next_offset() if segs else 0
 
-    def offset_for_time(self, timestamp: int):
-        """The first record with timestamp >= ``timestamp`` (the broker's lookup), or None."""
-        from .offsets import offset_for_time  # offsets builds on this module
-
-        return offset_for_time(self, timestamp)
-
     def metadata_topic_id(self) -> str | None:
         p = self.path / fn.PARTITION_METADATA
         try:

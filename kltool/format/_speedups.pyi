@@ -1,0 +1,68 @@
+"""Types of kltool.format._speedups, the optional C accelerator (sources: kltool/format/_speedups_c/).
+
+Load it through :mod:`kltool.format.speedups` (``speedups.C``), which checks :data:`ABI`. Every entry
+point has a pure-Python twin that stays the reference; the docstrings of the C sources say exactly what
+each one takes on and when it hands back to Python (None, or a stop index).
+"""
+
+from typing_extensions import Buffer
+
+ABI: int
+"""The interface version (KL_SPEEDUPS_ABI in speedups.h); kltool.format.speedups.ABI must match."""
+
+# crc.c
+def crc32c(data: Buffer, value: int = 0, /) -> int:
+    """CRC-32C of ``data`` continuing from ``value`` (the crc32c package's convention)."""
+
+def hw_crc(on: int = -1, /) -> bool:
+    """Whether the SSE4.2 path is used; ``hw_crc(0)`` turns it off, ``hw_crc(1)`` on (tests)."""
+
+# walk.c
+def walk_v2(buf: Buffer, start: int, stop: int, prev_last: int | None, seg_base: int, deep: bool,
+            want_cols: bool, /) -> tuple[int, int, int, int | None, bytes | None]:
+    """The plain, valid v2 batches of ``buf[start:stop]`` in one call: (stop index, batches, records,
+    last offset, packed native int64 (position, base, last, max_ts) per batch with ``want_cols``)."""
+
+# decode.c
+def decode_v2(data: Buffer, count: int, base_offset: int, base_ts: int, log_append_time: bool, max_ts: int,
+              /) -> tuple[list[int], list[int], list[int], list[int], list[int], list[int],
+                          list[tuple[tuple[int, int, int, int], ...] | None], list[int], int, bool]:
+    """The records of an uncompressed v2 payload as RecordColumns' lists, the end position and whether
+    the offset deltas strictly increase. ValueError(message, relative position) on malformed data."""
+
+# format.c
+def format_v2(data: Buffer, count: int, base_offset: int, base_ts: int, log_append_time: bool, max_ts: int,
+              base_seq: int, /, *, json: bool = False, encoding: int = 0, ts_name: str = "CreateTime",
+              suffix: str = "}", from_offset: int | None = None, to_offset: int | None = None,
+              from_time: int | None = None, to_time: int | None = None, key: bytes | None = None,
+              max_records: int = -1) -> tuple[bytes, int] | None:
+    """dump --records' lines (text, or JSON with ``json``) for a v2 payload and how many were written;
+    None when the Python formatter must do the batch. ``encoding``: 0 text, 1 base64, 2 hex."""
+
+# encode.c
+def encode_records(records: list[tuple[int, int, bytes | None, bytes | None, object]], base_ts: int,
+                   /) -> bytes | None:
+    """batch._encode_v2_records(records, base_ts) in one call; None when a record is not plain."""
+
+# jsonl.c
+def parse_json_lines(block: Buffer, skip: object, stop: int = -1, /) -> tuple[list[object], int]:
+    """One item per line of ``block[:stop]``: None (blank), ``skip`` (not a data record), a tuple
+    (key, value, headers, timestamp, partition), or False (the Python reader must read it); and how
+    many were False."""
+
+def fill_records(items: list[object], i: int, records: list[object], lines: list[int], partition: int,
+                 override: int | None, first_line: int, now: int, rec_overhead: int, batch_overhead: int,
+                 est: int, batch_bytes: int, batch_records: int, headers_ok: bool, skip: object,
+                 /) -> tuple[int, int, int]:
+    """Appender.add() for the plain items of ``items[i:]``: (next index, estimated batch bytes, skipped)."""
+
+# arrow.c
+def arrow_v2(buf: Buffer, i: int, j: int, lo: int | None, hi: int | None, include_control: bool, limit_rows: int,
+             limit_bytes: int, rows: int, nbytes: int, outs: tuple[bytearray | None, ...],
+             /) -> tuple[int, int, int, int]:
+    """The records of the checked v2 batches at ``buf[i:j]`` appended to the 16 Arrow buffers of ``outs``:
+    (next index, status 0 done / 1 chunk full / 2 Python's turn / 3 past ``hi``, rows, bytes)."""
+
+def arrow_records(data: Buffer, count: int, base_offset: int, base_ts: int, log_append_time: bool, max_ts: int,
+                  lo: int | None, hi: int | None, outs: tuple[bytearray | None, ...], /) -> int | None:
+    """One decoded batch's records with offsets in [lo, hi) appended to ``outs``: rows, or None."""

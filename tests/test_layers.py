@@ -64,7 +64,7 @@ def test_storage_groups_point_one_way():
 
 
 def test_the_storage_checker_sees_group_imports():
-    assert "check" in _storage_imports(PKG / "storage" / "change" / "repair.py")
+    assert "check" in _storage_imports(PKG / "storage" / "change" / "segscan.py")
     assert "model" in _storage_imports(PKG / "storage" / "check" / "verify.py")
 
 

@@ -64,14 +64,19 @@ class BatchRun:
     with records that :func:`decode_records` accepts. Nothing in a run needs a finding of its own, so
     callers only count it.
 
+    ``tail`` is the run's last batch as (position, base offset, the last offset before it: None when none),
+    for a caller that judges that batch against the item after the run (verify's odd one out).
+
     ``cols`` (with ``want_cols``) holds per batch ``(position, base_offset, last_offset,
     max_timestamp)`` as native int64 (``columns()``). :meth:`headers` re-parses the batches from the
     walker's buffer: only valid until the walk resumes.
     """
 
-    __slots__ = ("position", "end", "batches", "records", "last_offset", "cols", "_buf", "_i", "_with_data", "_first")
+    __slots__ = ("position", "end", "batches", "records", "last_offset", "cols", "_buf", "_i", "_with_data", "_first",
+                 "tail")
 
-    def __init__(self, position, end, batches, records, last_offset, cols, buf, i, with_data):
+    def __init__(self, position, end, batches, records, last_offset, cols, buf, i, with_data, tail=None):
+        self.tail = tail  # the run's last batch: (position, base offset, the last offset before it)
         self.position = position
         self.end = end
         self.batches = batches
@@ -372,9 +377,11 @@ def _walk(path, start, end, with_data, resync, chunk_size, progress, runs, prev_
             rem = end - pos
             if c_walk is not None and rem >= 61:
                 i = r.ensure(pos, 61)
-                j, nb, nrec, last, cols = c_walk(r.buf, i, r.stop - r.start, prev_last, seg_base, deep, want_cols)
+                j, nb, nrec, last, cols, ti, tbase, before = c_walk(r.buf, i, r.stop - r.start, prev_last, seg_base,
+                                                                     deep, want_cols)
                 if nb:
-                    yield BatchRun(pos, pos + (j - i), nb, nrec, last, cols, r.buf, i, with_data)
+                    yield BatchRun(pos, pos + (j - i), nb, nrec, last, cols, r.buf, i, with_data,
+                                   (pos + (ti - i), tbase, before))
                     prev_last = last
                     pos += j - i
                     continue

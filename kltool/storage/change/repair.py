@@ -157,7 +157,7 @@ def _plan_segment_names(view: View, segs: list[Seg], acts: list[Action]) -> None
             prev_last = max(prev_last, last) if prev_last is not None else last
 
 
-def _index_actions(sc: SegScan, *, force: bool, indexes_only: bool, acts: list[Action],  # noqa: C901
+def _index_actions(sc: SegScan, *, force: bool, indexes_only: bool, acts: list[Action],
                    probs: list[Finding]) -> None:
     seg, ex = sc.seg, sc.existing
     modified = bool(sc.cuts)  # a magic fix moves nothing: the indexes stay valid
@@ -169,58 +169,72 @@ def _index_actions(sc: SegScan, *, force: bool, indexes_only: bool, acts: list[A
             probs.append(Finding("error", "index_not_rebuilt", str(seg.log),
                                  f"indexes not rebuilt: {sc.builder_error}"))
         return
-    b = sc.builder
+    _offset_time_actions(sc, modified, force, acts)
+    _txn_actions(sc, modified, force, indexes_only, acts, probs)
+
+
+def _rebuild_reasons(sc: SegScan, modified: bool, force: bool, n_ti: int) -> tuple[str | None, str | None]:
+    """Why the .index and the .timeindex are rebuilt (None: they are not)."""
+    ex = sc.existing
+    rule = f"the broker's recovery rule, index.interval.bytes {sc.builder.index_interval_bytes}"
+    if modified:
+        return (f"the segment's log changes: rebuilt by {rule}",) * 2
+    if force:
+        return (f"rebuilt by {rule}",) * 2
+    why_i = why_t = None
+    if ex.index_missing:
+        if sc.new_size > 0:
+            why_i = f"missing (the broker would recover the segment at startup): rebuilt by {rule}"
+    elif ex.index_problems:
+        why_i = f"{ex.index_problems[0]}: rebuilt by {rule}"
+    if ex.time_missing:
+        if n_ti and sc.new_size > 0:
+            why_t = f"missing (retention would see no timestamps): rebuilt by {rule}"
+    elif ex.time_problems:
+        why_t = f"{ex.time_problems[0]}: rebuilt by {rule}"
+    return why_i, why_t
+
+
+def _offset_time_actions(sc: SegScan, modified: bool, force: bool, acts: list[Action]) -> None:
+    seg, ex, b = sc.seg, sc.existing, sc.builder
     b.finish()
     new_oi, new_ti = b.offset_index_bytes(), b.time_index_bytes()
-    n_oi, n_ti = len(b.offset_entries), len(b.time_entries)
-    rule = f"the broker's recovery rule, index.interval.bytes {b.index_interval_bytes}"
-    why_i = why_t = None
-    if modified:
-        why_i = why_t = f"the segment's log changes: rebuilt by {rule}"
-    elif force:
-        why_i = why_t = f"rebuilt by {rule}"
-    else:
-        if ex.index_missing:
-            if sc.new_size > 0:
-                why_i = f"missing (the broker would recover the segment at startup): rebuilt by {rule}"
-        elif ex.index_problems:
-            why_i = f"{ex.index_problems[0]}: rebuilt by {rule}"
-        if ex.time_missing:
-            if n_ti and sc.new_size > 0:
-                why_t = f"missing (retention would see no timestamps): rebuilt by {rule}"
-        elif ex.time_problems:
-            why_t = f"{ex.time_problems[0]}: rebuilt by {rule}"
+    why_i, why_t = _rebuild_reasons(sc, modified, force, len(b.time_entries))
     if why_i is not None and new_oi != ex.index_bytes:
-        acts.append(Action("rebuild_index", seg.final_of("index"), why_i, data=new_oi, entries=n_oi,
+        acts.append(Action("rebuild_index", seg.final_of("index"), why_i, data=new_oi, entries=len(b.offset_entries),
                            source=seg.index, old_size=None if ex.index_bytes is None else len(ex.index_bytes)))
     if why_t is not None and new_ti != ex.time_bytes:
-        acts.append(Action("rebuild_index", seg.final_of("timeindex"), why_t, data=new_ti, entries=n_ti,
+        acts.append(Action("rebuild_index", seg.final_of("timeindex"), why_t, data=new_ti, entries=len(b.time_entries),
                            source=seg.timeindex, old_size=None if ex.time_bytes is None else len(ex.time_bytes)))
-    # .txnindex
+
+
+def _txn_problems(seg: Seg, data: bytes | None) -> list[str]:
+    if data is None:
+        return []
+    problems = fidx.check_txn_index(data, seg.base, path=str(seg.txnindex))
+    rest = fidx.trailing_bytes(data, fidx.TXN_ENTRY)
+    if rest:
+        problems.append(f"{rest} trailing bytes (a partial entry)")
+    return problems
+
+
+def _txn_actions(sc: SegScan, modified: bool, force: bool, indexes_only: bool, acts: list[Action],
+                 probs: list[Finding]) -> None:
+    seg = sc.seg
     data = _read(seg.txnindex)
-    sane = True
-    problems: list[str] = []
-    if data is not None:
-        problems = fidx.check_txn_index(data, seg.base, path=str(seg.txnindex))
-        rest = fidx.trailing_bytes(data, fidx.TXN_ENTRY)
-        if rest:
-            problems.append(f"{rest} trailing bytes (a partial entry)")
-        sane = not problems
+    problems = _txn_problems(seg, data)
     rebuilt = fidx.encode_txn_index(sc.txn_entries) if sc.txn_ok else None
-    new = None
-    why = None
-    if data is not None and sane and modified:
+    new = why = None
+    if data is not None and not problems and modified:
         kept = [t for t in fidx.parse_txn_index(data) if t.last_offset in sc.kept_markers]
-        new = fidx.encode_txn_index(kept)
-        why = "the segment's log changes: entries whose marker was cut are dropped"
-    elif data is not None and not sane:
-        if rebuilt is not None:
-            new, why = rebuilt, f"{problems[0]}: rebuilt from the transaction markers"
-        else:
-            good = [t for t in fidx.parse_txn_index(data[: len(data) - len(data) % fidx.TXN_ENTRY])
-                    if t.version <= fidx.TXN_INDEX_VERSION and t.last_offset >= seg.base]
-            new, why = fidx.encode_txn_index(good), f"{problems[0]}: the bad entries are dropped"
-    elif rebuilt is not None and (force or modified or (ex.index_missing and not indexes_only)) and \
+        new, why = fidx.encode_txn_index(kept), "the segment's log changes: entries whose marker was cut are dropped"
+    elif problems and rebuilt is not None:
+        new, why = rebuilt, f"{problems[0]}: rebuilt from the transaction markers"
+    elif problems:
+        good = [t for t in fidx.parse_txn_index(data[: len(data) - len(data) % fidx.TXN_ENTRY])
+                if t.version <= fidx.TXN_INDEX_VERSION and t.last_offset >= seg.base]
+        new, why = fidx.encode_txn_index(good), f"{problems[0]}: the bad entries are dropped"
+    elif rebuilt is not None and (force or modified or (sc.existing.index_missing and not indexes_only)) and \
             (data is not None or rebuilt):
         new, why = rebuilt, "rebuilt from the transaction markers"
     if new is not None and new != data:
@@ -283,7 +297,7 @@ def _quarantine_segment(seg: Seg, reason: str, acts: list[Action]) -> None:
             acts.append(a)
 
 
-def _plan_partition(g: Group, p: Partition, *, like_broker: bool, interval: int, only_bases: set[int] | None,  # noqa: C901
+def _plan_partition(g: Group, p: Partition, *, like_broker: bool, interval: int, only_bases: set[int] | None,
                     force_index: bool, indexes_only: bool, progress=None) -> None:
     acts, probs = g.actions, g.problems
     if p.kind == "delete":
@@ -292,15 +306,7 @@ def _plan_partition(g: Group, p: Partition, *, like_broker: bool, interval: int,
     full = only_bases is None
     view = View(p.path)
     if full and not indexes_only:
-        plan_stale(view, acts)
-        for off, kind, name, path in view.files():
-            if kind in INDEX_KINDS and fn.segment_file(off, "log") not in view.current:
-                acts.append(Action("quarantine", path, "orphan index file without a .log (the broker deletes it)",
-                                   old_size=_size(path)))
-                del view.current[name]
-        for t in view.temps:
-            acts.append(Action("delete", t, "leftover temporary file of an interrupted kltool run (a partial copy)",
-                               old_size=_size(t)))
+        _plan_leftovers(view, acts)
     elif indexes_only and any(t for _o, _k, t, _e in view.entries):
         probs.append(Finding("warning", "stale_file", str(p.path), "leftover .swap/.cleaned/.deleted files are "
                              "not handled by rebuild-index (use verify --repair)"))
@@ -309,6 +315,45 @@ def _plan_partition(g: Group, p: Partition, *, like_broker: bool, interval: int,
         _plan_segment_names(view, segs, acts)
     ctx = Ctx(snapshot_open_txns(view, segs[0].base if segs else None))
     ctx.known_epochs = checkpoint_epochs(p.path)
+    scans, later = _scan_segments(segs, ctx, probs, like_broker=like_broker and not indexes_only, interval=interval,
+                                  only_bases=only_bases, progress=progress)
+    for s in reversed(later):
+        _quarantine_segment(s, f"after the truncation in {scans[-1].seg.final.name}: the broker's recovery deletes "
+                               f"every later segment", acts)
+    for sc in scans:
+        if indexes_only and sc.modified:
+            probs.append(Finding("error", "damaged", str(sc.seg.log), "the log is damaged: indexes not rebuilt "
+                                 "(run kltool verify --repair)"))
+            continue
+        _segment_actions(sc, force_index, indexes_only, acts, probs)
+    if not full or indexes_only:
+        return
+    # The log end offset after the plan.
+    final = [s for s in segs if s not in later]
+    last_scan = next((sc for sc in scans if sc.seg is final[-1]), None) if final else None
+    if last_scan is None:
+        return
+    leo = last_scan.kept_last + 1 if last_scan.kept_last is not None else final[-1].base
+    g.log_end_offsets[str(p.path)] = leo
+    _plan_partition_files(view, p, leo, ctx, acts)
+
+
+def _plan_leftovers(view: View, acts: list[Action]) -> None:
+    """Stale files (:func:`plan_stale`), orphan index files and kltool's own temporary files."""
+    plan_stale(view, acts)
+    for off, kind, name, path in view.files():
+        if kind in INDEX_KINDS and fn.segment_file(off, "log") not in view.current:
+            acts.append(Action("quarantine", path, "orphan index file without a .log (the broker deletes it)",
+                               old_size=_size(path)))
+            del view.current[name]
+    for t in view.temps:
+        acts.append(Action("delete", t, "leftover temporary file of an interrupted kltool run (a partial copy)",
+                           old_size=_size(t)))
+
+
+def _scan_segments(segs: list[Seg], ctx: Ctx, probs: list[Finding], *, like_broker: bool, interval: int,
+                   only_bases: set[int] | None, progress) -> tuple[list[SegScan], list[Seg]]:
+    """Scan the segments in offset order: (the scans, the segments after a like-broker truncation)."""
     scans: list[SegScan] = []
     later: list[Seg] = []
     for i, s in enumerate(segs):
@@ -320,58 +365,43 @@ def _plan_partition(g: Group, p: Partition, *, like_broker: bool, interval: int,
         if ctx.last is not None and s.base <= ctx.last:
             probs.append(Finding("error", "offset_order", str(s.log), f"segment base offset {s.base} is not above "
                                  f"the previous segment's last offset {ctx.last}"))
-        sc = SegScan(s, ctx, like_broker=like_broker and not indexes_only, interval=interval,
-                      is_active=(i == len(segs) - 1), progress=progress,
-                      next_base=segs[i + 1].base if i + 1 < len(segs) else None)
+        sc = SegScan(s, ctx, like_broker=like_broker, interval=interval, is_active=(i == len(segs) - 1),
+                     progress=progress, next_base=segs[i + 1].base if i + 1 < len(segs) else None)
         sc.run()
         scans.append(sc)
-    for s in reversed(later):
-        _quarantine_segment(s, f"after the truncation in {scans[-1].seg.final.name}: the broker's recovery deletes "
-                               f"every later segment", acts)
-    for sc in scans:
-        if indexes_only and sc.modified:
-            probs.append(Finding("error", "damaged", str(sc.seg.log), "the log is damaged: indexes not rebuilt "
-                                 "(run kltool verify --repair)"))
-            continue
-        for pos, old, new in sc.fixes:
-            if pos in sc.field_fixes:
-                acts.append(Action("fix_field", sc.seg.final, sc.field_fixes[pos], position=pos, old_byte=old,
-                                   new_byte=new, source=sc.seg.log))
-                continue
-            acts.append(Action("fix_magic", sc.seg.final, f"the batch at byte {pos - 16} is valid (its CRC checks) "
-                               f"with magic {new}: only its magic byte was damaged", position=pos, old_byte=old,
+    return scans, later
+
+
+def _segment_actions(sc: SegScan, force_index: bool, indexes_only: bool, acts: list[Action],
+                     probs: list[Finding]) -> None:
+    """The actions of one scanned segment: in-place fixes, index rebuilds, the cut, in a safe order."""
+    for pos, old, new in sc.fixes:
+        if pos in sc.field_fixes:
+            acts.append(Action("fix_field", sc.seg.final, sc.field_fixes[pos], position=pos, old_byte=old,
                                new_byte=new, source=sc.seg.log))
-        idx: list[Action] = []
-        _index_actions(sc, force=force_index, indexes_only=indexes_only, acts=idx, probs=probs)
-        cut = _cut_action(sc)
-        if cut is None:
-            acts.extend(idx)
             continue
-        # A log about to change: first the time and txn indexes, then the old offset index moves aside (a
-        # broker started before the run ends finds no .index and recovers the segment, so it never trusts
-        # stale positions), then the cut, and the new offset index last. A run killed anywhere converges.
-        new_index = [a for a in idx if a.file.suffix == ".index"]
-        acts.extend(a for a in idx if a.file.suffix != ".index")
-        if new_index and sc.seg.index is not None:
-            acts.append(Action("quarantine", sc.seg.index, "moved aside while the log changes (a broker started "
-                               "meanwhile rebuilds a missing .index); rewritten after the cut",
-                               old_size=_size(sc.seg.index)))
-            for a in new_index:
-                a.source = None
-        acts.append(cut)
-        acts.extend(new_index)
-    if not full or indexes_only:
+        acts.append(Action("fix_magic", sc.seg.final, f"the batch at byte {pos - 16} is valid (its CRC checks) "
+                           f"with magic {new}: only its magic byte was damaged", position=pos, old_byte=old,
+                           new_byte=new, source=sc.seg.log))
+    idx: list[Action] = []
+    _index_actions(sc, force=force_index, indexes_only=indexes_only, acts=idx, probs=probs)
+    cut = _cut_action(sc)
+    if cut is None:
+        acts.extend(idx)
         return
-    # The log end offset after the plan.
-    final = [s for s in segs if s not in later]
-    if not final:
-        return
-    last_scan = next((sc for sc in scans if sc.seg is final[-1]), None)
-    if last_scan is None:
-        return
-    leo = last_scan.kept_last + 1 if last_scan.kept_last is not None else final[-1].base
-    g.log_end_offsets[str(p.path)] = leo
-    _plan_partition_files(view, p, leo, ctx, acts)
+    # A log about to change: first the time and txn indexes, then the old offset index moves aside (a
+    # broker started before the run ends finds no .index and recovers the segment, so it never trusts
+    # stale positions), then the cut, and the new offset index last. A run killed anywhere converges.
+    new_index = [a for a in idx if a.file.suffix == ".index"]
+    acts.extend(a for a in idx if a.file.suffix != ".index")
+    if new_index and sc.seg.index is not None:
+        acts.append(Action("quarantine", sc.seg.index, "moved aside while the log changes (a broker started "
+                           "meanwhile rebuilds a missing .index); rewritten after the cut",
+                           old_size=_size(sc.seg.index)))
+        for a in new_index:
+            a.source = None
+    acts.append(cut)
+    acts.extend(new_index)
 
 
 def _plan_partition_files(view: View, p: Partition, leo: int, ctx: Ctx, acts: list[Action]) -> None:
@@ -485,66 +515,86 @@ def _in_backup(path: Path, cache: dict[Path, bool]) -> bool:
     return hit
 
 
-def _groups(sel: Selection) -> list[Group]:  # noqa: C901
-    from ...format.names import classify
+def _groups(sel: Selection) -> list[Group]:
+    """The selection in groups, one per log dir (or the directory that holds the selected partitions); what
+    lies inside a kltool backup directory is skipped (a warning)."""
+    gr = _Grouper()
+    for ld in sel.logdirs:
+        if gr.skip(ld.path, ld.path):
+            gr.skipped_set.add(ld.path)
+            continue
+        gr.group(ld.path, ld).whole_logdir = True
+    for p in sel.partitions:
+        if gr.skip(p.path, None if p.logdir is not None and p.logdir.path in gr.skipped_set else p.path):
+            continue
+        g = gr.group(p.logdir.path if p.logdir is not None else p.path.parent, p.logdir)
+        if gr.first(g, p.path):
+            g.partitions.append(p)
+    selected_dirs = {Path(os.path.abspath(p.path)) for p in sel.partitions}
+    for f in sel.files:
+        if not gr.skip(f.parent, f):
+            gr.file(f, selected_dirs)
+    gr.report_skipped()
+    return list(gr.groups.values())
 
-    groups: dict[Path, Group] = {}
-    cache: dict[Path, bool] = {}
-    skipped: list[Path] = []
-    skipped_set: set[Path] = set()
-    members: set[tuple[Path, object]] = set()  # (group root, partition dir or (dir, base)): linear, not a list scan
 
-    def group(root: Path, logdir: LogDir | None) -> Group:
+class _Grouper:
+    def __init__(self):
+        self.groups: dict[Path, Group] = {}
+        self.cache: dict[Path, bool] = {}
+        self.skipped: list[Path] = []
+        self.skipped_set: set[Path] = set()
+        self.members: set[tuple[Path, object]] = set()  # (group root, partition dir or (dir, base)): no list scan
+
+    def group(self, root: Path, logdir: LogDir | None) -> Group:
         key = Path(os.path.abspath(root))
-        g = groups.get(key)
+        g = self.groups.get(key)
         if g is None:
-            g = groups[key] = Group(key, logdir)
+            g = self.groups[key] = Group(key, logdir)
         if g.logdir is None and logdir is not None:
             g.logdir = logdir
         return g
 
-    for ld in sel.logdirs:
-        if _in_backup(ld.path, cache):
-            skipped.append(ld.path)
-            skipped_set.add(ld.path)
-            continue
-        group(ld.path, ld).whole_logdir = True
-    for p in sel.partitions:
-        if _in_backup(p.path, cache):
-            if p.logdir is None or p.logdir.path not in skipped_set:
-                skipped.append(p.path)
-            continue
-        g = group(p.logdir.path if p.logdir is not None else p.path.parent, p.logdir)
-        if (g.root, p.path) not in members:
-            members.add((g.root, p.path))
-            g.partitions.append(p)
-    selected_dirs = {Path(os.path.abspath(p.path)) for p in sel.partitions}
-    for f in sel.files:
-        if _in_backup(f.parent, cache):
-            skipped.append(f)
-            continue
+    def skip(self, path: Path, report: Path | None) -> bool:
+        """Is ``path`` inside a backup directory? (``report``: what to name as skipped, None: nothing.)"""
+        if not _in_backup(path, self.cache):
+            return False
+        if report is not None:
+            self.skipped.append(report)
+        return True
+
+    def first(self, g: Group, member) -> bool:
+        if (g.root, member) in self.members:
+            return False
+        self.members.add((g.root, member))
+        return True
+
+    def file(self, f: Path, selected_dirs: set[Path]) -> None:
+        from ...format.names import classify
+
         kind, base = classify(f)
         pdir = Path(os.path.abspath(f.parent))
         if kind in ("log", *INDEX_KINDS) and base is not None and not f.name.count(".") > 1:
             if pdir in selected_dirs:
-                continue
-            g = group(pdir.parent, None)
-            if (g.root, (pdir, base)) not in members:
-                members.add((g.root, (pdir, base)))
+                return
+            g = self.group(pdir.parent, None)
+            if self.first(g, (pdir, base)):
                 g.files.append((pdir, base))
         else:
-            g = group(pdir, None)
-            g.problems.append(Finding("warning", "skipped", str(f), "repair works on segments (.log and its "
-                                      "index files), partition directories and log dirs; this file is not repaired"))
-    if skipped:
-        g = next(iter(groups.values()), None)
+            self.group(pdir, None).problems.append(Finding(
+                "warning", "skipped", str(f), "repair works on segments (.log and its index files), partition "
+                "directories and log dirs; this file is not repaired"))
+
+    def report_skipped(self) -> None:
+        if not self.skipped:
+            return
+        g = next(iter(self.groups.values()), None)
         if g is None:
-            raise UsageError(f"{skipped[0]} is inside a kltool backup directory: never repaired (restore it with "
-                             f"kltool restore MANIFEST)")
-        for path in skipped:
+            raise UsageError(f"{self.skipped[0]} is inside a kltool backup directory: never repaired (restore it "
+                             f"with kltool restore MANIFEST)")
+        for path in self.skipped:
             g.problems.append(Finding("warning", "skipped", str(path), "inside a kltool backup directory: not "
                                       "repaired"))
-    return list(groups.values())
 
 
 def plan_repair(sel: Selection, *, like_broker: bool = False, interval: int = DEFAULT_INDEX_INTERVAL_BYTES,

@@ -144,8 +144,8 @@ class SegScan:
                         items = self.items = Peek(walk(self.seg.log, start=fixed.end, progress=None))
                         nxt = next(items, None)
                         continue
-                    self._cut(h.position, h.end, "crc_mismatch", f"Record is corrupt (stored crc = {h.crc})",
-                              h.base_offset, h.last_offset, h.count)
+                    v = rules.crc_violation(h, rules.computed_crc(self.seg.log, h))
+                    self._cut(h.position, h.end, v.kind, v.message, h.base_offset, h.last_offset, h.count)
                     continue
                 self._batch(h)
         finally:

@@ -20,7 +20,7 @@ from ..epochs import EpochWatch, checkpoint_epochs
 from ..findings import Finding
 from ..logdir import LogDir, Selection
 from ..partition import Partition
-from ..scan import HOLD, BatchRun, Damage, FileSpan, records_of, walk
+from ..scan import HOLD, BatchRun, Damage, records_of, walk
 from ..segment import Segment
 from . import batch_rules as rules
 from .index_check import IndexChecker
@@ -170,7 +170,7 @@ class _LogCheck:
         self._count(h)
         path = self.path
         if not h.crc_valid:
-            yield _finding(path, rules.crc_violation(h, _computed_crc(path, h)), h.position, length=h.size)
+            yield _finding(path, rules.crc_violation(h, rules.computed_crc(path, h)), h.position, length=h.size)
             return
         if h.magic == 2:
             odd_epoch = self.epochs.batches(h.partition_leader_epoch, 1, path, h.position, h.base_offset,
@@ -261,25 +261,6 @@ def _odd_one_out(prev, lo: int, last: int | None):
     if plast != last or (before is not None and lo <= before):
         return None
     return prev
-
-
-def _computed_crc(path: Path, h: BatchHeader) -> int:
-    """The CRC the batch's bytes give (read in steps when the walker did not hold them)."""
-    import zlib
-
-    from ...format.speedups import crc32c
-
-    func, skip = (crc32c, 21) if h.magic >= 2 else (zlib.crc32, 16)
-    if h.data is not None:
-        return func(memoryview(h.data)[skip:h.size])
-    value = 0
-    with open(path, "rb") as f:
-        span = FileSpan(f.fileno(), h.position + skip, h.position + h.size)
-        while True:
-            data = span.read(4 << 20)
-            if not data:
-                return value
-            value = func(data, value)
 
 
 def verify_partition(p: Partition, *, deep: bool = False, stats: VerifyStats,

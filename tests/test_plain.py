@@ -44,10 +44,9 @@ def test_repr_names_the_fields_in_order():
     assert repr(TimeIndexTail(None, (1, 2), True)) == "TimeIndexTail(raw=None, last=(1, 2), untrimmed=True)"
 
 
-def test_verify_stats_leave_their_bookkeeping_out_of_eq_and_repr():
+def test_verify_stats_hold_counts_only():
     a, b = VerifyStats(batches=3), VerifyStats(batches=3)
-    a.last_batches["x"] = object()
-    assert a == b and "last_batches" not in repr(a)
+    assert a == b and set(vars(a)) == set(VerifyStats._fields)  # (no bookkeeping: verify hands state on itself)
     assert vars(a)["batches"] == 3  # (tests read the counts with vars())
 
 

@@ -7,7 +7,7 @@ from kltool.format import parse_header
 from kltool.format.batch import build_end_txn_marker
 from kltool.format.snapshot import ProducerEntry, parse_snapshot
 from kltool.storage import index_builder
-from kltool.storage.change import repair
+from kltool.storage.change import segscan
 from kltool.storage.producer_state import ProducerStateManager, control_of
 from kltool.storage.write import writer
 
@@ -17,8 +17,8 @@ from .test_index_builder import v2
 def test_one_producer_state_for_append_repair_and_the_txn_index():
     assert writer.ProducerState is ProducerStateManager
     assert issubclass(index_builder.TxnIndexBuilder, ProducerStateManager)
-    assert isinstance(repair._Ctx({7: 40}).txn, ProducerStateManager)
-    assert repair._Ctx({7: 40}).txn.open_txns == {7: 40}
+    assert isinstance(segscan.Ctx({7: 40}).txn, ProducerStateManager)
+    assert segscan.Ctx({7: 40}).txn.open_txns == {7: 40}
 
 
 def test_snapshot_entries_round_trip_with_none_for_no_open_transaction():

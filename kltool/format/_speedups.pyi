@@ -19,9 +19,10 @@ def hw_crc(on: int = -1, /) -> bool:
 
 # walk.c
 def walk_v2(buf: Buffer, start: int, stop: int, prev_last: int | None, seg_base: int, deep: bool,
-            want_cols: bool, /) -> tuple[int, int, int, int | None, bytes | None]:
+            want_cols: bool, /) -> tuple[int, int, int, int | None, bytes | None, int, int, int | None]:
     """The plain, valid v2 batches of ``buf[start:stop]`` in one call: (stop index, batches, records,
-    last offset, packed native int64 (position, base, last, max_ts) per batch with ``want_cols``)."""
+    last offset, packed native int64 (position, base, last, max_ts) per batch with ``want_cols``, the run's
+    last batch's index and base offset (-1, -1: none), the last offset before that batch (None: none))."""
 
 # decode.c
 def decode_v2(data: Buffer, count: int, base_offset: int, base_ts: int, log_append_time: bool, max_ts: int,

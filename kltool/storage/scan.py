@@ -64,14 +64,19 @@ class BatchRun:
     with records that :func:`decode_records` accepts. Nothing in a run needs a finding of its own, so
     callers only count it.
 
+    ``tail`` is the run's last batch as (position, base offset, the last offset before it: None when none),
+    for a caller that judges that batch against the item after the run (verify's odd one out).
+
     ``cols`` (with ``want_cols``) holds per batch ``(position, base_offset, last_offset,
     max_timestamp)`` as native int64 (``columns()``). :meth:`headers` re-parses the batches from the
     walker's buffer: only valid until the walk resumes.
     """
 
-    __slots__ = ("position", "end", "batches", "records", "last_offset", "cols", "_buf", "_i", "_with_data", "_first")
+    __slots__ = ("position", "end", "batches", "records", "last_offset", "cols", "_buf", "_i", "_with_data", "_first",
+                 "tail")
 
-    def __init__(self, position, end, batches, records, last_offset, cols, buf, i, with_data):
+    def __init__(self, position, end, batches, records, last_offset, cols, buf, i, with_data, tail=None):
+        self.tail = tail  # the run's last batch: (position, base offset, the last offset before it)
         self.position = position
         self.end = end
         self.batches = batches
@@ -324,6 +329,47 @@ def _region_kind(r: _Reader, pos: int, end: int) -> str:
     return "zero_run"
 
 
+def _frame_problem(size_field: int, magic: int, rem: int) -> tuple[str, str] | None:
+    """What is wrong with a batch's framing (its length and magic fields), with ``rem`` bytes left in the file:
+    (kind, message), or None."""
+    total = size_field + LOG_OVERHEAD
+    if size_field < MIN_BATCH_SIZE_FIELD:
+        return "invalid_size", f"Found record size {size_field} smaller than minimum record overhead (14)"
+    if total > rem:
+        return "torn_tail", f"batch of {total} bytes runs past the end of the file ({rem} bytes left)"
+    if magic > 2:
+        return "bad_magic", f"Invalid magic found in record: {magic}"
+    if magic == 2 and size_field < V2_MIN_SIZE_FIELD:
+        return "invalid_size", f"Record batch is corrupt (the size {total} is smaller than the minimum allowed overhead 61)"
+    if magic < 2 and size_field < LEGACY_MIN_SIZE_FIELD[magic]:
+        return "invalid_size", (f"Record is corrupt (the message size {size_field} is smaller than the minimum for "
+                                f"magic {magic})")
+    return None
+
+
+def _streamed_header(r: _Reader, pos: int, total: int, magic: int) -> BatchHeader:
+    """The header of a batch larger than a chunk, its CRC checked chunk by chunk."""
+    h = parse_header(r.buf, r.ensure(pos, 61), check_crc=False)
+    if magic == 2:
+        h.crc_valid = _crc_of(r, pos + 21, pos + total, crc32c) == h.crc
+    else:
+        h.crc_valid = _crc_of(r, pos + 16, pos + total, zlib.crc32) == h.crc
+    return h
+
+
+def _damage(r: _Reader, pos: int, stop: int, nxt: int | None, problem: tuple[str, str]) -> Damage:
+    """The damaged region [pos, stop) that ``problem`` starts (``nxt``: where valid batches resume, or None)."""
+    kind, msg = problem
+    if _region_kind(r, pos, stop) == "zero_run":
+        kind = "zero_run"
+        msg = f"{stop - pos} zero bytes ({msg})"
+    elif nxt is None and kind in ("invalid_size", "garbage", "bad_magic"):
+        msg = f"{msg}; no valid batch in the {stop - pos} bytes to the end of the file"
+    elif nxt is None:
+        kind = "torn_tail"
+    return Damage(kind, pos, stop - pos, msg, nxt)
+
+
 def walk(path, *, start: int = 0, end: int | None = None, with_data: bool = False, resync: bool = True,
          chunk_size: int = CHUNK, progress: Callable[[int], None] | None = None, runs: bool = False,
          prev_last: int | None = None, base_offset: int | None = None, deep: bool = False,
@@ -352,7 +398,7 @@ def walk(path, *, start: int = 0, end: int | None = None, with_data: bool = Fals
                  want_cols, hold_limit)
 
 
-def _walk(path, start, end, with_data, resync, chunk_size, progress, runs, prev_last, base_offset, deep, want_cols,  # noqa: C901
+def _walk(path, start, end, with_data, resync, chunk_size, progress, runs, prev_last, base_offset, deep, want_cols,
           hold_limit):
     c_walk = speedups.C.walk_v2 if runs and speedups.C is not None else None
     seg_base = -1 if base_offset is None or base_offset < 0 else base_offset
@@ -372,9 +418,11 @@ def _walk(path, start, end, with_data, resync, chunk_size, progress, runs, prev_
             rem = end - pos
             if c_walk is not None and rem >= 61:
                 i = r.ensure(pos, 61)
-                j, nb, nrec, last, cols = c_walk(r.buf, i, r.stop - r.start, prev_last, seg_base, deep, want_cols)
+                j, nb, nrec, last, cols, ti, tbase, before = c_walk(r.buf, i, r.stop - r.start, prev_last, seg_base,
+                                                                     deep, want_cols)
                 if nb:
-                    yield BatchRun(pos, pos + (j - i), nb, nrec, last, cols, r.buf, i, with_data)
+                    yield BatchRun(pos, pos + (j - i), nb, nrec, last, cols, r.buf, i, with_data,
+                                   (pos + (ti - i), tbase, before))
                     prev_last = last
                     pos += j - i
                     continue
@@ -388,29 +436,11 @@ def _walk(path, start, end, with_data, resync, chunk_size, progress, runs, prev_
             _off, size_field = _OFFSET_SIZE.unpack_from(buf, i)
             magic = buf[i + 16]
             total = size_field + LOG_OVERHEAD
-            problem = None
-            if size_field < MIN_BATCH_SIZE_FIELD:
-                problem = ("invalid_size",
-                           f"Found record size {size_field} smaller than minimum record overhead (14)")
-            elif total > rem:
-                problem = ("torn_tail", f"batch of {total} bytes runs past the end of the file ({rem} bytes left)")
-            elif magic > 2:
-                problem = ("bad_magic", f"Invalid magic found in record: {magic}")
-            elif magic == 2 and size_field < V2_MIN_SIZE_FIELD:
-                problem = ("invalid_size", f"Record batch is corrupt (the size {total} is smaller than the "
-                                           f"minimum allowed overhead 61)")
-            elif magic < 2 and size_field < LEGACY_MIN_SIZE_FIELD[magic]:
-                problem = ("invalid_size", f"Record is corrupt (the message size {size_field} is smaller than "
-                                           f"the minimum for magic {magic})")
+            problem = _frame_problem(size_field, magic, rem)
             if problem is None:
                 hold = with_data and (hold_limit is None or total <= hold_limit)
                 if total > r.chunk and not hold:
-                    i = r.ensure(pos, 61)
-                    h = parse_header(r.buf, i, check_crc=False)
-                    if magic == 2:
-                        h.crc_valid = _crc_of(r, pos + 21, pos + total, crc32c) == h.crc
-                    else:
-                        h.crc_valid = _crc_of(r, pos + 16, pos + total, zlib.crc32) == h.crc
+                    h = _streamed_header(r, pos, total, magic)
                 else:
                     i = r.ensure(pos, total)
                     h = parse_header(r.buf, i)
@@ -430,17 +460,7 @@ def _walk(path, start, end, with_data, resync, chunk_size, progress, runs, prev_
                                       f"starts where it ends: the damage spans more than this batch")
             # A damaged region starts at pos: find where valid data resumes.
             nxt = find_next_batch(r, pos + 1, end) if resync else None
-            kind, msg = problem
-            stop = end if nxt is None else nxt
-            region = _region_kind(r, pos, stop)
-            if region == "zero_run":
-                kind = "zero_run"
-                msg = f"{stop - pos} zero bytes ({msg})"
-            elif nxt is None and kind in ("invalid_size", "garbage", "bad_magic"):
-                msg = f"{msg}; no valid batch in the {stop - pos} bytes to the end of the file"
-            elif nxt is None:
-                kind = "torn_tail"
-            yield Damage(kind, pos, stop - pos, msg, nxt)
+            yield _damage(r, pos, end if nxt is None else nxt, nxt, problem)
             if nxt is None:
                 break
             pos = nxt

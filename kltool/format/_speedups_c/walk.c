@@ -25,7 +25,7 @@ static int records_ok(const unsigned char *p, Py_ssize_t n, int64_t count, int64
 
 /*
  * walk_v2(buf, start, stop, prev_last, seg_base, deep, want_cols)
- *   -> (index, batches, records, last_offset, cols)
+ *   -> (index, batches, records, last_offset, cols, tail_index, tail_base, before_tail)
  * Walks the consecutive v2 batches of buf[start:stop] that need nothing from Python: the whole
  * batch is in the window, its size and magic are right, its CRC matches, its offsets follow
  * ``prev_last`` (None: anything >= 0) and lie in [seg_base, seg_base + 2^31-1] (seg_base -1: not
@@ -34,6 +34,8 @@ static int records_ok(const unsigned char *p, Py_ssize_t n, int64_t count, int64
  * ``deep``, it is uncompressed and its records pass records_ok. Stops before the first batch that
  * is not so (Python's walker handles it, with its exact messages) and returns the index it
  * stopped at. ``cols`` (with want_cols) packs per batch native int64 (index, base, last, max_ts).
+ * ``tail_index``, ``tail_base`` (the run's last batch: its index and base offset; -1, -1 for no batch) and
+ * ``before_tail`` (the last offset before that batch, None: none) let a caller judge that batch alone.
  */
 PyObject *walk_v2(PyObject *self, PyObject *args) {
     Py_buffer view;
@@ -61,6 +63,9 @@ PyObject *walk_v2(PyObject *self, PyObject *args) {
     Py_ssize_t cap = 0;
     PyObject *result = NULL;
     int32_t run_epoch = 0;
+    Py_ssize_t tail_i = -1;
+    int64_t tail_base = -1, before = prev;
+    int have_before = have_prev;
     Py_BEGIN_ALLOW_THREADS
     while (stop - i >= 61) {
         const unsigned char *p = b + i;
@@ -99,6 +104,7 @@ PyObject *walk_v2(PyObject *self, PyObject *args) {
         }
         nb++;
         records += count;
+        tail_i = i; tail_base = base; before = prev; have_before = have_prev;
         prev = last;
         have_prev = 1;
         i += total;
@@ -108,11 +114,19 @@ PyObject *walk_v2(PyObject *self, PyObject *args) {
     if (want_cols) cobj = PyBytes_FromStringAndSize((const char *)cols, (Py_ssize_t)(nb * 4 * sizeof(int64_t)));
     else { cobj = Py_None; Py_INCREF(cobj); }
     free(cols);
+    PyObject *bobj = NULL;
     if (cobj) {
+        if (have_before) bobj = PyLong_FromLongLong((long long)before);
+        else { bobj = Py_None; Py_INCREF(bobj); }
+        if (!bobj) Py_DECREF(cobj);
+    }
+    if (bobj) {
         if (have_prev)
-            result = Py_BuildValue("(nnLLN)", i, nb, (long long)records, (long long)prev, cobj);
+            result = Py_BuildValue("(nnLLNnLN)", i, nb, (long long)records, (long long)prev, cobj, tail_i,
+                                   (long long)tail_base, bobj);
         else
-            result = Py_BuildValue("(nnLON)", i, nb, (long long)records, Py_None, cobj);
+            result = Py_BuildValue("(nnLONnLN)", i, nb, (long long)records, Py_None, cobj, tail_i,
+                                   (long long)tail_base, bobj);
     }
     PyBuffer_Release(&view);
     return result;

@@ -42,24 +42,18 @@ the interrupted ones (``follows``) and :func:`restore` undoes the whole chain.
 from __future__ import annotations
 
 import os
-import struct
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...errors import CorruptDataError, KltoolError, UsageError
-from ...format import decode_records, parse_header
+from ...errors import CorruptDataError, UsageError
 from ...format import index as fidx
 from ...format import names as fn
-from ...format.batch import V2_OVERHEAD
-from ...format.legacy import RECORD_OVERHEAD
-from ...format.records import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MIN_BATCH_SIZE_FIELD, BatchHeader
-from ..check.index_check import IndexChecker
-from ..epochs import checkpoint_epochs, epoch_out_of_line
+from ...format.records import BatchHeader
+from ..epochs import checkpoint_epochs
 from ..findings import Finding
 from ..fs import TMP_SUFFIX
-from ..index_builder import DEFAULT_INDEX_INTERVAL_BYTES, IndexBuilder, TxnIndexBuilder
+from ..index_builder import DEFAULT_INDEX_INTERVAL_BYTES
 from ..logdir import LogDir, Selection
 from ..partition import Partition
 from ..scan import Damage, walk
@@ -75,20 +69,13 @@ from .apply import file_size as _size
 from .apply import read_file as _read
 from .plan import Action, ChangeSet, Cut
 from .restore import restore
+from .segscan import Ctx, SegScan
+from .view import INDEX_KINDS, Seg, View, next_offset_of, plan_stale, snapshot_open_txns
 
 __all__ = [
-    "Action", "Cut", "Problem", "Group", "Plan", "plan_repair", "apply_plan", "repair", "restore",
+    "Action", "Cut", "Group", "Plan", "plan_repair", "apply_plan", "repair", "restore",
     "RepairResult", "MANIFEST_NAME", "BACKUP_SUFFIX", "default_backup_root",
 ]
-
-INT32_MAX = 2**31 - 1
-_MAGIC = HEADER_SIZE_UP_TO_MAGIC - 1  # the magic byte's position in a batch
-_MAX_FIX_BATCH = 64 << 20  # a magic fix is tried for batches up to this size (bigger ones are not plausible)
-_CHUNK = 4 << 20
-_INDEX_KINDS = ("index", "timeindex", "txnindex")
-
-# Something the repair found and does not fix: a finding like verify's.
-Problem = Finding
 
 
 @dataclass
@@ -102,7 +89,7 @@ class Group:
     files: list[tuple[Path, int]] = field(default_factory=list)  # (partition dir, base offset) of single files
     whole_logdir: bool = False
     actions: list[Action] = field(default_factory=list)
-    problems: list[Problem] = field(default_factory=list)
+    problems: list[Finding] = field(default_factory=list)
     log_end_offsets: dict[str, int] = field(default_factory=dict)
 
 
@@ -116,554 +103,9 @@ class Plan:
         return [a for g in self.groups for a in g.actions]
 
     @property
-    def problems(self) -> list[Problem]:
+    def problems(self) -> list[Finding]:
         return [p for g in self.groups for p in g.problems]
 
-
-# ------------------------------------------------------------------------------------ the partition view
-
-
-@dataclass
-class _Seg:
-    base: int
-    log: Path  # where the .log is now
-    final: Path  # its name after the plan's renames
-    index: Path | None = None  # current paths of the index files (None: missing)
-    timeindex: Path | None = None
-    txnindex: Path | None = None
-
-    def final_of(self, kind: str) -> Path:
-        return self.final.with_name(fn.segment_file(self.base, kind))
-
-
-class _View:
-    """A partition directory's segment files as they will be after the stale-file actions:
-    final name → current path."""
-
-    def __init__(self, d: Path):
-        self.dir = d
-        self.entries: list[tuple[int, str, str | None, Path]] = []
-        self.temps: list[Path] = []
-        for e in sorted(d.iterdir(), key=lambda p: p.name):
-            if e.is_dir():
-                continue
-            m = fn.SEGMENT_FILE.match(e.name)
-            if m:
-                self.entries.append((int(m.group(1)), m.group(2), m.group(3), e))
-            elif e.name.endswith(TMP_SUFFIX):
-                self.temps.append(e)
-        self.current: dict[str, Path] = {e.name: e for _o, _k, t, e in self.entries if t is None}
-
-    def files(self, kind: str | None = None) -> list[tuple[int, str, str, Path]]:
-        """(offset, kind, final name, current path) of the files that will exist."""
-        out = []
-        for name, path in sorted(self.current.items()):
-            m = fn.SEGMENT_FILE.match(name)
-            if m and (kind is None or m.group(2) == kind):
-                out.append((int(m.group(1)), m.group(2), name, path))
-        return out
-
-    def segments(self) -> list[_Seg]:
-        segs = []
-        for off, _k, _name, path in self.files("log"):
-            prefix = fn.filename_prefix(off)
-            segs.append(_Seg(off, path, self.dir / f"{prefix}.log",
-                             self.current.get(f"{prefix}.index"), self.current.get(f"{prefix}.timeindex"),
-                             self.current.get(f"{prefix}.txnindex")))
-        return segs
-
-
-def _next_offset_of(path: Path, base: int) -> int:
-    """``readNextOffset`` of a segment file: last batch's last offset + 1, or the base offset when empty."""
-    last = None
-    for item in walk(path):
-        if isinstance(item, BatchHeader) and item.crc_valid:
-            last = item.last_offset if last is None else max(last, item.last_offset)
-    return base if last is None else last + 1
-
-
-def _plan_stale(view: _View, acts: list[Action]) -> None:
-    """LogLoader.removeTempFilesAndCollectSwapFiles + the swap completion (``LogLoader.load``)."""
-    d = view.dir
-    deleted = [(o, k, e) for o, k, t, e in view.entries if t == "deleted"]
-    cleaned = [(o, k, e) for o, k, t, e in view.entries if t == "cleaned"]
-    swaps = [(o, k, e) for o, k, t, e in view.entries if t == "swap"]
-    for _o, _k, e in deleted:
-        acts.append(Action("quarantine", e, "scheduled for deletion (.deleted): the broker deletes it at startup",
-                           old_size=_size(e)))
-    min_cleaned = min((o for o, _k, _e in cleaned), default=None)
-    valid_swaps = []
-    for o, k, e in swaps:
-        if min_cleaned is not None and o >= min_cleaned:
-            acts.append(Action("quarantine", e, f"swap file of an incomplete split (at or above the smallest "
-                               f".cleaned offset {min_cleaned}): the broker deletes it", old_size=_size(e)))
-        else:
-            valid_swaps.append((o, k, e))
-    for _o, _k, e in cleaned:
-        acts.append(Action("quarantine", e, "leftover .cleaned file of an interrupted clean or split: the broker "
-                           "deletes it", old_size=_size(e)))
-    log_swaps = [(o, e) for o, k, e in valid_swaps if k == "log"]
-    if log_swaps:
-        lo = min(o for o, _e in log_swaps)
-        hi = max(_next_offset_of(e, o) for o, e in log_swaps)
-        for name, path in list(view.current.items()):
-            m = fn.SEGMENT_FILE.match(name)
-            off = int(m.group(1))
-            if lo <= off < hi:
-                acts.append(Action("quarantine", path, f"replaced by the .swap files covering offsets [{lo}, {hi}) "
-                                   f"(an interrupted compaction or split; the broker finishes it)",
-                                   old_size=_size(path)))
-                del view.current[name]
-    # Rename .log.swap before the index swaps of the same base (a run killed in between converges).
-    order = {"log": 0, "index": 1, "timeindex": 2, "txnindex": 3, "snapshot": 4}
-    for _o, _k, e in sorted(valid_swaps, key=lambda t: (t[0], order[t[1]])):
-        final_name = e.name[: -len(".swap")]
-        if final_name in view.current:
-            old = view.current.pop(final_name)
-            acts.append(Action("quarantine", old, f"replaced by {e.name}", old_size=_size(old)))
-        acts.append(Action("rename", e, "complete the interrupted swap (the broker renames .swap files into place)",
-                           target=d / final_name))
-        view.current[final_name] = e
-
-
-# ------------------------------------------------------------------------------------------ segment scan
-
-
-class _Ctx:
-    """State carried across the segments of a partition, in offset order."""
-
-    def __init__(self, open_txns: dict[int, int] | None = None):
-        self.last: int | None = None  # last offset kept so far
-        self.pending: list[Cut] = []  # damage cuts waiting for the next kept batch to bound their offsets
-        self.epochs: list[tuple[int, int]] = []  # leader epochs of the kept batches (epoch, start offset)
-        self.last_epoch: int | None = None  # the partitionLeaderEpoch of the last kept v2 batch
-        self.known_epochs: set[int] = set()  # the epochs leader-epoch-checkpoint names
-        self.txn = TxnIndexBuilder(open_txns)
-        self.txn_ok = True
-        self.txn_error = ""
-
-
-
-class _Peek:
-    """The walk's items, with a look further ahead: the first CRC-valid batch after damage that the plan
-    cuts (the leader-epoch witness, epochs.epoch_out_of_line)."""
-
-    __slots__ = ("it", "ahead")
-    LIMIT = 256  # items looked at, at most
-
-    def __init__(self, it):
-        self.it = it
-        self.ahead: deque = deque()
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        return self.ahead.popleft() if self.ahead else next(self.it)
-
-    def next_valid(self) -> BatchHeader | None:
-        """The first CRC-valid batch among the items still to come (they stay to come), None when damage
-        goes on to the end or for more than LIMIT items."""
-        for i in range(self.LIMIT):
-            if i == len(self.ahead):
-                x = next(self.it, None)
-                if x is None:
-                    return None
-                self.ahead.append(x)
-            x = self.ahead[i]
-            if isinstance(x, BatchHeader) and x.crc_valid:
-                return x
-        return None
-
-
-class _SegScan:
-    """Walk one segment: decide what to cut and what to fix, and build its new indexes on the way."""
-
-    def __init__(self, seg: _Seg, ctx: _Ctx, *, like_broker: bool, interval: int, is_active: bool,
-                 progress=None, next_base: int | None = None):
-        self.seg = seg
-        self.next_base = next_base  # the next segment's base offset (its file name): bounds this one's last batch
-        self.field_fixes: dict[int, str] = {}  # position of a restored uncovered byte -> why
-        self.ctx = ctx
-        self.like_broker = like_broker
-        self.size = seg.log.stat().st_size
-        self.cuts: list[Cut] = []
-        self.fixes: list[tuple[int, int, int]] = []
-        self.shift = 0
-        self.builder: IndexBuilder | None = IndexBuilder(seg.base, interval)
-        self.builder_error = ""
-        self.existing = IndexChecker(seg.base, seg.index, seg.timeindex, log_size=self.size, is_active=is_active)
-        self.kept = 0
-        self.kept_last: int | None = None
-        self.kept_markers: set[int] = set()
-        self.stopped = False  # like-broker: truncated here
-        self.overflow: str | None = None
-        self.txn_entries: list = []
-        self.progress = progress
-        self.fd = -1
-
-    # -- the walk --------------------------------------------------------------------------------------
-    def run(self) -> None:
-        self.fd = os.open(self.seg.log, os.O_RDONLY)
-        try:
-            items = self.items = _Peek(walk(self.seg.log, progress=self.progress))
-            nxt = next(items, None)
-            while nxt is not None:
-                item, nxt = nxt, next(items, None)
-                self.lookahead = nxt
-                if self.stopped:
-                    self._count_tail(item)
-                    continue
-                if isinstance(item, Damage):
-                    pos, end = item.position, item.end
-                    fixed = None if self.like_broker else self._try_fix_size(pos)
-                    if fixed is not None and fixed.end <= self.size:
-                        self._batch(fixed)
-                        items = self.items = _Peek(walk(self.seg.log, start=fixed.end, progress=None))
-                        nxt = next(items, None)
-                        continue
-                    h = self._try_fix_magic(pos, end)
-                    if h is not None:
-                        self._batch(h)
-                        pos = h.end
-                        if pos >= end or self.stopped:
-                            continue
-                        self._cut(pos, end, "garbage", "unreadable bytes after a batch whose magic byte was repaired")
-                        continue
-                    first, last, records = self._hint(item)
-                    self._cut(pos, end, item.kind, item.message, first, last, records, damage=True)
-                    continue
-                h = item
-                if not h.crc_valid:
-                    fixed = self._try_fix_magic(h.position, h.end)
-                    if fixed is not None:
-                        self._batch(fixed)
-                        continue
-                    fixed = None if self.like_broker else self._try_fix_size(h.position)
-                    if fixed is not None:  # the walk trusted a damaged length: go on from the batch's true end
-                        self._batch(fixed)
-                        items = self.items = _Peek(walk(self.seg.log, start=fixed.end, progress=None))
-                        nxt = next(items, None)
-                        continue
-                    self._cut(h.position, h.end, "crc_mismatch", f"Record is corrupt (stored crc = {h.crc})",
-                              h.base_offset, h.last_offset, h.count)
-                    continue
-                self._batch(h)
-        finally:
-            os.close(self.fd)
-        self.existing.finish()
-        self.txn_entries = self.ctx.txn.take() if self.ctx.txn_ok else []
-        self.txn_ok = self.ctx.txn_ok
-
-    def _count_tail(self, item) -> None:
-        c = self.cuts[-1]
-        if isinstance(item, BatchHeader) and item.crc_valid:
-            if item.count is not None and item.count > 0:
-                c.records = (c.records or 0) + item.count
-            if c.last_offset is None or item.last_offset > c.last_offset:
-                c.last_offset = item.last_offset
-
-    def _hint(self, d: Damage) -> tuple[int | None, int | None, int | None]:
-        """Offsets a damaged region probably held: from a readable header at its start (a torn batch), else
-        from the neighbours (the next kept batch bounds it later)."""
-        first = self.ctx.last + 1 if self.ctx.last is not None else self.seg.base
-        if d.kind == "torn_tail" and d.length >= V2_OVERHEAD:
-            head = os.pread(self.fd, V2_OVERHEAD, d.position)
-            if len(head) == V2_OVERHEAD and head[_MAGIC] == 2:
-                try:
-                    h = parse_header(head, 0, check_crc=False)
-                except (CorruptDataError, ValueError, struct.error):
-                    h = None
-                if h is not None and h.base_offset >= first and h.last_offset >= h.base_offset \
-                        and h.count is not None and 0 <= h.count <= h.last_offset - h.base_offset + 1:
-                    return first, h.last_offset, h.count
-        return first, None, None
-
-    def _try_fix_magic(self, pos: int, limit: int) -> BatchHeader | None:
-        """A batch at ``pos`` that is valid once its magic byte is 2 (or 1, 0): the CRC proves it."""
-        head = os.pread(self.fd, HEADER_SIZE_UP_TO_MAGIC, pos)
-        if len(head) < HEADER_SIZE_UP_TO_MAGIC:
-            return None
-        size_field = int.from_bytes(head[8:12], "big", signed=True)
-        total = size_field + LOG_OVERHEAD
-        if size_field < MIN_BATCH_SIZE_FIELD or pos + total > limit or total > _MAX_FIX_BATCH:
-            return None
-        cur = head[_MAGIC]
-        data = bytearray(os.pread(self.fd, total, pos))
-        if len(data) != total:
-            return None
-        for m in (2, 1, 0):
-            if m == cur or (m == 2 and total < V2_OVERHEAD) or (m < 2 and size_field < RECORD_OVERHEAD[m]):
-                continue
-            data[_MAGIC] = m
-            try:
-                h = parse_header(data, 0)
-            except (CorruptDataError, ValueError, struct.error):
-                continue
-            if h.crc_valid and h.size == total:
-                h.position = pos
-                self.fixes.append((pos + _MAGIC, cur, m))  # the magic byte's position
-                return h
-        return None
-
-    def _try_fix_size(self, pos: int) -> BatchHeader | None:
-        """A batch at ``pos`` whose length field (not covered by the CRC) is damaged: the next whole, CRC-valid
-        batch after ``pos`` (or the end of the file) marks where it really ends, and its CRC over exactly that
-        span proves the rest of it intact. Restores the length field in place; returns the batch, or None."""
-        head = os.pread(self.fd, HEADER_SIZE_UP_TO_MAGIC, pos)
-        if len(head) < HEADER_SIZE_UP_TO_MAGIC or head[_MAGIC] > 2:
-            return None
-        ends = []
-        for item in walk(self.seg.log, start=pos + 1):
-            if isinstance(item, BatchHeader) and item.crc_valid:
-                ends.append(item.position)
-                break
-        ends.append(self.size)
-        for end in ends:
-            total = end - pos
-            if total > _MAX_FIX_BATCH or total < LOG_OVERHEAD + RECORD_OVERHEAD[0]:
-                continue
-            data = bytearray(os.pread(self.fd, total, pos))
-            old = bytes(data[8:12])
-            data[8:12] = (total - LOG_OVERHEAD).to_bytes(4, "big", signed=True)
-            if bytes(data[8:12]) == old:
-                continue
-            try:
-                h = parse_header(data, 0)
-            except (CorruptDataError, ValueError, struct.error):
-                continue
-            if not h.crc_valid or h.size != total:
-                continue
-            h.position = pos
-            for i in range(4):
-                if old[i] != data[8 + i]:
-                    self.fixes.append((pos + 8 + i, old[i], data[8 + i]))
-                    self.field_fixes[pos + 8 + i] = (
-                        f"the batch at byte {pos} is valid (its CRC checks over {total} bytes, up to the next whole "
-                        f"batch) but its length field (not covered by the CRC) says "
-                        f"{int.from_bytes(old, 'big', signed=True)}: restored to {total - LOG_OVERHEAD}")
-            return h
-        return None
-
-    def _uncovered_epoch(self, h: BatchHeader) -> None:
-        """A v2 batch whose partitionLeaderEpoch (not covered by the CRC) differs from the same epoch both its
-        neighbours carry, and that leader-epoch-checkpoint does not name: leader epochs never go down in a
-        log, so the field is damaged; restore the neighbours' epoch in place (the broker would otherwise add
-        the bogus epoch to its leader epoch cache at recovery)."""
-        prev, nxt = self.ctx.last_epoch, self.lookahead
-        if isinstance(nxt, Damage) or (isinstance(nxt, BatchHeader) and not nxt.crc_valid):
-            nxt = self.items.next_valid()  # what is cut between makes the next valid batch its neighbour
-        if h.magic != 2 or prev is None or not isinstance(nxt, BatchHeader) or not nxt.crc_valid or nxt.magic != 2:
-            return
-        ple = h.partition_leader_epoch
-        if not epoch_out_of_line(prev, ple, nxt.partition_leader_epoch, self.ctx.known_epochs,
-                                 nxt.base_offset > h.last_offset):
-            return
-        old = os.pread(self.fd, 4, h.position + 12)
-        new = prev.to_bytes(4, "big", signed=True)
-        for i, (a, b) in enumerate(zip(old, new, strict=True)):
-            if a != b:
-                self.fixes.append((h.position + 12 + i, a, b))
-                self.field_fixes[h.position + 12 + i] = (
-                    f"the batch at byte {h.position} is valid (its CRC checks) but its partitionLeaderEpoch field "
-                    f"(not covered by the CRC) says {ple} between batches of epoch {prev}, and "
-                    f"leader-epoch-checkpoint does not name {ple}: restored to {prev}")
-        h.partition_leader_epoch = prev
-
-    def _index_offset_at(self, position: int) -> int | None:
-        """The offset the existing .index gives for the batch at ``position`` (its last offset), if any."""
-        if not hasattr(self, "_index_by_pos"):
-            self._index_by_pos = {pos: off for off, pos in self.existing.oi}
-        return self._index_by_pos.get(position)
-
-    def _rather_this_one(self, h: BatchHeader, nxt: BatchHeader, low: int, nlo: int, delta: int | None) -> bool:
-        """Overlapping neighbours with nothing to fix either's value (a compacted log has gaps): blame this
-        batch only when a one-bit change of its offset fits it between its neighbours while no one-bit change
-        of the next batch's fits that one after it (a flipped bit is the common damage); else keep it."""
-        if delta is None or nxt.magic != 2:
-            return False
-        after = next((i for i in walk(self.seg.log, start=nxt.end) if isinstance(i, BatchHeader)), None)
-        if after is None:
-            n2lo = self.next_base
-        elif after.crc_valid and after.magic == 2:
-            n2lo = after.base_offset
-        else:
-            n2lo = None
-
-        def fits(value: int, lo_bound: int, hi: int | None, d: int) -> list[int]:
-            return [x for k in range(63) if lo_bound <= (x := value ^ (1 << k)) and (hi is None or x + d < hi)]
-
-        mine = fits(h.base_offset, low, nlo, delta)
-        theirs = fits(nxt.base_offset, h.last_offset + 1, n2lo, nxt.last_offset - nxt.base_offset)
-        if mine and not theirs:
-            return True
-        # both could be: a segment's first batch starts at the segment's base offset (its file name) as a rule
-        return bool(mine and self.ctx.last is None and self.seg.base in mine)
-
-    def _uncovered_offset(self, h: BatchHeader) -> BatchHeader | None:
-        """A CRC-valid batch whose offset field (not covered by the CRC: v2 baseOffset, v0/v1 offset) its
-        neighbours contradict: restore the field in place when the neighbours (previous last offset, next
-        base offset or the next segment's base, the .index entry at its position, its own CRC-covered
-        lastOffsetDelta) fix the only possible value; otherwise excise this one batch. Returns the batch to
-        go on with (corrected), or None when it was cut."""
-        prev = self.ctx.last
-        low = prev + 1 if prev is not None else self.seg.base
-        lo = h.base_offset if h.magic == 2 else h.last_offset
-        nxt = self.lookahead
-        if isinstance(nxt, BatchHeader) and nxt.crc_valid and (nxt.magic == 2 or nxt.compression == 0):
-            nlo = nxt.base_offset
-        elif nxt is None:
-            nlo = self.next_base
-        else:
-            nlo = None  # damage or a compressed v0/v1 wrapper next: no upper bound from it
-        below = lo < low
-        past = nlo is not None and nlo >= low and h.last_offset >= nlo
-        if not (below or past) or (below and (nlo is None or nlo < low)):
-            # in order; or going back with nothing after it to say the log goes on (a duplicate, say), or the
-            # whole rest out of order (not one batch's field): _reject decides as before
-            return h
-        delta = h.last_offset - h.base_offset if h.magic == 2 else (0 if h.compression == 0 else None)
-        idx = self._index_offset_at(h.position)
-        if past and not below and lo <= nlo:
-            # the next batch starts inside this one: either may be the damaged one. This one is, only when
-            # the gap to the next fits it exactly at another offset (or its .index entry says so); else keep
-            # it, and the next batch is judged in its turn.
-            exact = delta is not None and nlo - low == delta + 1 and low != lo
-            by_index = idx is not None and delta is not None and idx - delta != h.base_offset
-            if not (exact or by_index) and not self._rather_this_one(h, nxt, low, nlo, delta):
-                return h
-        cands = set()
-        if idx is not None and delta is not None:
-            cands.add(idx - delta)
-        if delta is not None and nlo is not None and nlo - low == delta + 1:
-            cands.add(low)
-        fits = [c for c in cands if c >= low and (nlo is None or c + delta < nlo)]
-        field = "baseOffset" if h.magic == 2 else "offset"
-        if len(cands) == 1 and len(fits) == 1:
-            new = fits[0]
-            old_bytes = os.pread(self.fd, 8, h.position)
-            new_bytes = new.to_bytes(8, "big", signed=True) if h.magic == 2 else \
-                (new + delta).to_bytes(8, "big", signed=True)
-            for i, (a, b) in enumerate(zip(old_bytes, new_bytes, strict=True)):
-                if a != b:
-                    self.fixes.append((h.position + i, a, b))
-                    self.field_fixes[h.position + i] = (
-                        f"the batch at byte {h.position} is valid (its CRC checks) but its {field} field (not "
-                        f"covered by the CRC) says {h.base_offset if h.magic == 2 else h.last_offset}; its "
-                        f"neighbours fix it at {new if h.magic == 2 else new + delta}: restored")
-            h.base_offset, h.last_offset = (new, new + delta) if h.magic == 2 else (new, new)
-            return h
-        why = (f"the batch at byte {h.position} is valid (its CRC checks) but its {field} field (not covered by "
-               f"the CRC) says {lo}, which its neighbours contradict (after {prev}, before {nlo}); its true "
-               f"offsets cannot be told, so only this batch is cut")
-        self._cut(h.position, h.end, "offset_field", why, None, None, h.count)
-        return None
-
-    def _reject(self, h: BatchHeader) -> tuple[tuple[str, str] | None, str | None]:
-        """(why the batch cannot stay, or None; the marker type of a transaction control batch)."""
-        base = self.seg.base
-        last = self.ctx.last
-        lo = h.base_offset if h.magic == 2 else h.last_offset
-        if h.magic == 2 and h.last_offset < h.base_offset:
-            return ("invalid_batch", f"negative last offset delta ({h.last_offset - h.base_offset})"), None
-        if h.magic == 2 and h.count is not None and h.count < 0:
-            return ("invalid_batch", f"Found invalid record count {h.count}"), None
-        if h.last_offset < base or (h.magic == 2 and h.base_offset < base):
-            return ("offset_order", f"batch offset {h.base_offset} is below the segment's base offset {base}"), None
-        if last is not None and lo <= last:
-            return ("offset_order", f"batch offsets {h.base_offset}..{h.last_offset} do not follow the previous "
-                                    f"batch's last offset {last}"), None
-        if h.magic == 2 and h.is_control and h.producer_id >= 0:
-            data = os.pread(self.fd, h.size, h.position)
-            try:
-                cols = decode_records(h, data)
-            except CorruptDataError as e:
-                return ("invalid_control", f"unreadable transaction marker: {e.message}"), None
-            ctype = None
-            if len(cols) and cols.controls:
-                ctype = (cols.controls[0] or {}).get("type")
-                if ctype not in ("ABORT", "COMMIT"):
-                    return ("invalid_control", f"control batch of producer {h.producer_id} holds a {ctype} "
-                                               f"record (the broker fails to load it)"), None
-            return None, ctype
-        return None, None
-
-    def _batch(self, h: BatchHeader) -> None:
-        if not self.like_broker:
-            h = self._uncovered_offset(h)
-            if h is None:
-                return
-            self._uncovered_epoch(h)
-        why, ctype = self._reject(h)
-        if why is not None:
-            if self.fixes and self.fixes[-1][0] == h.position + 16:
-                self.fixes.pop()  # the batch goes anyway
-            self._cut(h.position, h.end, why[0], why[1], h.base_offset, h.last_offset, h.count)
-            return
-        self._keep(h, ctype)
-
-    def _keep(self, h: BatchHeader, ctype: str | None) -> None:
-        ctx = self.ctx
-        last = h.last_offset
-        if last - self.seg.base > INT32_MAX and self.overflow is None:
-            self.overflow = (f"offset {last} is more than 2^31-1 past the segment's base offset "
-                             f"{self.seg.base}: the broker splits such a segment; kltool does not")
-        if self.builder is not None:
-            try:
-                self.builder.on_batch(h.position - self.shift, h.size, last, h.max_timestamp)
-            except KltoolError as e:
-                self.builder = None
-                self.builder_error = e.message
-        self.existing.batch(h)
-        if h.magic == 2:
-            ple = h.partition_leader_epoch
-            ctx.last_epoch = ple
-            if ple >= 0 and (not ctx.epochs or ple > ctx.epochs[-1][0]):
-                ctx.epochs.append((ple, h.base_offset))
-            if h.producer_id >= 0:
-                if ctx.txn_ok:
-                    try:
-                        ctx.txn.on_batch(h, ctype if h.is_control else None)
-                    except KltoolError as e:
-                        ctx.txn_ok = False
-                        ctx.txn_error = e.message
-                if h.is_control:
-                    self.kept_markers.add(h.base_offset)
-        if ctx.pending:
-            for c in ctx.pending:
-                if h.magic == 2 and c.first_offset is not None and h.base_offset - 1 < c.first_offset:
-                    c.first_offset = None
-                    c.records = 0  # no offset is missing: the region held no batch the log needed
-                elif h.magic == 2:
-                    c.last_offset = h.base_offset - 1
-            ctx.pending.clear()
-        self.kept += 1
-        if ctx.last is None or last > ctx.last:
-            ctx.last = last
-        if self.kept_last is None or last > self.kept_last:
-            self.kept_last = last
-
-    def _cut(self, start: int, end: int, kind: str, reason: str, first=None, last=None, records=None,
-             damage: bool = False) -> None:
-        if self.like_broker:
-            end = self.size
-            c = Cut(start, end, kind, reason, first, last, records if records is not None and records >= 0 else None)
-            self.cuts.append(c)
-            self.stopped = True
-            return
-        c = Cut(start, end, kind, reason, first, last, records if records is not None and records >= 0 else None)
-        self.cuts.append(c)
-        self.shift += end - start
-        if damage and last is None:
-            self.ctx.pending.append(c)
-
-    @property
-    def modified(self) -> bool:
-        return bool(self.cuts or self.fixes)
-
-    @property
-    def new_size(self) -> int:
-        return self.size - sum(c.length for c in self.cuts)
 
 
 # ------------------------------------------------------------------------------------ partition planning
@@ -679,7 +121,7 @@ def _first_batches(log: Path, n: int = 2) -> list[BatchHeader]:
     return out
 
 
-def _plan_segment_names(view: _View, segs: list[_Seg], acts: list[Action]) -> None:
+def _plan_segment_names(view: View, segs: list[Seg], acts: list[Action]) -> None:
     """A segment whose file name (its base offset, which no CRC covers) is above its first batch's offset
     would lose every batch as 'below the segment's base offset'. When the content fits between the
     neighbouring segments, the name is what is wrong: rename the segment to its first batch's offset (its
@@ -688,7 +130,7 @@ def _plan_segment_names(view: _View, segs: list[_Seg], acts: list[Action]) -> No
     for i, s in enumerate(segs):
         firsts = _first_batches(s.log)
         first = firsts[0] if firsts else None
-        last = _next_offset_of(s.log, s.base) - 1 if first is not None else None
+        last = next_offset_of(s.log, s.base) - 1 if first is not None else None
         # the name is wrong only when the content agrees with itself: its first two batches both lie below
         # the name, in order (one damaged batch's offset field is the other case, handled batch by batch)
         agree = len(firsts) == 1 or (len(firsts) == 2 and firsts[1].magic == 2
@@ -702,7 +144,7 @@ def _plan_segment_names(view: _View, segs: list[_Seg], acts: list[Action]) -> No
                 acts.append(Action("rename", s.log, f"the file name says base offset {s.base} but its batches start "
                                    f"at {new_base} and fit between the neighbouring segments: the name (not "
                                    f"covered by any CRC) is wrong", target=target))
-                for kind in _INDEX_KINDS:
+                for kind in INDEX_KINDS:
                     cur = getattr(s, kind)
                     if cur is not None:
                         acts.append(Action("quarantine", cur, f"relative to the wrong base offset {s.base}; rebuilt "
@@ -713,87 +155,84 @@ def _plan_segment_names(view: _View, segs: list[_Seg], acts: list[Action]) -> No
             prev_last = max(prev_last, last) if prev_last is not None else last
 
 
-def _snapshot_open_txns(view: _View, first_base: int | None) -> dict[int, int]:
-    """Transactions open at the first segment, from the producer snapshot named after it."""
-    from ...format.snapshot import parse_snapshot
-
-    if first_base is None:
-        return {}
-    p = view.current.get(fn.segment_file(first_base, "snapshot"))
-    if p is None:
-        return {}
-    try:
-        snap = parse_snapshot(p.read_bytes())
-    except (CorruptDataError, OSError):
-        return {}
-    if not snap.crc_valid:
-        return {}
-    return {e.producer_id: e.current_txn_first_offset for e in snap.entries if e.current_txn_first_offset >= 0}
-
-
-def _index_actions(sc: _SegScan, *, force: bool, indexes_only: bool, acts: list[Action],  # noqa: C901
-                   probs: list[Problem]) -> None:
+def _index_actions(sc: SegScan, *, force: bool, indexes_only: bool, acts: list[Action],
+                   probs: list[Finding]) -> None:
     seg, ex = sc.seg, sc.existing
     modified = bool(sc.cuts)  # a magic fix moves nothing: the indexes stay valid
     if sc.overflow is not None:
-        probs.append(Problem("error", "offset_overflow", str(seg.log), sc.overflow))
+        v = sc.overflow
+        probs.append(Finding(v.severity, v.kind, str(seg.log), v.message, offset=v.offset))
     if sc.builder is None:
         if modified or force or ex.index_problems or ex.time_problems or (ex.index_missing and sc.size):
-            probs.append(Problem("error", "index_not_rebuilt", str(seg.log),
+            probs.append(Finding("error", "index_not_rebuilt", str(seg.log),
                                  f"indexes not rebuilt: {sc.builder_error}"))
         return
-    b = sc.builder
+    _offset_time_actions(sc, modified, force, acts)
+    _txn_actions(sc, modified, force, indexes_only, acts, probs)
+
+
+def _rebuild_reasons(sc: SegScan, modified: bool, force: bool, n_ti: int) -> tuple[str | None, str | None]:
+    """Why the .index and the .timeindex are rebuilt (None: they are not)."""
+    ex = sc.existing
+    rule = f"the broker's recovery rule, index.interval.bytes {sc.builder.index_interval_bytes}"
+    if modified:
+        return (f"the segment's log changes: rebuilt by {rule}",) * 2
+    if force:
+        return (f"rebuilt by {rule}",) * 2
+    why_i = why_t = None
+    if ex.index_missing:
+        if sc.new_size > 0:
+            why_i = f"missing (the broker would recover the segment at startup): rebuilt by {rule}"
+    elif ex.index_problems:
+        why_i = f"{ex.index_problems[0]}: rebuilt by {rule}"
+    if ex.time_missing:
+        if n_ti and sc.new_size > 0:
+            why_t = f"missing (retention would see no timestamps): rebuilt by {rule}"
+    elif ex.time_problems:
+        why_t = f"{ex.time_problems[0]}: rebuilt by {rule}"
+    return why_i, why_t
+
+
+def _offset_time_actions(sc: SegScan, modified: bool, force: bool, acts: list[Action]) -> None:
+    seg, ex, b = sc.seg, sc.existing, sc.builder
     b.finish()
     new_oi, new_ti = b.offset_index_bytes(), b.time_index_bytes()
-    n_oi, n_ti = len(b.offset_entries), len(b.time_entries)
-    rule = f"the broker's recovery rule, index.interval.bytes {b.index_interval_bytes}"
-    why_i = why_t = None
-    if modified:
-        why_i = why_t = f"the segment's log changes: rebuilt by {rule}"
-    elif force:
-        why_i = why_t = f"rebuilt by {rule}"
-    else:
-        if ex.index_missing:
-            if sc.new_size > 0:
-                why_i = f"missing (the broker would recover the segment at startup): rebuilt by {rule}"
-        elif ex.index_problems:
-            why_i = f"{ex.index_problems[0]}: rebuilt by {rule}"
-        if ex.time_missing:
-            if n_ti and sc.new_size > 0:
-                why_t = f"missing (retention would see no timestamps): rebuilt by {rule}"
-        elif ex.time_problems:
-            why_t = f"{ex.time_problems[0]}: rebuilt by {rule}"
+    why_i, why_t = _rebuild_reasons(sc, modified, force, len(b.time_entries))
     if why_i is not None and new_oi != ex.index_bytes:
-        acts.append(Action("rebuild_index", seg.final_of("index"), why_i, data=new_oi, entries=n_oi,
+        acts.append(Action("rebuild_index", seg.final_of("index"), why_i, data=new_oi, entries=len(b.offset_entries),
                            source=seg.index, old_size=None if ex.index_bytes is None else len(ex.index_bytes)))
     if why_t is not None and new_ti != ex.time_bytes:
-        acts.append(Action("rebuild_index", seg.final_of("timeindex"), why_t, data=new_ti, entries=n_ti,
+        acts.append(Action("rebuild_index", seg.final_of("timeindex"), why_t, data=new_ti, entries=len(b.time_entries),
                            source=seg.timeindex, old_size=None if ex.time_bytes is None else len(ex.time_bytes)))
-    # .txnindex
+
+
+def _txn_problems(seg: Seg, data: bytes | None) -> list[str]:
+    if data is None:
+        return []
+    problems = fidx.check_txn_index(data, seg.base, path=str(seg.txnindex))
+    rest = fidx.trailing_bytes(data, fidx.TXN_ENTRY)
+    if rest:
+        problems.append(f"{rest} trailing bytes (a partial entry)")
+    return problems
+
+
+def _txn_actions(sc: SegScan, modified: bool, force: bool, indexes_only: bool, acts: list[Action],
+                 probs: list[Finding]) -> None:
+    seg = sc.seg
     data = _read(seg.txnindex)
-    sane = True
-    problems: list[str] = []
-    if data is not None:
-        problems = fidx.check_txn_index(data, seg.base, path=str(seg.txnindex))
-        rest = fidx.trailing_bytes(data, fidx.TXN_ENTRY)
-        if rest:
-            problems.append(f"{rest} trailing bytes (a partial entry)")
-        sane = not problems
+    problems = _txn_problems(seg, data)
     rebuilt = fidx.encode_txn_index(sc.txn_entries) if sc.txn_ok else None
-    new = None
-    why = None
-    if data is not None and sane and modified:
+    new = why = None
+    if data is not None and not problems and modified:
         kept = [t for t in fidx.parse_txn_index(data) if t.last_offset in sc.kept_markers]
-        new = fidx.encode_txn_index(kept)
-        why = "the segment's log changes: entries whose marker was cut are dropped"
-    elif data is not None and not sane:
-        if rebuilt is not None:
-            new, why = rebuilt, f"{problems[0]}: rebuilt from the transaction markers"
-        else:
-            good = [t for t in fidx.parse_txn_index(data[: len(data) - len(data) % fidx.TXN_ENTRY])
-                    if t.version <= fidx.TXN_INDEX_VERSION and t.last_offset >= seg.base]
-            new, why = fidx.encode_txn_index(good), f"{problems[0]}: the bad entries are dropped"
-    elif rebuilt is not None and (force or modified or (ex.index_missing and not indexes_only)) and \
+        new, why = fidx.encode_txn_index(kept), "the segment's log changes: entries whose marker was cut are dropped"
+    elif problems and rebuilt is not None:
+        new, why = rebuilt, f"{problems[0]}: rebuilt from the transaction markers"
+    elif problems:
+        good = [t for t in fidx.parse_txn_index(data[: len(data) - len(data) % fidx.TXN_ENTRY])
+                if t.version <= fidx.TXN_INDEX_VERSION and t.last_offset >= seg.base]
+        new, why = fidx.encode_txn_index(good), f"{problems[0]}: the bad entries are dropped"
+    elif rebuilt is not None and (force or modified or (sc.existing.index_missing and not indexes_only)) and \
             (data is not None or rebuilt):
         new, why = rebuilt, "rebuilt from the transaction markers"
     if new is not None and new != data:
@@ -801,11 +240,11 @@ def _index_actions(sc: _SegScan, *, force: bool, indexes_only: bool, acts: list[
                            entries=len(new) // fidx.TXN_ENTRY, source=seg.txnindex,
                            old_size=None if data is None else len(data)))
     elif force and not sc.txn_ok and data is not None:
-        probs.append(Problem("warning", "index_not_rebuilt", str(seg.txnindex),
+        probs.append(Finding("warning", "index_not_rebuilt", str(seg.txnindex),
                              f"transaction index kept: {sc.ctx.txn_error}"))
 
 
-def _cut_action(sc: _SegScan) -> Action | None:
+def _cut_action(sc: SegScan) -> Action | None:
     if not sc.cuts:
         return None
     cuts = sc.cuts
@@ -845,7 +284,7 @@ def _segment_records(log: Path) -> tuple[int | None, int | None, int | None]:
     return first, last, records
 
 
-def _quarantine_segment(seg: _Seg, reason: str, acts: list[Action]) -> None:
+def _quarantine_segment(seg: Seg, reason: str, acts: list[Action]) -> None:
     """Move a whole segment out (``--like-broker``'s deletion of the segments after a truncation); its .log
     action carries the offsets and records it removes, so the plan counts them."""
     for p in (seg.txnindex, seg.timeindex, seg.index, seg.log):
@@ -856,90 +295,40 @@ def _quarantine_segment(seg: _Seg, reason: str, acts: list[Action]) -> None:
             acts.append(a)
 
 
-def _plan_partition(g: Group, p: Partition, *, like_broker: bool, interval: int, only_bases: set[int] | None,  # noqa: C901
+def _plan_partition(g: Group, p: Partition, *, like_broker: bool, interval: int, only_bases: set[int] | None,
                     force_index: bool, indexes_only: bool, progress=None) -> None:
     acts, probs = g.actions, g.problems
     if p.kind == "delete":
-        probs.append(Problem("warning", "skipped", str(p.path), "partition marked for deletion: not repaired"))
+        probs.append(Finding("warning", "skipped", str(p.path), "partition marked for deletion: not repaired"))
         return
     full = only_bases is None
-    view = _View(p.path)
+    view = View(p.path)
     if full and not indexes_only:
-        _plan_stale(view, acts)
-        for off, kind, name, path in view.files():
-            if kind in _INDEX_KINDS and fn.segment_file(off, "log") not in view.current:
-                acts.append(Action("quarantine", path, "orphan index file without a .log (the broker deletes it)",
-                                   old_size=_size(path)))
-                del view.current[name]
-        for t in view.temps:
-            acts.append(Action("delete", t, "leftover temporary file of an interrupted kltool run (a partial copy)",
-                               old_size=_size(t)))
+        _plan_leftovers(view, acts)
     elif indexes_only and any(t for _o, _k, t, _e in view.entries):
-        probs.append(Problem("warning", "stale_file", str(p.path), "leftover .swap/.cleaned/.deleted files are "
+        probs.append(Finding("warning", "stale_file", str(p.path), "leftover .swap/.cleaned/.deleted files are "
                              "not handled by rebuild-index (use verify --repair)"))
     segs = view.segments()
     if full and not indexes_only and not like_broker:
         _plan_segment_names(view, segs, acts)
-    ctx = _Ctx(_snapshot_open_txns(view, segs[0].base if segs else None))
+    ctx = Ctx(snapshot_open_txns(view, segs[0].base if segs else None))
     ctx.known_epochs = checkpoint_epochs(p.path)
-    scans: list[_SegScan] = []
-    later: list[_Seg] = []
-    for i, s in enumerate(segs):
-        if scans and scans[-1].stopped:
-            later.append(s)
-            continue
-        if only_bases is not None and s.base not in only_bases:
-            continue
-        if ctx.last is not None and s.base <= ctx.last:
-            probs.append(Problem("error", "offset_order", str(s.log), f"segment base offset {s.base} is not above "
-                                 f"the previous segment's last offset {ctx.last}"))
-        sc = _SegScan(s, ctx, like_broker=like_broker and not indexes_only, interval=interval,
-                      is_active=(i == len(segs) - 1), progress=progress,
-                      next_base=segs[i + 1].base if i + 1 < len(segs) else None)
-        sc.run()
-        scans.append(sc)
+    scans, later = _scan_segments(segs, ctx, probs, like_broker=like_broker and not indexes_only, interval=interval,
+                                  only_bases=only_bases, progress=progress)
     for s in reversed(later):
         _quarantine_segment(s, f"after the truncation in {scans[-1].seg.final.name}: the broker's recovery deletes "
                                f"every later segment", acts)
     for sc in scans:
         if indexes_only and sc.modified:
-            probs.append(Problem("error", "damaged", str(sc.seg.log), "the log is damaged: indexes not rebuilt "
+            probs.append(Finding("error", "damaged", str(sc.seg.log), "the log is damaged: indexes not rebuilt "
                                  "(run kltool verify --repair)"))
             continue
-        for pos, old, new in sc.fixes:
-            if pos in sc.field_fixes:
-                acts.append(Action("fix_field", sc.seg.final, sc.field_fixes[pos], position=pos, old_byte=old,
-                                   new_byte=new, source=sc.seg.log))
-                continue
-            acts.append(Action("fix_magic", sc.seg.final, f"the batch at byte {pos - 16} is valid (its CRC checks) "
-                               f"with magic {new}: only its magic byte was damaged", position=pos, old_byte=old,
-                               new_byte=new, source=sc.seg.log))
-        idx: list[Action] = []
-        _index_actions(sc, force=force_index, indexes_only=indexes_only, acts=idx, probs=probs)
-        cut = _cut_action(sc)
-        if cut is None:
-            acts.extend(idx)
-            continue
-        # A log about to change: first the time and txn indexes, then the old offset index moves aside (a
-        # broker started before the run ends finds no .index and recovers the segment, so it never trusts
-        # stale positions), then the cut, and the new offset index last. A run killed anywhere converges.
-        new_index = [a for a in idx if a.file.suffix == ".index"]
-        acts.extend(a for a in idx if a.file.suffix != ".index")
-        if new_index and sc.seg.index is not None:
-            acts.append(Action("quarantine", sc.seg.index, "moved aside while the log changes (a broker started "
-                               "meanwhile rebuilds a missing .index); rewritten after the cut",
-                               old_size=_size(sc.seg.index)))
-            for a in new_index:
-                a.source = None
-        acts.append(cut)
-        acts.extend(new_index)
+        _segment_actions(sc, force_index, indexes_only, acts, probs)
     if not full or indexes_only:
         return
     # The log end offset after the plan.
     final = [s for s in segs if s not in later]
-    if not final:
-        return
-    last_scan = next((sc for sc in scans if sc.seg is final[-1]), None)
+    last_scan = next((sc for sc in scans if sc.seg is final[-1]), None) if final else None
     if last_scan is None:
         return
     leo = last_scan.kept_last + 1 if last_scan.kept_last is not None else final[-1].base
@@ -947,7 +336,73 @@ def _plan_partition(g: Group, p: Partition, *, like_broker: bool, interval: int,
     _plan_partition_files(view, p, leo, ctx, acts)
 
 
-def _plan_partition_files(view: _View, p: Partition, leo: int, ctx: _Ctx, acts: list[Action]) -> None:
+def _plan_leftovers(view: View, acts: list[Action]) -> None:
+    """Stale files (:func:`plan_stale`), orphan index files and kltool's own temporary files."""
+    plan_stale(view, acts)
+    for off, kind, name, path in view.files():
+        if kind in INDEX_KINDS and fn.segment_file(off, "log") not in view.current:
+            acts.append(Action("quarantine", path, "orphan index file without a .log (the broker deletes it)",
+                               old_size=_size(path)))
+            del view.current[name]
+    for t in view.temps:
+        acts.append(Action("delete", t, "leftover temporary file of an interrupted kltool run (a partial copy)",
+                           old_size=_size(t)))
+
+
+def _scan_segments(segs: list[Seg], ctx: Ctx, probs: list[Finding], *, like_broker: bool, interval: int,
+                   only_bases: set[int] | None, progress) -> tuple[list[SegScan], list[Seg]]:
+    """Scan the segments in offset order: (the scans, the segments after a like-broker truncation)."""
+    scans: list[SegScan] = []
+    later: list[Seg] = []
+    for i, s in enumerate(segs):
+        if scans and scans[-1].stopped:
+            later.append(s)
+            continue
+        if only_bases is not None and s.base not in only_bases:
+            continue
+        if ctx.last is not None and s.base <= ctx.last:
+            probs.append(Finding("error", "offset_order", str(s.log), f"segment base offset {s.base} is not above "
+                                 f"the previous segment's last offset {ctx.last}"))
+        sc = SegScan(s, ctx, like_broker=like_broker, interval=interval, is_active=(i == len(segs) - 1),
+                     progress=progress, next_base=segs[i + 1].base if i + 1 < len(segs) else None)
+        sc.run()
+        scans.append(sc)
+    return scans, later
+
+
+def _segment_actions(sc: SegScan, force_index: bool, indexes_only: bool, acts: list[Action],
+                     probs: list[Finding]) -> None:
+    """The actions of one scanned segment: in-place fixes, index rebuilds, the cut, in a safe order."""
+    for pos, old, new in sc.fixes:
+        if pos in sc.field_fixes:
+            acts.append(Action("fix_field", sc.seg.final, sc.field_fixes[pos], position=pos, old_byte=old,
+                               new_byte=new, source=sc.seg.log))
+            continue
+        acts.append(Action("fix_magic", sc.seg.final, f"the batch at byte {pos - 16} is valid (its CRC checks) "
+                           f"with magic {new}: only its magic byte was damaged", position=pos, old_byte=old,
+                           new_byte=new, source=sc.seg.log))
+    idx: list[Action] = []
+    _index_actions(sc, force=force_index, indexes_only=indexes_only, acts=idx, probs=probs)
+    cut = _cut_action(sc)
+    if cut is None:
+        acts.extend(idx)
+        return
+    # A log about to change: first the time and txn indexes, then the old offset index moves aside (a
+    # broker started before the run ends finds no .index and recovers the segment, so it never trusts
+    # stale positions), then the cut, and the new offset index last. A run killed anywhere converges.
+    new_index = [a for a in idx if a.file.suffix == ".index"]
+    acts.extend(a for a in idx if a.file.suffix != ".index")
+    if new_index and sc.seg.index is not None:
+        acts.append(Action("quarantine", sc.seg.index, "moved aside while the log changes (a broker started "
+                           "meanwhile rebuilds a missing .index); rewritten after the cut",
+                           old_size=_size(sc.seg.index)))
+        for a in new_index:
+            a.source = None
+    acts.append(cut)
+    acts.extend(new_index)
+
+
+def _plan_partition_files(view: View, p: Partition, leo: int, ctx: Ctx, acts: list[Action]) -> None:
     from ...format.checkpoints import encode_leader_epoch_checkpoint, parse_leader_epoch_checkpoint
     from ...format.snapshot import parse_snapshot
 
@@ -1017,7 +472,7 @@ def _plan_root(g: Group) -> None:
         try:
             cp = parse_offset_checkpoint(raw.decode("utf-8"))
         except (CorruptDataError, UnicodeDecodeError) as e:
-            g.problems.append(Problem("error", "checkpoint_corrupt", str(path), getattr(e, "message", str(e))))
+            g.problems.append(Finding("error", "checkpoint_corrupt", str(path), getattr(e, "message", str(e))))
             continue
         new = dict(cp)
         notes = []
@@ -1058,66 +513,86 @@ def _in_backup(path: Path, cache: dict[Path, bool]) -> bool:
     return hit
 
 
-def _groups(sel: Selection) -> list[Group]:  # noqa: C901
-    from ...format.names import classify
+def _groups(sel: Selection) -> list[Group]:
+    """The selection in groups, one per log dir (or the directory that holds the selected partitions); what
+    lies inside a kltool backup directory is skipped (a warning)."""
+    gr = _Grouper()
+    for ld in sel.logdirs:
+        if gr.skip(ld.path, ld.path):
+            gr.skipped_set.add(ld.path)
+            continue
+        gr.group(ld.path, ld).whole_logdir = True
+    for p in sel.partitions:
+        if gr.skip(p.path, None if p.logdir is not None and p.logdir.path in gr.skipped_set else p.path):
+            continue
+        g = gr.group(p.logdir.path if p.logdir is not None else p.path.parent, p.logdir)
+        if gr.first(g, p.path):
+            g.partitions.append(p)
+    selected_dirs = {Path(os.path.abspath(p.path)) for p in sel.partitions}
+    for f in sel.files:
+        if not gr.skip(f.parent, f):
+            gr.file(f, selected_dirs)
+    gr.report_skipped()
+    return list(gr.groups.values())
 
-    groups: dict[Path, Group] = {}
-    cache: dict[Path, bool] = {}
-    skipped: list[Path] = []
-    skipped_set: set[Path] = set()
-    members: set[tuple[Path, object]] = set()  # (group root, partition dir or (dir, base)): linear, not a list scan
 
-    def group(root: Path, logdir: LogDir | None) -> Group:
+class _Grouper:
+    def __init__(self):
+        self.groups: dict[Path, Group] = {}
+        self.cache: dict[Path, bool] = {}
+        self.skipped: list[Path] = []
+        self.skipped_set: set[Path] = set()
+        self.members: set[tuple[Path, object]] = set()  # (group root, partition dir or (dir, base)): no list scan
+
+    def group(self, root: Path, logdir: LogDir | None) -> Group:
         key = Path(os.path.abspath(root))
-        g = groups.get(key)
+        g = self.groups.get(key)
         if g is None:
-            g = groups[key] = Group(key, logdir)
+            g = self.groups[key] = Group(key, logdir)
         if g.logdir is None and logdir is not None:
             g.logdir = logdir
         return g
 
-    for ld in sel.logdirs:
-        if _in_backup(ld.path, cache):
-            skipped.append(ld.path)
-            skipped_set.add(ld.path)
-            continue
-        group(ld.path, ld).whole_logdir = True
-    for p in sel.partitions:
-        if _in_backup(p.path, cache):
-            if p.logdir is None or p.logdir.path not in skipped_set:
-                skipped.append(p.path)
-            continue
-        g = group(p.logdir.path if p.logdir is not None else p.path.parent, p.logdir)
-        if (g.root, p.path) not in members:
-            members.add((g.root, p.path))
-            g.partitions.append(p)
-    selected_dirs = {Path(os.path.abspath(p.path)) for p in sel.partitions}
-    for f in sel.files:
-        if _in_backup(f.parent, cache):
-            skipped.append(f)
-            continue
+    def skip(self, path: Path, report: Path | None) -> bool:
+        """Is ``path`` inside a backup directory? (``report``: what to name as skipped, None: nothing.)"""
+        if not _in_backup(path, self.cache):
+            return False
+        if report is not None:
+            self.skipped.append(report)
+        return True
+
+    def first(self, g: Group, member) -> bool:
+        if (g.root, member) in self.members:
+            return False
+        self.members.add((g.root, member))
+        return True
+
+    def file(self, f: Path, selected_dirs: set[Path]) -> None:
+        from ...format.names import classify
+
         kind, base = classify(f)
         pdir = Path(os.path.abspath(f.parent))
-        if kind in ("log", *_INDEX_KINDS) and base is not None and not f.name.count(".") > 1:
+        if kind in ("log", *INDEX_KINDS) and base is not None and not f.name.count(".") > 1:
             if pdir in selected_dirs:
-                continue
-            g = group(pdir.parent, None)
-            if (g.root, (pdir, base)) not in members:
-                members.add((g.root, (pdir, base)))
+                return
+            g = self.group(pdir.parent, None)
+            if self.first(g, (pdir, base)):
                 g.files.append((pdir, base))
         else:
-            g = group(pdir, None)
-            g.problems.append(Problem("warning", "skipped", str(f), "repair works on segments (.log and its "
-                                      "index files), partition directories and log dirs; this file is not repaired"))
-    if skipped:
-        g = next(iter(groups.values()), None)
+            self.group(pdir, None).problems.append(Finding(
+                "warning", "skipped", str(f), "repair works on segments (.log and its index files), partition "
+                "directories and log dirs; this file is not repaired"))
+
+    def report_skipped(self) -> None:
+        if not self.skipped:
+            return
+        g = next(iter(self.groups.values()), None)
         if g is None:
-            raise UsageError(f"{skipped[0]} is inside a kltool backup directory: never repaired (restore it with "
-                             f"kltool restore MANIFEST)")
-        for path in skipped:
-            g.problems.append(Problem("warning", "skipped", str(path), "inside a kltool backup directory: not "
+            raise UsageError(f"{self.skipped[0]} is inside a kltool backup directory: never repaired (restore it "
+                             f"with kltool restore MANIFEST)")
+        for path in self.skipped:
+            g.problems.append(Finding("warning", "skipped", str(path), "inside a kltool backup directory: not "
                                       "repaired"))
-    return list(groups.values())
 
 
 def plan_repair(sel: Selection, *, like_broker: bool = False, interval: int = DEFAULT_INDEX_INTERVAL_BYTES,
@@ -1147,7 +622,7 @@ def _plan_group(g: Group, *, like_broker, interval, indexes_only, force_index, p
         _plan_root(g)
     if g.logdir is not None and g.whole_logdir and not indexes_only:
         for d in g.logdir.unknown_dirs:
-            g.problems.append(Problem("error", "unknown_dir", str(d), "not a topic-partition directory: a broker "
+            g.problems.append(Finding("error", "unknown_dir", str(d), "not a topic-partition directory: a broker "
                                       "refuses to start with it in its log dir (move it out; not done by repair)"))
 
 

@@ -7,7 +7,7 @@ rules (``OffsetIndex``, ``TimeIndex``, ``TransactionIndex`` and their ``sanityCh
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 
 from ...errors import CorruptDataError
@@ -20,24 +20,22 @@ from ..epochs import EpochWatch, checkpoint_epochs
 from ..findings import Finding
 from ..logdir import LogDir, Selection
 from ..partition import Partition
-from ..scan import HOLD, BatchRun, Damage, FileSpan, records_of, walk
+from ..scan import HOLD, BatchRun, Damage, records_of, walk
 from ..segment import Segment
+from . import batch_rules as rules
 from .index_check import IndexChecker
-
-INT32_MAX = 2**31 - 1
 
 
 class VerifyStats(Plain):
     """Counts of a verify run. ``uncounted_wrappers``: compressed v0/v1 messages whose records a shallow
-    verify did not count; ``segment_ends``: partition path -> the log end offset seen; ``last_batches``
-    (bookkeeping, not compared or shown): .log -> its last batch (_odd_one_out)."""
+    verify did not count; ``segment_ends``: partition path -> the log end offset seen."""
 
     _fields = ("partitions", "segments", "files", "batches", "records", "bytes", "errors", "warnings", "lost_bytes",
                "uncounted_wrappers", "segment_ends")
 
     def __init__(self, partitions: int = 0, segments: int = 0, files: int = 0, batches: int = 0, records: int = 0,
                  bytes: int = 0, errors: int = 0, warnings: int = 0, lost_bytes: int = 0,  # noqa: A002
-                 uncounted_wrappers: int = 0, segment_ends: dict | None = None, last_batches: dict | None = None):
+                 uncounted_wrappers: int = 0, segment_ends: dict | None = None):
         self.partitions = partitions
         self.segments = segments
         self.files = files
@@ -49,7 +47,6 @@ class VerifyStats(Plain):
         self.lost_bytes = lost_bytes
         self.uncounted_wrappers = uncounted_wrappers
         self.segment_ends = {} if segment_ends is None else segment_ends
-        self.last_batches = {} if last_batches is None else last_batches
 
 
 def _err(kind, file, msg, position=None, offset=None, length=None):
@@ -80,107 +77,133 @@ def _check_txn_index(seg: Segment) -> list[Finding]:
     return out
 
 
-def verify_log_file(path: Path, *, base_offset: int | None, deep: bool, stats: VerifyStats,  # noqa: C901
+class LogEnd(Plain):
+    """What the check of one ``.log`` hands on to the next segment's: ``last``, the highest last offset of its
+    valid batches (or what came before it, None: no batch yet), and ``batch``, its last valid batch as
+    (position, first offset, last offset, the last offset before it), the one an odd-one-out test blames."""
+
+    __slots__ = _fields = ("last", "batch")
+
+    def __init__(self, last: int | None, batch: tuple | None):
+        self.last = last
+        self.batch = batch
+
+
+def verify_log_file(path: Path, *, base_offset: int | None, deep: bool, stats: VerifyStats,
                     progress: Callable[[int], None] | None = None, prev_last: int | None = None,
                     index_check: IndexChecker | None = None, live_tail: bool = False,
-                    epochs: EpochWatch | None = None) -> Iterator[Finding]:
-    """Findings for one ``.log`` file. Returns (via ``stats.segment_ends``) nothing; yields findings.
-    ``epochs`` follows the partition's leader epochs across its segments (a file alone: its own)."""
-    if epochs is None:
-        epochs = EpochWatch()
-    last = prev_last
-    first_problem = None
-    prev = None  # the previous valid batch: (position, base offset, last offset, the last offset before it), or a run
+                    epochs: EpochWatch | None = None) -> Generator[Finding, None, LogEnd]:
+    """Findings for one ``.log`` file, by the batch rules (:mod:`kltool.storage.check.batch_rules`); returns
+    (the generator's value, ``end = yield from verify_log_file(...)``) a :class:`LogEnd`. ``prev_last`` is
+    the last offset before the file; ``epochs`` follows the partition's leader epochs across its segments
+    (a file alone: its own)."""
+    check = _LogCheck(path, base_offset, deep, stats, index_check, live_tail,
+                      epochs if epochs is not None else EpochWatch(), prev_last)
     for item in walk(path, with_data=deep, progress=progress, runs=True, prev_last=prev_last, base_offset=base_offset,
                      deep=deep, want_cols=index_check is not None and index_check.pending, hold_limit=HOLD):
         if type(item) is BatchRun:  # batches the C walker checked: nothing to report, only to count
-            stats.batches += item.batches
-            stats.bytes += item.size
-            stats.records += item.records
-            if index_check is not None:
-                index_check.run(item)
-            base, first_last, epoch = item.first()
-            odd_epoch = epochs.batches(epoch, item.batches, path, item.position, base, first_last)
-            if odd_epoch is not None:
-                yield odd_epoch
-            prev = (item, last)
-            last = item.last_offset
-            continue
-        if isinstance(item, Damage):  # (no gap for the epochs: a repair cuts it, its neighbours meet)
-            where = "" if item.resumed_at is None else f"; valid batches resume at byte {item.resumed_at}"
-            if live_tail and item.resumed_at is None:
-                # The active segment of a running broker: a write in progress, or preallocated space.
-                yield _warn(item.kind, path, f"{item.message} (a broker or another kltool holds this log dir: probably a "
-                            f"write in progress or preallocated space)", position=item.position, length=item.length)
-                continue
-            stats.lost_bytes += item.length
-            yield _err(item.kind, path, f"{item.message}{where}", position=item.position, length=item.length)
-            if first_problem is None:
-                first_problem = item.position
-            continue
-        h = item
+            f = check.run(item)
+            if f is not None:
+                yield f
+        elif isinstance(item, Damage):
+            yield check.damage(item)
+        else:
+            yield from check.batch(item)
+    return LogEnd(check.last, check.prev)
+
+
+class _LogCheck:
+    """The state of one file's check, in file order: the last offset so far and the previous valid batch
+    (position, first offset, last offset, the last offset before it)."""
+
+    __slots__ = ("path", "base_offset", "deep", "stats", "index_check", "live_tail", "epochs", "last", "prev")
+
+    def __init__(self, path, base_offset, deep, stats, index_check, live_tail, epochs, last):
+        self.path = path
+        self.base_offset = base_offset
+        self.deep = deep
+        self.stats = stats
+        self.index_check = index_check
+        self.live_tail = live_tail
+        self.epochs = epochs
+        self.last = last
+        self.prev = None
+
+    def run(self, item: BatchRun) -> Finding | None:
+        stats = self.stats
+        stats.batches += item.batches
+        stats.bytes += item.size
+        stats.records += item.records
+        if self.index_check is not None:
+            self.index_check.run(item)
+        base, first_last, epoch = item.first()
+        found = self.epochs.batches(epoch, item.batches, self.path, item.position, base, first_last)
+        pos, tail_base, before = item.tail
+        self.prev = (pos, tail_base, item.last_offset, self.last if item.batches == 1 else before)
+        self.last = item.last_offset
+        return found
+
+    def damage(self, item: Damage) -> Finding:
+        # (no gap for the epochs: a repair cuts it, its neighbours meet)
+        if self.live_tail and item.resumed_at is None:
+            # The active segment of a running broker: a write in progress, or preallocated space.
+            return _warn(item.kind, self.path, f"{item.message} (a broker or another kltool holds this log dir: "
+                         f"probably a write in progress or preallocated space)", position=item.position,
+                         length=item.length)
+        where = "" if item.resumed_at is None else f"; valid batches resume at byte {item.resumed_at}"
+        self.stats.lost_bytes += item.length
+        return Finding(rules.damage_rule(item.kind), item.kind, str(self.path), f"{item.message}{where}",
+                       item.position, None, item.length)
+
+    def _count(self, h: BatchHeader) -> None:
+        stats = self.stats
         stats.batches += 1
         stats.bytes += h.size
         if h.count is not None:
             stats.records += h.count
         elif h.compression == 0:
             stats.records += 1  # an uncompressed v0/v1 message is one record
-        elif not deep:
+        elif not self.deep:
             stats.uncounted_wrappers += 1
-        if h.crc_valid and h.magic == 2:
-            odd_epoch = epochs.batches(h.partition_leader_epoch, 1, path, h.position, h.base_offset, h.last_offset)
+
+    def batch(self, h: BatchHeader) -> Iterator[Finding]:
+        self._count(h)
+        path = self.path
+        if not h.crc_valid:
+            yield _finding(path, rules.crc_violation(h, rules.computed_crc(path, h)), h.position, length=h.size)
+            return
+        if h.magic == 2:
+            odd_epoch = self.epochs.batches(h.partition_leader_epoch, 1, path, h.position, h.base_offset,
+                                            h.last_offset)
             if odd_epoch is not None:
                 yield odd_epoch
-        elif h.crc_valid:
-            epochs.gap()  # a v0/v1 message
-        if not h.crc_valid:
-            computed = _computed_crc(path, h)
-            yield _err("crc_mismatch", path, f"Record is corrupt (stored crc = {h.crc}, computed crc = {computed}) "
-                       f"in batch {h.base_offset}..{h.last_offset}", position=h.position, offset=h.base_offset,
-                       length=h.size)
-            if first_problem is None:
-                first_problem = h.position
-            continue
-        lo = h.base_offset if h.magic == 2 else h.last_offset
-        odd = _odd_one_out(prev, lo, last, path)
+        else:
+            self.epochs.gap()  # a v0/v1 message
+        lo = rules.first_offset(h)
+        odd = _odd_one_out(self.prev, lo, self.last)
         if odd is not None:
             # the previous batch, not this one, is out of line: its offset field (not covered by the CRC)
             yield _odd_field_finding(path, odd, lo)
-            last = odd[3]
-        elif last is not None and lo <= last:
-            yield _err("offset_order", path, f"batch offsets {h.base_offset}..{h.last_offset} do not follow the "
-                       f"previous batch's last offset {last} (the offset field is not covered by the CRC: when the "
-                       f"batches after it follow on, only this field is damaged)", position=h.position,
-                       offset=h.base_offset)
-        elif base_offset is not None:
-            if h.last_offset < base_offset or (h.magic == 2 and h.base_offset < base_offset):
-                yield _err("offset_order", path, f"batch offset {h.base_offset} is below the segment's base offset "
-                           f"{base_offset}", position=h.position, offset=h.base_offset)
-            elif h.last_offset - base_offset > INT32_MAX:
-                yield _warn("offset_overflow", path, f"offset {h.last_offset} is more than 2^31-1 past the segment's "
-                            f"base offset {base_offset}: the broker will split this segment",
-                            position=h.position, offset=h.last_offset)
-        if h.magic == 2 and h.last_offset < h.base_offset:
-            yield _err("invalid_batch", path, f"negative last offset delta ({h.last_offset - h.base_offset})",
-                       position=h.position, offset=h.base_offset)
-        if h.magic == 2 and h.count is not None and h.count < 0:
-            yield _err("invalid_batch", path, f"Found invalid record count {h.count}", position=h.position,
-                       offset=h.base_offset)
-        if deep or (h.is_control and h.producer_id >= 0):
-            yield from _check_records(path, h, deep, stats)
-        if index_check is not None:
-            index_check.batch(h)
-        if h.crc_valid:
-            prev = (h.position, lo, h.last_offset, last)
-        if last is None or h.last_offset > last:
-            last = h.last_offset
-    stats.segment_ends[str(path)] = last
-    stats.last_batches[str(path)] = prev
+            self.last = odd[3]
+        for v in rules.header_violations(h, self.last, self.base_offset):
+            yield _finding(path, v, h.position)
+        if self.deep or (h.is_control and h.producer_id >= 0):
+            yield from _check_records(path, h, self.deep, self.stats)
+        if self.index_check is not None:
+            self.index_check.batch(h)
+        self.prev = (h.position, lo, h.last_offset, self.last)
+        if self.last is None or h.last_offset > self.last:
+            self.last = h.last_offset
+
+
+def _finding(path, v: rules.Violation, position: int, length: int | None = None) -> Finding:
+    return Finding(v.severity, v.kind, str(path), v.message, position, v.offset, length)
 
 
 def _check_records(path: Path, h: BatchHeader, deep: bool, stats: VerifyStats) -> Iterator[Finding]:
     """Findings for the records of batch ``h``, read a bounded group at a time (records_of): a record over
-    --max-record-bytes is record_too_large, anything Kafka's reader rejects record_corrupt."""
+    --max-record-bytes is record_too_large, anything Kafka's reader rejects record_corrupt (an unreadable
+    transaction marker: invalid_control, the batch rule)."""
     n = 0
     prev = None
     control = None
@@ -207,14 +230,15 @@ def _check_records(path: Path, h: BatchHeader, deep: bool, stats: VerifyStats) -
             msg = e.message if e.message.startswith("batch ") else f"batch {h.base_offset}..{h.last_offset}: {e.message}"
             yield _err("record_too_large", path, msg, position=h.position,
                        offset=e.offset if e.offset is not None else h.base_offset)
+        elif (v := rules.control_violation(h, None, e.message)) is not None:
+            yield _finding(path, v, e.position if e.position is not None else h.position)
         else:
             yield _err("record_corrupt", path, f"batch {h.base_offset}..{h.last_offset}: {e.message}",
                        position=e.position if e.position is not None else h.position, offset=h.base_offset)
         return
-    if h.is_control and h.producer_id >= 0 and control is not None and control not in ("COMMIT", "ABORT"):
-        yield _err("invalid_control", path, f"transactional control batch {h.base_offset} holds a "
-                   f"{control} record, not COMMIT/ABORT: the broker's log load fails on it",
-                   position=h.position, offset=h.base_offset)
+    v = rules.control_violation(h, control)
+    if v is not None:
+        yield _finding(path, v, h.position)
     if h.magic < 2 and h.compression != 0:
         stats.records += n
 
@@ -226,60 +250,31 @@ def _odd_field_finding(path, odd, lo: int) -> Finding:
                 f"fix its value, else cuts only that batch", position=pos, offset=base)
 
 
-def _odd_one_out(prev, lo: int, last: int | None, path: Path):
-    """When the batch at ``lo`` breaks the offset order only because the batch before it jumped ahead (that
-    one's offset field, which the CRC does not cover, is wrong: it is above this batch while this one still
-    follows the batch before it), the previous batch as (position, offset, last offset, the last offset
-    before it); else None."""
+def _odd_one_out(prev, lo: int, last: int | None):
+    """When the batch at ``lo`` breaks the offset order only because the batch before it (``prev``: position,
+    first offset, last offset, the last offset before it) jumped ahead (that one's offset field, which the CRC
+    does not cover, is wrong: it is above this batch while this one still follows the batch before it),
+    ``prev``; else None."""
     if prev is None or last is None or lo > last:
         return None
-    if isinstance(prev[0], BatchRun):
-        run, before_run = prev
-        # the run's last two batches, read again from the file (only on this rare path)
-        hs = [h for h in walk(path, start=run.position, end=run.end) if isinstance(h, BatchHeader)][-2:]
-        if not hs or hs[-1].last_offset != run.last_offset:
-            return None
-        before = hs[0].last_offset if len(hs) == 2 else before_run
-        prev = (hs[-1].position, hs[-1].base_offset, hs[-1].last_offset, before)
     _pos, _base, plast, before = prev
     if plast != last or (before is not None and lo <= before):
         return None
     return prev
 
 
-def _computed_crc(path: Path, h: BatchHeader) -> int:
-    """The CRC the batch's bytes give (read in steps when the walker did not hold them)."""
-    import zlib
-
-    from ...format.speedups import crc32c
-
-    func, skip = (crc32c, 21) if h.magic >= 2 else (zlib.crc32, 16)
-    if h.data is not None:
-        return func(memoryview(h.data)[skip:h.size])
-    value = 0
-    with open(path, "rb") as f:
-        span = FileSpan(f.fileno(), h.position + skip, h.position + h.size)
-        while True:
-            data = span.read(4 << 20)
-            if not data:
-                return value
-            value = func(data, value)
-
-
 def verify_partition(p: Partition, *, deep: bool = False, stats: VerifyStats,
                      progress: Callable[[int], None] | None = None) -> Iterator[Finding]:
     stats.partitions += 1
     segs = p.segments
-    last = None
+    end = LogEnd(None, None)  # what the segments so far hand on
     epochs = EpochWatch(checkpoint_epochs(p.path))
     for i, seg in enumerate(segs):
         stats.segments += 1
         size = seg.size
         is_active = i == len(segs) - 1
-        odd = None
-        if i and last is not None and seg.base_offset <= last:
-            prev_log = segs[i - 1].log_path
-            odd = _odd_one_out(stats.last_batches.get(str(prev_log)), seg.base_offset, last, prev_log)
+        last = end.last
+        odd = _odd_one_out(end.batch, seg.base_offset, last) if i else None
         if odd is not None:  # the previous segment's last batch jumped past this segment's base offset
             yield _odd_field_finding(segs[i - 1].log_path, odd, seg.base_offset)
             last = odd[3]
@@ -287,30 +282,23 @@ def verify_partition(p: Partition, *, deep: bool = False, stats: VerifyStats,
             yield _err("offset_order", seg.log_path, f"segment base offset {seg.base_offset} is not above the "
                        f"previous segment's last offset {last}", offset=seg.base_offset)
         content_base = seg.base_offset
-        firsts = [h for h in walk(seg.log_path, end=min(size, 1 << 20)) if isinstance(h, BatchHeader)
-                  and h.crc_valid][:2] if size else []
-        first = firsts[0] if firsts else None
-        agree = len(firsts) == 1 or (len(firsts) == 2 and first.last_offset < firsts[1].base_offset < seg.base_offset)
-        if first is not None and first.magic == 2 and 0 <= first.base_offset < seg.base_offset and agree and \
-                (last is None or first.base_offset > last) and \
-                (i + 1 == len(segs) or first.last_offset < segs[i + 1].base_offset):
+        named = _misnamed(seg, size, last, segs[i + 1].base_offset if i + 1 < len(segs) else None)
+        if named is not None:
             # one finding for a wrong file name, not one per batch "below the segment's base offset"
-            content_base = first.base_offset
+            content_base = named
             yield _err("segment_base_offset", seg.log_path, f"the file name says base offset {seg.base_offset} but "
-                       f"its batches start at {first.base_offset} (the name is covered by no CRC): kltool verify "
-                       f"--repair renames the segment and rebuilds its indexes", offset=first.base_offset)
+                       f"its batches start at {named} (the name is covered by no CRC): kltool verify "
+                       f"--repair renames the segment and rebuilds its indexes", offset=named)
         ic = _index_checker(seg, is_active, size)
         early = len(ic.findings)
         yield from ic.findings
         yield from _check_txn_index(seg)
-        yield from verify_log_file(seg.log_path, base_offset=content_base, deep=deep, stats=stats,
-                                   live_tail=is_active and _broker_running(p),
-                                   progress=progress, prev_last=last, index_check=ic, epochs=epochs)
+        seg_end = yield from verify_log_file(seg.log_path, base_offset=content_base, deep=deep, stats=stats,
+                                             live_tail=is_active and _broker_running(p), progress=progress,
+                                             prev_last=last, index_check=ic, epochs=epochs)
         yield from ic.finish()[early:]
-        seg_last = stats.segment_ends.get(str(seg.log_path))
-        if seg_last is not None:
-            last = seg_last
-    leo = (last + 1) if last is not None else (segs[-1].base_offset if segs else 0)
+        end = LogEnd(seg_end.last if seg_end.last is not None else last, seg_end.batch)
+    leo = (end.last + 1) if end.last is not None else (segs[-1].base_offset if segs else 0)
     stats.segment_ends[str(p.path)] = leo
     for f in p.stale_files:
         yield _warn("stale_file", f, f"leftover {f.suffix} file from an interrupted broker operation "
@@ -324,6 +312,20 @@ def verify_partition(p: Partition, *, deep: bool = False, stats: VerifyStats,
     yield from _check_partition_files(p, leo)
     for snap in p.kraft_snapshots:
         yield from verify_log_file(snap, base_offset=None, deep=deep, stats=stats, progress=progress)
+
+
+def _misnamed(seg: Segment, size: int, last: int | None, next_base: int | None) -> int | None:
+    """The offset a segment's content starts at when its file name (which no CRC covers) is what is wrong: its
+    first batches agree with each other below the name and fit between the neighbouring segments."""
+    firsts = [h for h in walk(seg.log_path, end=min(size, 1 << 20)) if isinstance(h, BatchHeader)
+              and h.crc_valid][:2] if size else []
+    first = firsts[0] if firsts else None
+    if first is None or first.magic != 2 or not 0 <= first.base_offset < seg.base_offset:
+        return None
+    agree = len(firsts) == 1 or first.last_offset < firsts[1].base_offset < seg.base_offset
+    if agree and (last is None or first.base_offset > last) and (next_base is None or first.last_offset < next_base):
+        return first.base_offset
+    return None
 
 
 def _broker_running(p: Partition) -> bool:

@@ -1,0 +1,451 @@
+"""One segment's scan for a repair plan: :class:`SegScan` walks a segment's batches, decides what to cut
+(by the batch rules, :mod:`kltool.storage.check.batch_rules`) and what to restore in place (a magic byte, a
+length, an offset or leader-epoch field the CRC does not cover), and builds the segment's new indexes on the
+way. :class:`Ctx` is what goes on from one segment to the next."""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections import deque
+
+from ...errors import CorruptDataError, KltoolError
+from ...format import decode_records, parse_header
+from ...format.batch import V2_OVERHEAD
+from ...format.legacy import RECORD_OVERHEAD
+from ...format.records import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MIN_BATCH_SIZE_FIELD, BatchHeader
+from ..check import batch_rules as rules
+from ..check.index_check import IndexChecker
+from ..epochs import epoch_out_of_line
+from ..index_builder import IndexBuilder, TxnIndexBuilder
+from ..scan import Damage, walk
+from .plan import Cut
+from .view import Seg
+
+__all__ = ["Ctx", "Peek", "SegScan"]
+
+_MAGIC = HEADER_SIZE_UP_TO_MAGIC - 1  # the magic byte's position in a batch
+_MAX_FIX_BATCH = 64 << 20  # a magic fix is tried for batches up to this size (bigger ones are not plausible)
+
+
+class Ctx:
+    """State carried across the segments of a partition, in offset order."""
+
+    def __init__(self, open_txns: dict[int, int] | None = None):
+        self.last: int | None = None  # last offset kept so far
+        self.pending: list[Cut] = []  # damage cuts waiting for the next kept batch to bound their offsets
+        self.epochs: list[tuple[int, int]] = []  # leader epochs of the kept batches (epoch, start offset)
+        self.last_epoch: int | None = None  # the partitionLeaderEpoch of the last kept v2 batch
+        self.known_epochs: set[int] = set()  # the epochs leader-epoch-checkpoint names
+        self.txn = TxnIndexBuilder(open_txns)
+        self.txn_ok = True
+        self.txn_error = ""
+
+
+
+class Peek:
+    """The walk's items, with a look further ahead: the first CRC-valid batch after damage that the plan
+    cuts (the leader-epoch witness, epochs.epoch_out_of_line)."""
+
+    __slots__ = ("it", "ahead")
+    LIMIT = 256  # items looked at, at most
+
+    def __init__(self, it):
+        self.it = it
+        self.ahead: deque = deque()
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return self.ahead.popleft() if self.ahead else next(self.it)
+
+    def next_valid(self) -> BatchHeader | None:
+        """The first CRC-valid batch among the items still to come (they stay to come), None when damage
+        goes on to the end or for more than LIMIT items."""
+        for i in range(self.LIMIT):
+            if i == len(self.ahead):
+                x = next(self.it, None)
+                if x is None:
+                    return None
+                self.ahead.append(x)
+            x = self.ahead[i]
+            if isinstance(x, BatchHeader) and x.crc_valid:
+                return x
+        return None
+
+
+class SegScan:
+    """Walk one segment: decide what to cut and what to fix, and build its new indexes on the way."""
+
+    def __init__(self, seg: Seg, ctx: Ctx, *, like_broker: bool, interval: int, is_active: bool,
+                 progress=None, next_base: int | None = None):
+        self.seg = seg
+        self.next_base = next_base  # the next segment's base offset (its file name): bounds this one's last batch
+        self.field_fixes: dict[int, str] = {}  # position of a restored uncovered byte -> why
+        self.ctx = ctx
+        self.like_broker = like_broker
+        self.size = seg.log.stat().st_size
+        self.cuts: list[Cut] = []
+        self.fixes: list[tuple[int, int, int]] = []
+        self.shift = 0
+        self.builder: IndexBuilder | None = IndexBuilder(seg.base, interval)
+        self.builder_error = ""
+        self.existing = IndexChecker(seg.base, seg.index, seg.timeindex, log_size=self.size, is_active=is_active)
+        self.kept = 0
+        self.kept_last: int | None = None
+        self.kept_markers: set[int] = set()
+        self.stopped = False  # like-broker: truncated here
+        self.overflow: rules.Violation | None = None  # the first batch the broker splits the segment at
+        self.txn_entries: list = []
+        self.progress = progress
+        self.fd = -1
+
+    # -- the walk --------------------------------------------------------------------------------------
+    def run(self) -> None:
+        self.fd = os.open(self.seg.log, os.O_RDONLY)
+        try:
+            items = self.items = Peek(walk(self.seg.log, progress=self.progress))
+            nxt = next(items, None)
+            while nxt is not None:
+                item, nxt = nxt, next(items, None)
+                self.lookahead = nxt
+                if self.stopped:
+                    self._count_tail(item)
+                    continue
+                if isinstance(item, Damage):
+                    pos, end = item.position, item.end
+                    fixed = None if self.like_broker else self._try_fix_size(pos)
+                    if fixed is not None and fixed.end <= self.size:
+                        self._batch(fixed)
+                        items = self.items = Peek(walk(self.seg.log, start=fixed.end, progress=None))
+                        nxt = next(items, None)
+                        continue
+                    h = self._try_fix_magic(pos, end)
+                    if h is not None:
+                        self._batch(h)
+                        pos = h.end
+                        if pos >= end or self.stopped:
+                            continue
+                        self._cut(pos, end, "garbage", "unreadable bytes after a batch whose magic byte was repaired")
+                        continue
+                    first, last, records = self._hint(item)
+                    self._cut(pos, end, item.kind, item.message, first, last, records, damage=True)
+                    continue
+                h = item
+                if not h.crc_valid:
+                    fixed = self._try_fix_magic(h.position, h.end)
+                    if fixed is not None:
+                        self._batch(fixed)
+                        continue
+                    fixed = None if self.like_broker else self._try_fix_size(h.position)
+                    if fixed is not None:  # the walk trusted a damaged length: go on from the batch's true end
+                        self._batch(fixed)
+                        items = self.items = Peek(walk(self.seg.log, start=fixed.end, progress=None))
+                        nxt = next(items, None)
+                        continue
+                    v = rules.crc_violation(h, rules.computed_crc(self.seg.log, h))
+                    self._cut(h.position, h.end, v.kind, v.message, h.base_offset, h.last_offset, h.count)
+                    continue
+                self._batch(h)
+        finally:
+            os.close(self.fd)
+        self.existing.finish()
+        self.txn_entries = self.ctx.txn.take() if self.ctx.txn_ok else []
+        self.txn_ok = self.ctx.txn_ok
+
+    def _count_tail(self, item) -> None:
+        c = self.cuts[-1]
+        if isinstance(item, BatchHeader) and item.crc_valid:
+            if item.count is not None and item.count > 0:
+                c.records = (c.records or 0) + item.count
+            if c.last_offset is None or item.last_offset > c.last_offset:
+                c.last_offset = item.last_offset
+
+    def _hint(self, d: Damage) -> tuple[int | None, int | None, int | None]:
+        """Offsets a damaged region probably held: from a readable header at its start (a torn batch), else
+        from the neighbours (the next kept batch bounds it later)."""
+        first = self.ctx.last + 1 if self.ctx.last is not None else self.seg.base
+        if d.kind == "torn_tail" and d.length >= V2_OVERHEAD:
+            head = os.pread(self.fd, V2_OVERHEAD, d.position)
+            if len(head) == V2_OVERHEAD and head[_MAGIC] == 2:
+                try:
+                    h = parse_header(head, 0, check_crc=False)
+                except (CorruptDataError, ValueError, struct.error):
+                    h = None
+                if h is not None and h.base_offset >= first and h.last_offset >= h.base_offset \
+                        and h.count is not None and 0 <= h.count <= h.last_offset - h.base_offset + 1:
+                    return first, h.last_offset, h.count
+        return first, None, None
+
+    def _try_fix_magic(self, pos: int, limit: int) -> BatchHeader | None:
+        """A batch at ``pos`` that is valid once its magic byte is 2 (or 1, 0): the CRC proves it."""
+        head = os.pread(self.fd, HEADER_SIZE_UP_TO_MAGIC, pos)
+        if len(head) < HEADER_SIZE_UP_TO_MAGIC:
+            return None
+        size_field = int.from_bytes(head[8:12], "big", signed=True)
+        total = size_field + LOG_OVERHEAD
+        if size_field < MIN_BATCH_SIZE_FIELD or pos + total > limit or total > _MAX_FIX_BATCH:
+            return None
+        cur = head[_MAGIC]
+        data = bytearray(os.pread(self.fd, total, pos))
+        if len(data) != total:
+            return None
+        for m in (2, 1, 0):
+            if m == cur or (m == 2 and total < V2_OVERHEAD) or (m < 2 and size_field < RECORD_OVERHEAD[m]):
+                continue
+            data[_MAGIC] = m
+            try:
+                h = parse_header(data, 0)
+            except (CorruptDataError, ValueError, struct.error):
+                continue
+            if h.crc_valid and h.size == total:
+                h.position = pos
+                self.fixes.append((pos + _MAGIC, cur, m))  # the magic byte's position
+                return h
+        return None
+
+    def _try_fix_size(self, pos: int) -> BatchHeader | None:
+        """A batch at ``pos`` whose length field (not covered by the CRC) is damaged: the next whole, CRC-valid
+        batch after ``pos`` (or the end of the file) marks where it really ends, and its CRC over exactly that
+        span proves the rest of it intact. Restores the length field in place; returns the batch, or None."""
+        head = os.pread(self.fd, HEADER_SIZE_UP_TO_MAGIC, pos)
+        if len(head) < HEADER_SIZE_UP_TO_MAGIC or head[_MAGIC] > 2:
+            return None
+        ends = []
+        for item in walk(self.seg.log, start=pos + 1):
+            if isinstance(item, BatchHeader) and item.crc_valid:
+                ends.append(item.position)
+                break
+        ends.append(self.size)
+        for end in ends:
+            total = end - pos
+            if total > _MAX_FIX_BATCH or total < LOG_OVERHEAD + RECORD_OVERHEAD[0]:
+                continue
+            data = bytearray(os.pread(self.fd, total, pos))
+            old = bytes(data[8:12])
+            data[8:12] = (total - LOG_OVERHEAD).to_bytes(4, "big", signed=True)
+            if bytes(data[8:12]) == old:
+                continue
+            try:
+                h = parse_header(data, 0)
+            except (CorruptDataError, ValueError, struct.error):
+                continue
+            if not h.crc_valid or h.size != total:
+                continue
+            h.position = pos
+            for i in range(4):
+                if old[i] != data[8 + i]:
+                    self.fixes.append((pos + 8 + i, old[i], data[8 + i]))
+                    self.field_fixes[pos + 8 + i] = (
+                        f"the batch at byte {pos} is valid (its CRC checks over {total} bytes, up to the next whole "
+                        f"batch) but its length field (not covered by the CRC) says "
+                        f"{int.from_bytes(old, 'big', signed=True)}: restored to {total - LOG_OVERHEAD}")
+            return h
+        return None
+
+    def _uncovered_epoch(self, h: BatchHeader) -> None:
+        """A v2 batch whose partitionLeaderEpoch (not covered by the CRC) differs from the same epoch both its
+        neighbours carry, and that leader-epoch-checkpoint does not name: leader epochs never go down in a
+        log, so the field is damaged; restore the neighbours' epoch in place (the broker would otherwise add
+        the bogus epoch to its leader epoch cache at recovery)."""
+        prev, nxt = self.ctx.last_epoch, self.lookahead
+        if isinstance(nxt, Damage) or (isinstance(nxt, BatchHeader) and not nxt.crc_valid):
+            nxt = self.items.next_valid()  # what is cut between makes the next valid batch its neighbour
+        if h.magic != 2 or prev is None or not isinstance(nxt, BatchHeader) or not nxt.crc_valid or nxt.magic != 2:
+            return
+        ple = h.partition_leader_epoch
+        if not epoch_out_of_line(prev, ple, nxt.partition_leader_epoch, self.ctx.known_epochs,
+                                 nxt.base_offset > h.last_offset):
+            return
+        old = os.pread(self.fd, 4, h.position + 12)
+        new = prev.to_bytes(4, "big", signed=True)
+        for i, (a, b) in enumerate(zip(old, new, strict=True)):
+            if a != b:
+                self.fixes.append((h.position + 12 + i, a, b))
+                self.field_fixes[h.position + 12 + i] = (
+                    f"the batch at byte {h.position} is valid (its CRC checks) but its partitionLeaderEpoch field "
+                    f"(not covered by the CRC) says {ple} between batches of epoch {prev}, and "
+                    f"leader-epoch-checkpoint does not name {ple}: restored to {prev}")
+        h.partition_leader_epoch = prev
+
+    def _index_offset_at(self, position: int) -> int | None:
+        """The offset the existing .index gives for the batch at ``position`` (its last offset), if any."""
+        if not hasattr(self, "_index_by_pos"):
+            self._index_by_pos = {pos: off for off, pos in self.existing.oi}
+        return self._index_by_pos.get(position)
+
+    def _rather_this_one(self, h: BatchHeader, nxt: BatchHeader, low: int, nlo: int, delta: int | None) -> bool:
+        """Overlapping neighbours with nothing to fix either's value (a compacted log has gaps): blame this
+        batch only when a one-bit change of its offset fits it between its neighbours while no one-bit change
+        of the next batch's fits that one after it (a flipped bit is the common damage); else keep it."""
+        if delta is None or nxt.magic != 2:
+            return False
+        after = next((i for i in walk(self.seg.log, start=nxt.end) if isinstance(i, BatchHeader)), None)
+        if after is None:
+            n2lo = self.next_base
+        elif after.crc_valid and after.magic == 2:
+            n2lo = after.base_offset
+        else:
+            n2lo = None
+
+        def fits(value: int, lo_bound: int, hi: int | None, d: int) -> list[int]:
+            return [x for k in range(63) if lo_bound <= (x := value ^ (1 << k)) and (hi is None or x + d < hi)]
+
+        mine = fits(h.base_offset, low, nlo, delta)
+        theirs = fits(nxt.base_offset, h.last_offset + 1, n2lo, nxt.last_offset - nxt.base_offset)
+        if mine and not theirs:
+            return True
+        # both could be: a segment's first batch starts at the segment's base offset (its file name) as a rule
+        return bool(mine and self.ctx.last is None and self.seg.base in mine)
+
+    def _uncovered_offset(self, h: BatchHeader) -> BatchHeader | None:
+        """A CRC-valid batch whose offset field (not covered by the CRC: v2 baseOffset, v0/v1 offset) its
+        neighbours contradict: restore the field in place when the neighbours (previous last offset, next
+        base offset or the next segment's base, the .index entry at its position, its own CRC-covered
+        lastOffsetDelta) fix the only possible value; otherwise excise this one batch. Returns the batch to
+        go on with (corrected), or None when it was cut."""
+        prev = self.ctx.last
+        low = prev + 1 if prev is not None else self.seg.base
+        lo = h.base_offset if h.magic == 2 else h.last_offset
+        nxt = self.lookahead
+        if isinstance(nxt, BatchHeader) and nxt.crc_valid and (nxt.magic == 2 or nxt.compression == 0):
+            nlo = nxt.base_offset
+        elif nxt is None:
+            nlo = self.next_base
+        else:
+            nlo = None  # damage or a compressed v0/v1 wrapper next: no upper bound from it
+        below = lo < low
+        past = nlo is not None and nlo >= low and h.last_offset >= nlo
+        if not (below or past) or (below and (nlo is None or nlo < low)):
+            # in order; or going back with nothing after it to say the log goes on (a duplicate, say), or the
+            # whole rest out of order (not one batch's field): _reject decides as before
+            return h
+        delta = h.last_offset - h.base_offset if h.magic == 2 else (0 if h.compression == 0 else None)
+        idx = self._index_offset_at(h.position)
+        if past and not below and lo <= nlo:
+            # the next batch starts inside this one: either may be the damaged one. This one is, only when
+            # the gap to the next fits it exactly at another offset (or its .index entry says so); else keep
+            # it, and the next batch is judged in its turn.
+            exact = delta is not None and nlo - low == delta + 1 and low != lo
+            by_index = idx is not None and delta is not None and idx - delta != h.base_offset
+            if not (exact or by_index) and not self._rather_this_one(h, nxt, low, nlo, delta):
+                return h
+        cands = set()
+        if idx is not None and delta is not None:
+            cands.add(idx - delta)
+        if delta is not None and nlo is not None and nlo - low == delta + 1:
+            cands.add(low)
+        fits = [c for c in cands if c >= low and (nlo is None or c + delta < nlo)]
+        field = "baseOffset" if h.magic == 2 else "offset"
+        if len(cands) == 1 and len(fits) == 1:
+            new = fits[0]
+            old_bytes = os.pread(self.fd, 8, h.position)
+            new_bytes = new.to_bytes(8, "big", signed=True) if h.magic == 2 else \
+                (new + delta).to_bytes(8, "big", signed=True)
+            for i, (a, b) in enumerate(zip(old_bytes, new_bytes, strict=True)):
+                if a != b:
+                    self.fixes.append((h.position + i, a, b))
+                    self.field_fixes[h.position + i] = (
+                        f"the batch at byte {h.position} is valid (its CRC checks) but its {field} field (not "
+                        f"covered by the CRC) says {h.base_offset if h.magic == 2 else h.last_offset}; its "
+                        f"neighbours fix it at {new if h.magic == 2 else new + delta}: restored")
+            h.base_offset, h.last_offset = (new, new + delta) if h.magic == 2 else (new, new)
+            return h
+        why = (f"the batch at byte {h.position} is valid (its CRC checks) but its {field} field (not covered by "
+               f"the CRC) says {lo}, which its neighbours contradict (after {prev}, before {nlo}); its true "
+               f"offsets cannot be told, so only this batch is cut")
+        self._cut(h.position, h.end, "offset_field", why, None, None, h.count)
+        return None
+
+    def _reject(self, h: BatchHeader) -> tuple[rules.Violation | None, str | None]:
+        """(the batch rule that cuts the batch, or None; the marker type of a transaction control batch)."""
+        for v in rules.header_violations(h, self.ctx.last, self.seg.base):
+            if v.rule.cuts:
+                return v, None
+            if v.rule is rules.OFFSET_OVERFLOW and self.overflow is None:
+                self.overflow = v  # kept: the broker splits the segment
+        if h.magic == 2 and h.is_control and h.producer_id >= 0:
+            data = os.pread(self.fd, h.size, h.position)
+            try:
+                cols = decode_records(h, data)
+            except CorruptDataError as e:
+                return rules.control_violation(h, None, e.message), None
+            ctype = (cols.controls[0] or {}).get("type") if len(cols) and cols.controls else None
+            return rules.control_violation(h, ctype), ctype
+        return None, None
+
+    def _batch(self, h: BatchHeader) -> None:
+        if not self.like_broker:
+            h = self._uncovered_offset(h)
+            if h is None:
+                return
+            self._uncovered_epoch(h)
+        why, ctype = self._reject(h)
+        if why is not None:
+            if self.fixes and self.fixes[-1][0] == h.position + 16:
+                self.fixes.pop()  # the batch goes anyway
+            self._cut(h.position, h.end, why.kind, why.message, h.base_offset, h.last_offset, h.count)
+            return
+        self._keep(h, ctype)
+
+    def _keep(self, h: BatchHeader, ctype: str | None) -> None:
+        ctx = self.ctx
+        last = h.last_offset
+        if self.builder is not None:
+            try:
+                self.builder.on_batch(h.position - self.shift, h.size, last, h.max_timestamp)
+            except KltoolError as e:
+                self.builder = None
+                self.builder_error = e.message
+        self.existing.batch(h)
+        if h.magic == 2:
+            ple = h.partition_leader_epoch
+            ctx.last_epoch = ple
+            if ple >= 0 and (not ctx.epochs or ple > ctx.epochs[-1][0]):
+                ctx.epochs.append((ple, h.base_offset))
+            if h.producer_id >= 0:
+                if ctx.txn_ok:
+                    try:
+                        ctx.txn.on_batch(h, ctype if h.is_control else None)
+                    except KltoolError as e:
+                        ctx.txn_ok = False
+                        ctx.txn_error = e.message
+                if h.is_control:
+                    self.kept_markers.add(h.base_offset)
+        if ctx.pending:
+            for c in ctx.pending:
+                if h.magic == 2 and c.first_offset is not None and h.base_offset - 1 < c.first_offset:
+                    c.first_offset = None
+                    c.records = 0  # no offset is missing: the region held no batch the log needed
+                elif h.magic == 2:
+                    c.last_offset = h.base_offset - 1
+            ctx.pending.clear()
+        self.kept += 1
+        if ctx.last is None or last > ctx.last:
+            ctx.last = last
+        if self.kept_last is None or last > self.kept_last:
+            self.kept_last = last
+
+    def _cut(self, start: int, end: int, kind: str, reason: str, first=None, last=None, records=None,
+             damage: bool = False) -> None:
+        if self.like_broker:
+            end = self.size
+            c = Cut(start, end, kind, reason, first, last, records if records is not None and records >= 0 else None)
+            self.cuts.append(c)
+            self.stopped = True
+            return
+        c = Cut(start, end, kind, reason, first, last, records if records is not None and records >= 0 else None)
+        self.cuts.append(c)
+        self.shift += end - start
+        if damage and last is None:
+            self.ctx.pending.append(c)
+
+    @property
+    def modified(self) -> bool:
+        return bool(self.cuts or self.fixes)
+
+    @property
+    def new_size(self) -> int:
+        return self.size - sum(c.length for c in self.cuts)
+

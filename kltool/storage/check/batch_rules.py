@@ -1,0 +1,188 @@
+"""The batch-level rules: one home for what makes a readable batch wrong, its kind, severity and message.
+
+``verify`` reports from these rules (:mod:`kltool.storage.check.verify`), ``verify --repair`` cuts on the
+ones whose severity is error (:mod:`kltool.storage.change.segscan`), and the C walker's fast path
+(``walk_v2`` in ``kltool/format/_speedups.c``, through :func:`kltool.storage.scan.walk`) puts a v2 batch in
+a :class:`~kltool.storage.scan.BatchRun` only when none of them fires (tests/test_batch_rules.py runs the
+same damaged inputs through both and compares).
+
+The rules follow Kafka's recovery (``LogSegment.recover``, ``LogLoader``, ``DefaultRecordBatch.ensureValid``):
+
+* ``crc_mismatch`` (error): the stored CRC is not the CRC of the batch's bytes; recovery truncates there.
+* ``invalid_batch`` (error): a v2 batch with a negative lastOffsetDelta or record count (``ensureValid``).
+* ``offset_order`` (error), two rules: a batch whose offsets are not above the previous batch's last
+  offset, or below its segment's base offset. (The offset field is not covered by the CRC.)
+* ``offset_overflow`` (warning): a last offset more than 2^31-1 past the segment's base offset. Kafka's
+  ``ensureOffsetInRange`` raises ``LogSegmentOffsetOverflowException`` and the loader *splits* the
+  segment (``LocalLog.splitOverflowedSegment``, KAFKA-6264): no data is lost and nothing is cut, so it is a
+  warning for verify and for repair alike.
+* ``invalid_control`` (error), two rules: a transactional control batch whose marker record cannot be read
+  (recovery truncates there), or holds a type other than COMMIT/ABORT (the broker's load fails).
+
+Framing damage (torn tails, zero runs, impossible lengths, bad magic, garbage) is found by the walker
+itself (:class:`~kltool.storage.scan.Damage`: kind and message are its own); :func:`damage_rule` gives its
+severity.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+from ...format.records import BatchHeader
+from ...format.speedups import crc32c
+from ...plain import FrozenPlain
+from ..scan import FileSpan
+
+__all__ = ["Rule", "Violation", "RULES", "CRC_MISMATCH", "NEGATIVE_DELTA", "NEGATIVE_COUNT", "NOT_FOLLOWING",
+           "BELOW_BASE", "OFFSET_OVERFLOW", "UNREADABLE_MARKER", "BAD_MARKER", "INT32_MAX", "header_violations",
+           "control_violation", "crc_violation", "computed_crc", "damage_rule"]
+
+INT32_MAX = 2**31 - 1
+
+
+class Rule(FrozenPlain):
+    """One batch rule: ``name`` (unique), ``kind`` (what a finding or a cut says), ``severity`` (error:
+    the batch cannot stay; warning: the broker copes with it) and ``message``, a format string over the
+    fields :meth:`text` is given."""
+
+    __slots__ = _fields = ("name", "kind", "severity", "message")
+
+    def __init__(self, name: str, kind: str, severity: str, message: str):
+        self.name = name
+        self.kind = kind
+        self.severity = severity
+        self.message = message
+
+    def text(self, **fields) -> str:
+        return self.message.format(**fields)
+
+    @property
+    def cuts(self) -> bool:
+        """Does a repair cut a batch that breaks this rule?"""
+        return self.severity == "error"
+
+
+class Violation(FrozenPlain):
+    """A batch breaking a rule: the ``rule``, the finished ``message`` and the ``offset`` it concerns."""
+
+    __slots__ = _fields = ("rule", "message", "offset")
+
+    def __init__(self, rule: Rule, message: str, offset: int | None):
+        self.rule = rule
+        self.message = message
+        self.offset = offset
+
+    @property
+    def kind(self) -> str:
+        return self.rule.kind
+
+    @property
+    def severity(self) -> str:
+        return self.rule.severity
+
+
+CRC_MISMATCH = Rule("crc_mismatch", "crc_mismatch", "error",
+                    "Record is corrupt (stored crc = {stored}, computed crc = {computed}) in batch {base}..{last}")
+NEGATIVE_DELTA = Rule("negative_delta", "invalid_batch", "error", "negative last offset delta ({delta})")
+NEGATIVE_COUNT = Rule("negative_count", "invalid_batch", "error", "Found invalid record count {count}")
+NOT_FOLLOWING = Rule("not_following", "offset_order", "error",
+                     "batch offsets {base}..{last} do not follow the previous batch's last offset {prev} (the offset "
+                     "field is not covered by the CRC: when the batches after it follow on, only this field is "
+                     "damaged)")
+BELOW_BASE = Rule("below_base", "offset_order", "error",
+                  "batch offset {base} is below the segment's base offset {seg_base}")
+OFFSET_OVERFLOW = Rule("offset_overflow", "offset_overflow", "warning",
+                       "offset {last} is more than 2^31-1 past the segment's base offset {seg_base}: the broker "
+                       "splits this segment when it loads it (LogSegmentOffsetOverflowException), nothing is lost")
+UNREADABLE_MARKER = Rule("unreadable_marker", "invalid_control", "error",
+                         "transactional control batch {base}: unreadable transaction marker: {error}")
+BAD_MARKER = Rule("bad_marker", "invalid_control", "error",
+                  "transactional control batch {base} holds a {ctype} record, not COMMIT/ABORT: the broker's log "
+                  "load fails on it")
+
+RULES = (CRC_MISMATCH, NEGATIVE_DELTA, NEGATIVE_COUNT, NOT_FOLLOWING, BELOW_BASE, OFFSET_OVERFLOW,
+         UNREADABLE_MARKER, BAD_MARKER)
+
+_DAMAGE_KINDS = ("torn_tail", "zero_run", "invalid_size", "bad_magic", "garbage")
+
+
+def damage_rule(kind: str) -> str:
+    """The severity of a walker's :class:`~kltool.storage.scan.Damage` of ``kind``: unreadable bytes are an
+    error (recovery truncates there) unless a live broker may be writing them (the caller's call)."""
+    if kind not in _DAMAGE_KINDS:
+        raise ValueError(f"not a damage kind: {kind}")
+    return "error"
+
+
+def computed_crc(path, h: BatchHeader) -> int:
+    """The CRC the batch's bytes give (from ``h.data`` when the walker held it, else read from ``path`` in
+    steps): what a crc_mismatch message names beside the stored one."""
+    func, skip = (crc32c, 21) if h.magic >= 2 else (zlib.crc32, 16)
+    if h.data is not None:
+        return func(memoryview(h.data)[skip:h.size])
+    value = 0
+    with open(path, "rb") as f:
+        span = FileSpan(f.fileno(), h.position + skip, h.position + h.size)
+        while data := span.read(4 << 20):
+            value = func(data, value)
+    return value
+
+
+def crc_violation(h: BatchHeader, computed: int) -> Violation:
+    return Violation(CRC_MISMATCH, CRC_MISMATCH.text(stored=h.crc, computed=computed, base=h.base_offset,
+                                                     last=h.last_offset), h.base_offset)
+
+
+def first_offset(h: BatchHeader) -> int:
+    """The offset a batch starts at as the order rules see it: a v2 batch's baseOffset, a v0/v1 message's
+    (or wrapper's) own offset, which is its last."""
+    return h.base_offset if h.magic == 2 else h.last_offset
+
+
+def order_violation(h: BatchHeader, prev_last: int | None, seg_base: int | None) -> Violation | None:
+    """The offset rules of a CRC-valid batch: follows ``prev_last`` (the last offset before it, None: no
+    batch before), not below ``seg_base`` (the segment's base offset, None: a file of no segment), and
+    within 2^31-1 of it."""
+    if prev_last is not None and first_offset(h) <= prev_last:
+        return Violation(NOT_FOLLOWING, NOT_FOLLOWING.text(base=h.base_offset, last=h.last_offset, prev=prev_last),
+                         h.base_offset)
+    if seg_base is None:
+        return None
+    if h.last_offset < seg_base or (h.magic == 2 and h.base_offset < seg_base):
+        return Violation(BELOW_BASE, BELOW_BASE.text(base=h.base_offset, seg_base=seg_base), h.base_offset)
+    if h.last_offset - seg_base > INT32_MAX:
+        return Violation(OFFSET_OVERFLOW, OFFSET_OVERFLOW.text(last=h.last_offset, seg_base=seg_base),
+                         h.last_offset)
+    return None
+
+
+def field_violations(h: BatchHeader) -> list[Violation]:
+    """The v2 header fields ``ensureValid`` and the record iterator reject: a negative lastOffsetDelta or
+    record count."""
+    out = []
+    if h.magic == 2 and h.last_offset < h.base_offset:
+        out.append(Violation(NEGATIVE_DELTA, NEGATIVE_DELTA.text(delta=h.last_offset - h.base_offset),
+                             h.base_offset))
+    if h.magic == 2 and h.count is not None and h.count < 0:
+        out.append(Violation(NEGATIVE_COUNT, NEGATIVE_COUNT.text(count=h.count), h.base_offset))
+    return out
+
+
+def header_violations(h: BatchHeader, prev_last: int | None, seg_base: int | None) -> list[Violation]:
+    """Every rule a CRC-valid batch's header breaks (the order rule first, then the fields)."""
+    v = order_violation(h, prev_last, seg_base)
+    out = [] if v is None else [v]
+    out.extend(field_violations(h))
+    return out
+
+
+def control_violation(h: BatchHeader, ctype: str | None, error: str | None = None) -> Violation | None:
+    """A transactional control batch (producer id >= 0) whose marker record is unreadable (``error``) or of a
+    type (``ctype``) other than COMMIT/ABORT (None: no record read)."""
+    if not (h.magic == 2 and h.is_control and h.producer_id >= 0):
+        return None
+    if error is not None:
+        return Violation(UNREADABLE_MARKER, UNREADABLE_MARKER.text(base=h.base_offset, error=error), h.base_offset)
+    if ctype is not None and ctype not in ("COMMIT", "ABORT"):
+        return Violation(BAD_MARKER, BAD_MARKER.text(base=h.base_offset, ctype=ctype), h.base_offset)
+    return None

@@ -56,7 +56,7 @@ from ..fs import TMP_SUFFIX
 from ..index_builder import DEFAULT_INDEX_INTERVAL_BYTES
 from ..logdir import LogDir, Selection
 from ..partition import Partition
-from ..scan import Damage, walk
+from ..scan import walk
 from .apply import (
     BACKUP_SUFFIX,
     MANIFEST_NAME,

@@ -12,8 +12,8 @@ from ...format import names as fn
 from ...format.records import BatchHeader
 from ..fs import TMP_SUFFIX
 from ..scan import walk
-from .plan import Action
 from .apply import file_size as _size
+from .plan import Action
 
 __all__ = ["INDEX_KINDS", "Seg", "View", "next_offset_of", "plan_stale", "snapshot_open_txns"]
 

@@ -128,59 +128,72 @@ def _ms_ceil(v) -> int | None:
     return -(-us // 1000)
 
 
-def _push(pushed: Pushed, f) -> None:  # noqa: C901
+_EQUAL = ("EqualTo", "EqualNullSafe", "In")
+_PUSHABLE = (*_EQUAL, "GreaterThan", "GreaterThanOrEqual", "LessThan", "LessThanOrEqual")
+
+
+def _hi(a, b):
+    return b if a is None else max(a, b)
+
+
+def _lo(a, b):
+    return b if a is None else min(a, b)
+
+
+def _push(pushed: Pushed, f) -> None:
     """Narrow ``pushed`` by one filter on topic, partition, offset or timestamp (others: ignored)."""
     from pyspark.sql import datasource as sds
 
     attr = getattr(f, "attribute", None)
-    if not attr or len(attr) != 1:
+    kind = type(f).__name__
+    if not attr or len(attr) != 1 or kind not in _PUSHABLE:
         return
     col = attr[0].lower()
-    kind = type(f).__name__
-    if kind not in ("EqualTo", "EqualNullSafe", "GreaterThan", "GreaterThanOrEqual", "LessThan",
-                    "LessThanOrEqual", "In"):
-        return
     values = list(f.value) if isinstance(f, sds.In) else [f.value]
-    if any(v is None for v in values) or not values:
+    if not values or any(v is None for v in values):
         return
     if col == "topic":
-        if kind in ("EqualTo", "EqualNullSafe", "In") and all(isinstance(v, str) for v in values):
+        if kind in _EQUAL and all(isinstance(v, str) for v in values):
             pushed.topics = set(values) if pushed.topics is None else pushed.topics & set(values)
+    elif col == "timestamp":
+        _push_time(pushed, kind, values)
+    elif col in ("partition", "offset") and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        _push_int(pushed, col, kind, values)
+
+
+def _push_time(pushed: Pushed, kind: str, values) -> None:
+    """A lower bound on the timestamp (an upper one cuts nothing: timestamps are not ordered by offset)."""
+    import datetime as dt
+
+    ms = [_ms_ceil(v) for v in values]
+    if any(m is None for m in ms):
         return
-    if col == "timestamp":
-        ms = [_ms_ceil(v) for v in values]
-        if any(m is None for m in ms):
-            return
-        if kind == "GreaterThan":  # ts > v: ms*1000 > v_us
-            lo = _ms_ceil(values[0] + __import__("datetime").timedelta(microseconds=1))
-        elif kind in ("GreaterThanOrEqual", "EqualTo", "EqualNullSafe", "In"):
-            lo = min(ms)
-        else:
-            return  # an upper time bound: timestamps are not ordered by offset, nothing to cut
-        pushed.time_min = lo if pushed.time_min is None else max(pushed.time_min, lo)
-        return
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-        return
-    lo = hi = None  # [lo, hi] inclusive
-    if kind in ("EqualTo", "EqualNullSafe", "In"):
-        lo, hi = min(values), max(values)
-    elif kind == "GreaterThan":
-        lo = values[0] + 1
-    elif kind == "GreaterThanOrEqual":
-        lo = values[0]
-    elif kind == "LessThan":
-        hi = values[0] - 1
+    if kind == "GreaterThan":  # ts > v: ms*1000 > v_us
+        lo = _ms_ceil(values[0] + dt.timedelta(microseconds=1))
+    elif kind in (*_EQUAL, "GreaterThanOrEqual"):
+        lo = min(ms)
     else:
-        hi = values[0]
+        return
+    pushed.time_min = _hi(pushed.time_min, lo)
+
+
+def _push_int(pushed: Pushed, col: str, kind: str, values) -> None:
+    lo = hi = None  # [lo, hi] inclusive
+    if kind in _EQUAL:
+        lo, hi = min(values), max(values)
+    elif kind in ("GreaterThan", "GreaterThanOrEqual"):
+        lo = values[0] + (kind == "GreaterThan")
+    else:
+        hi = values[0] - (kind == "LessThan")
     if col == "partition":
-        if kind in ("EqualTo", "EqualNullSafe", "In"):
+        if kind in _EQUAL:
             pushed.partitions = set(values) if pushed.partitions is None else pushed.partitions & set(values)
         if lo is not None:
-            pushed.partition_min = lo if pushed.partition_min is None else max(pushed.partition_min, lo)
+            pushed.partition_min = _hi(pushed.partition_min, lo)
         if hi is not None:
-            pushed.partition_max = hi if pushed.partition_max is None else min(pushed.partition_max, hi)
-    elif col == "offset":
-        if lo is not None:
-            pushed.offset_min = lo if pushed.offset_min is None else max(pushed.offset_min, lo)
-        if hi is not None:
-            pushed.offset_end = hi + 1 if pushed.offset_end is None else min(pushed.offset_end, hi + 1)
+            pushed.partition_max = _lo(pushed.partition_max, hi)
+        return
+    if lo is not None:
+        pushed.offset_min = _hi(pushed.offset_min, lo)
+    if hi is not None:
+        pushed.offset_end = _lo(pushed.offset_end, hi + 1)

@@ -70,172 +70,208 @@ def _selection(opts, paths=None):
     return partitions, sel.files
 
 
-def plan_segments(opts, pushed: Pushed | None = None) -> list[SegmentRead]:  # noqa: C901
+def plan_segments(opts, pushed: Pushed | None = None) -> list[SegmentRead]:
     """The segments to read, each with its offset range, in (topic, partition, offset) order;
     ``pushed`` (filters pushed down by Spark) narrows partitions and offset ranges through the
-    indexes, as the equivalent options would."""
-    from ..format.names import classify
+    indexes, as the equivalent options would. Local paths and object-store URIs are planned by the
+    same code (:class:`_Planned`), from one discovery of their files (:mod:`kltool.storage.discovery`)."""
     from ..storage.uri import is_remote, local_path
 
     opts = normalize_options(opts)
     records = (opts.get("level") or "records").lower() == "records"
     all_paths = option_paths(opts)
     remote = [p for p in all_paths if is_remote(p)]
+    if remote:
+        _check_remote_bounds(opts, remote[0])
+    if records and pushed is not None and not pushed.empty():
+        opts = _narrowed(opts, pushed)
+    bounds = _Bounds(opts)
     # local paths as absolute ones, as Spark qualifies file-source paths: executors run elsewhere
-    partitions, files = _selection(opts, [os.path.abspath(local_path(p)) for p in all_paths if not is_remote(p)])
-    user_times = (_int(opts, "startingtimestamp"), _int(opts, "endingtimestamp"))
-    if pushed is not None and not pushed.empty():
-        partitions = [p for p in partitions if pushed.wants(p.topic, p.partition)]
-        if records:
-            opts = dict(opts)
-            if pushed.offset_min is not None:
-                g = _int(opts, "startingoffset")
-                opts["startingoffset"] = str(pushed.offset_min if g is None else max(g, pushed.offset_min))
-            if pushed.offset_end is not None:
-                g = _int(opts, "endingoffset")
-                opts["endingoffset"] = str(pushed.offset_end if g is None else min(g, pushed.offset_end))
-            if pushed.time_min is not None:
-                g = _int(opts, "startingtimestamp")
-                opts["startingtimestamp"] = str(pushed.time_min if g is None else max(g, pushed.time_min))
-    g_start, g_end = _int(opts, "startingoffset"), _int(opts, "endingoffset")
-    m_start = _spark_offsets(opts.get("startingoffsets"), "startingOffsets")
-    m_end = _spark_offsets(opts.get("endingoffsets"), "endingOffsets")
-    t_start, t_end = _int(opts, "startingtimestamp"), _int(opts, "endingtimestamp")
+    local = [os.path.abspath(local_path(p)) for p in all_paths if not is_remote(p)]
     out: list[SegmentRead] = []
-    for p in partitions:
-        segs = p.segments
-        start, end = g_start, g_end
-        key = (p.topic, p.partition)
-        for spec, is_start in ((m_start, True), (m_end, False)):
-            v = spec.get(key) if isinstance(spec, dict) else spec
-            if v is None or v == EARLIEST and is_start or v == LATEST and not is_start:
-                continue
-            if v in (EARLIEST, LATEST):
-                v = p.log_start_offset() if v == EARLIEST else p.log_end_offset()
-            if is_start:
-                start = v if start is None else max(start, v)
-            else:
-                end = v if end is None else min(end, v)
-        for ts, is_start in ((t_start, True), (t_end, False)):
-            if ts is None:
-                continue
-            hit = offset_for_time(p, ts)
-            v = p.log_end_offset() if hit is None else hit[0]
-            if hit is None and is_start:
-                v = None
-                start, end = 0, 0  # no record at or after ts: nothing to read here
-                break
-            if is_start:
-                start = v if start is None else max(start, v)
-            else:
-                end = v if end is None else min(end, v)
-        lso = p.log_start_offset() if segs else None  # below it, records are deleted
-        if records and _bool(opts.get("respectlogstartoffset"), True) and segs:
-            if lso > segs[0].base_offset:
-                start = lso if start is None else max(start, lso)
-        if start is not None and end is not None and start >= end:
-            continue
-        for i, s in enumerate(segs):
-            nxt = segs[i + 1].base_offset if i + 1 < len(segs) else None
-            if start is not None and nxt is not None and nxt <= start:
-                continue  # the whole segment is below start
-            if end is not None and s.base_offset >= end:
-                break  # this and later segments are at or past end
-            out.append(SegmentRead(str(s.log_path), p.topic, p.partition, s.base_offset, start, end,
-                                   s.size, str(p.path), lso))
+    for parts, lone in (_local_partitions(opts, local), _remote_partitions(opts, remote)):
+        for p in parts:
+            if pushed is None or pushed.wants(p.topic, p.partition):
+                out.extend(_plan_partition(p, bounds, records, opts))
+        for r in lone:
+            if pushed is None or pushed.wants(r.topic, r.partition):
+                out.append(r)
+    if records:
+        out = split_segments(out, _split_bytes(opts))
+    return out
+
+
+def _narrowed(opts: dict, pushed: Pushed) -> dict:
+    """``opts`` with the offset and time bounds the pushed filters allow (records level)."""
+    opts = dict(opts)
+    for key, v, pick in (("startingoffset", pushed.offset_min, max), ("endingoffset", pushed.offset_end, min),
+                         ("startingtimestamp", pushed.time_min, max)):
+        if v is not None:
+            g = _int(opts, key)
+            opts[key] = str(v if g is None else pick(g, v))
+    return opts
+
+
+class _Bounds:
+    """The offset and time bounds the options give: one offset for all (``startingOffset``), Spark's
+    per-partition JSON (``startingOffsets``), timestamps."""
+
+    def __init__(self, opts):
+        self.start, self.end = _int(opts, "startingoffset"), _int(opts, "endingoffset")
+        self.m_start = _spark_offsets(opts.get("startingoffsets"), "startingOffsets")
+        self.m_end = _spark_offsets(opts.get("endingoffsets"), "endingOffsets")
+        self.t_start, self.t_end = _int(opts, "startingtimestamp"), _int(opts, "endingtimestamp")
+
+
+def _check_remote_bounds(opts, uri) -> None:
+    from ..errors import UsageError
+
+    m_start = _spark_offsets(opts.get("startingoffsets"), "startingOffsets")
+    latest = m_start == LATEST or isinstance(m_start, dict) and LATEST in m_start.values()
+    if _int(opts, "startingtimestamp") is not None or _int(opts, "endingtimestamp") is not None or latest:
+        raise UsageError(f"{uri}: startingTimestamp/endingTimestamp and startingOffsets latest are not "
+                         "supported for object-store paths; filter on the timestamp column instead")
+
+
+@dataclass
+class _Planned:
+    """A partition to plan, local or on an object store: its segments (``base_offset``, ``size`` and
+    ``file``), its log start offset, and what only a local partition can answer (the log end offset and
+    the offset of a timestamp; None on object stores, where timestamps are not looked up: Spark checks a
+    pushed timestamp filter on the rows)."""
+
+    topic: str
+    partition: int
+    directory: str
+    segments: list  # (base_offset, file, size, index file or None)
+    log_start: int | None
+    log_end: object = None  # () -> int
+    for_time: object = None  # (timestamp) -> (offset, timestamp) | None
+    storage: dict | None = None
+
+
+def _local_partitions(opts, paths):
+    from ..errors import CorruptDataError
+    from ..format.names import classify
+    from ..format.topics import parse_partition_dir_name
+
+    partitions, files = _selection(opts, paths) if paths else ([], [])
+    planned = [_Planned(p.topic, p.partition, str(p.path),
+                        [(s.base_offset, str(s.log_path), _Size(s), None) for s in p.segments],
+                        p.log_start_offset() if p.segments else None, p.log_end_offset,
+                        lambda ts, p=p: offset_for_time(p, ts)) for p in partitions]
+    lone = []
+    g_start, g_end = _int(opts, "startingoffset"), _int(opts, "endingoffset")
     for f in files:
         kind, base = classify(f)
         if kind not in ("log", "kraft_snapshot"):
             continue
         topic = part = None
-        from ..errors import CorruptDataError
-        from ..format.topics import parse_partition_dir_name
-
         try:
             topic, part, _k, _u = parse_partition_dir_name(f.parent.name)
         except CorruptDataError:  # a lone file outside a partition directory
             pass
-        if pushed is not None and not pushed.wants(topic, part):
+        lone.append(SegmentRead(str(f), topic, part, base, g_start, g_end, f.stat().st_size, str(f.parent)))
+    return planned, lone
+
+
+class _Size:
+    """A local segment's size, taken (one stat) only for the segments planned."""
+
+    __slots__ = ("seg",)
+
+    def __init__(self, seg):
+        self.seg = seg
+
+    def __int__(self):
+        return self.seg.size
+
+
+def _remote_partitions(opts, uris):
+    """The partitions and lone segments of object-store URIs, planned from their names, the checkpoint
+    and the .index of the first segment read in each partition (no segment bytes but one batch header
+    are read)."""
+    if not uris:
+        return [], []
+    from ..format.names import REMOTE_SEGMENT_FILE
+    from ..storage.select import parse_partitions
+    from ..storage.uri import select_remote
+
+    storage = storage_options(opts) or None
+    parts = parse_partitions(opts.get("partition")) if opts.get("partition") else None
+    sel = select_remote(uris, opts.get("topic") or None, parts, storage,
+                        all_states=_bool(opts.get("allstates"), False), strict=False)
+    wanted = _assigned(opts)
+    planned = [_Planned(p.topic, p.partition, p.directory, [(s.base_offset, s.log, s.size, s.index) for s in p.segments],
+                        p.log_start_offset() if p.segments else None, storage=storage)
+               for p in sel.partitions if wanted is None or (p.topic, p.partition) in wanted]
+    lone = []
+    if wanted is None:
+        g_start, g_end = _int(opts, "startingoffset"), _int(opts, "endingoffset")
+        for uri, size in sel.files:
+            m = REMOTE_SEGMENT_FILE.match(uri.rsplit("/", 1)[-1])
+            lone.append(SegmentRead(uri, None, None, int(m.group(1)) if m else None, g_start, g_end, size,
+                                    uri.rsplit("/", 1)[0], storage=storage))
+    return planned, lone
+
+
+def _offset_range(p: _Planned, b: _Bounds, records: bool, opts) -> tuple[int | None, int | None]:
+    """[start, end) of partition ``p`` under the bounds ``b`` (None: open)."""
+    start, end = b.start, b.end
+    key = (p.topic, p.partition)
+    for spec, is_start in ((b.m_start, True), (b.m_end, False)):
+        v = spec.get(key) if isinstance(spec, dict) else spec
+        if v is None or v == EARLIEST and is_start or v == LATEST and not is_start:
             continue
-        out.append(SegmentRead(str(f), topic, part, base, g_start, g_end, f.stat().st_size, str(f.parent)))
-    if remote:
-        # (a pushed timestamp filter prunes nothing there: no time index lookups on object stores yet;
-        # Spark checks it on the rows)
-        out.extend(_plan_remote(opts, remote, pushed, records, (g_start, g_end, m_start, m_end, *user_times)))
-    if records:
-        out = split_segments(out, _split_bytes(opts))
+        if v in (EARLIEST, LATEST):
+            v = p.log_start if v == EARLIEST else p.log_end()
+        start, end = _narrow(start, end, v, is_start)
+    if p.for_time is not None:
+        for ts, is_start in ((b.t_start, True), (b.t_end, False)):
+            if ts is None:
+                continue
+            hit = p.for_time(ts)
+            if hit is None and is_start:
+                return 0, 0  # no record at or after ts: nothing to read here
+            start, end = _narrow(start, end, p.log_end() if hit is None else hit[0], is_start)
+    segs = p.segments
+    if records and _bool(opts.get("respectlogstartoffset"), True) and segs and p.log_start > segs[0][0]:
+        start = p.log_start if start is None else max(start, p.log_start)  # below it, records are deleted
+    return start, end
+
+
+def _narrow(start, end, v, is_start):
+    if v is None:
+        return start, end
+    if is_start:
+        return (v if start is None else max(start, v)), end
+    return start, (v if end is None else min(end, v))
+
+
+def _plan_partition(p: _Planned, b: _Bounds, records: bool, opts) -> list[SegmentRead]:
+    start, end = _offset_range(p, b, records, opts)
+    if start is not None and end is not None and start >= end:
+        return []
+    out: list[SegmentRead] = []
+    segs = p.segments
+    for i, (base, file, size, index) in enumerate(segs):
+        nxt = segs[i + 1][0] if i + 1 < len(segs) else None
+        if start is not None and nxt is not None and nxt <= start:
+            continue  # the whole segment is below start
+        if end is not None and base >= end:
+            break  # this and later segments are at or past end
+        pos = 0  # a local segment is sought on the executor (read_records)
+        if not out and records and start is not None and index:
+            pos = _seek(_remote_index(index, base, p.storage), base, start,
+                        lambda at, u=file: _remote_head(u, at, p.storage))
+        out.append(SegmentRead(file, p.topic, p.partition, base, start, end, int(size), p.directory, p.log_start,
+                               position=pos, storage=p.storage))
     return out
 
 
 def _split_bytes(opts) -> int:
     v = _int(opts, "splitbytes")
     return 128 << 20 if v is None else v
-
-
-def _plan_remote(opts, uris, pushed, records, bounds) -> list[SegmentRead]:  # noqa: C901
-    """The segments of object-store URIs, planned from their names, the checkpoint and the .index
-    of the first segment read in each partition (no segment bytes but one batch header are read)."""
-    from ..errors import UsageError
-    from ..storage.select import parse_partitions
-    from ..storage.uri import select_remote
-
-    g_start, g_end, m_start, m_end, t_start, t_end = bounds
-    storage = storage_options(opts)
-    if t_start is not None or t_end is not None or LATEST in (m_start,) or (
-            isinstance(m_start, dict) and LATEST in m_start.values()):
-        raise UsageError(f"{uris[0]}: startingTimestamp/endingTimestamp and startingOffsets latest are not "
-                         "supported for object-store paths; filter on the timestamp column instead")
-    parts = parse_partitions(opts.get("partition")) if opts.get("partition") else None
-    sel = select_remote(uris, opts.get("topic") or None, parts, storage,
-                        all_states=_bool(opts.get("allstates"), False), strict=False)
-    wanted = _assigned(opts)
-    out: list[SegmentRead] = []
-    for p in sel.partitions:
-        if wanted is not None and (p.topic, p.partition) not in wanted:
-            continue
-        if pushed is not None and not pushed.wants(p.topic, p.partition):
-            continue
-        segs = p.segments
-        lso = p.log_start_offset() if segs else None
-        start, end = g_start, g_end
-        for spec, is_start in ((m_start, True), (m_end, False)):
-            v = spec.get((p.topic, p.partition)) if isinstance(spec, dict) else spec
-            if v is None or v == LATEST and not is_start:
-                continue
-            if v == EARLIEST:
-                v = lso if is_start else None
-                if v is None:
-                    continue
-            if is_start:
-                start = v if start is None else max(start, v)
-            else:
-                end = v if end is None else min(end, v)
-        if records and _bool(opts.get("respectlogstartoffset"), True) and segs and lso > segs[0].base_offset:
-            start = lso if start is None else max(start, lso)
-        if start is not None and end is not None and start >= end:
-            continue
-        first = True
-        for i, s in enumerate(segs):
-            nxt = segs[i + 1].base_offset if i + 1 < len(segs) else None
-            if start is not None and nxt is not None and nxt <= start:
-                continue
-            if end is not None and s.base_offset >= end:
-                break
-            pos = 0
-            if first and records and start is not None and s.index:
-                pos = _seek(_remote_index(s.index, s.base_offset, storage), s.base_offset, start,
-                            lambda at, u=s.log: _remote_head(u, at, storage))
-            first = False
-            out.append(SegmentRead(s.log, p.topic, p.partition, s.base_offset, start, end, s.size, p.directory,
-                                   lso, position=pos, storage=storage or None))
-    if wanted is None and (pushed is None or pushed.wants(None, None)):
-        for uri, size in sel.files:
-            from ..format.names import REMOTE_SEGMENT_FILE as SEGMENT_NAME
-
-            m = SEGMENT_NAME.match(uri.rsplit("/", 1)[-1])
-            out.append(SegmentRead(uri, None, None, int(m.group(1)) if m else None, g_start, g_end, size,
-                                   uri.rsplit("/", 1)[0], storage=storage or None))
-    return out
 
 
 def _remote_index(uri, base, storage) -> list[tuple[int, int]]:

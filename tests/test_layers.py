@@ -123,7 +123,7 @@ def test_lower_layers_never_import_upper_ones(layer):
 
 
 def test_the_checker_sees_relative_and_absolute_imports():
-    assert {"errors", "storage"} <= _kltool_imports(PKG / "spark" / "datasource.py")
+    assert {"errors", "storage"} <= _kltool_imports(PKG / "spark" / "planning.py")
     assert {"format", "storage"} <= _kltool_imports(PKG / "storage" / "change" / "retention.py")
 
 
@@ -240,7 +240,7 @@ def test_kafkas_file_names_are_spelled_once():
 
 # The functions over Kafka's complexity cap of 16 (ruff's C901, set in pyproject.toml) that are still
 # excused with a noqa for C901 on their def line. This number only goes down.
-COMPLEXITY_EXCEPTIONS = 9
+COMPLEXITY_EXCEPTIONS = 5
 
 
 def test_complexity_exceptions_only_shrink():

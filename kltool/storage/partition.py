@@ -9,8 +9,6 @@ from ..errors import CorruptDataError
 from ..format import names as fn
 from .segment import Segment
 
-KNOWN_FILES = {fn.LEADER_EPOCH_CHECKPOINT, fn.PARTITION_METADATA, fn.QUORUM_STATE}
-
 
 class Partition:
     """``topic-N`` (or ``topic-N.<id>-delete|-future|-stray``) directory."""
@@ -45,43 +43,24 @@ class Partition:
     def _scan(self) -> None:
         if self._scanned:
             return
-        logs: dict[int, Path] = {}
-        indexes: list[tuple[int, Path]] = []
-        import os
+        from .discovery import classify_dir, list_dir
 
-        for de in sorted(os.scandir(self.path), key=lambda e: e.name):
-            name = de.name
-            entry = self.path / name
-            if de.is_dir():
-                self.other_files.append(entry)
-                continue
-            m = fn.SEGMENT_FILE.match(name)
-            if m:
-                off = int(m.group(1))
-                kind, transient = m.group(2), m.group(3)
-                if transient:
-                    self.stale_files.append(entry)
-                elif kind == "log":
-                    if off in logs:
-                        raise CorruptDataError(f"two log files for base offset {off}", path=entry)
-                    logs[off] = entry
-                elif kind == "snapshot":
-                    self.snapshots.append((off, entry))
-                else:
-                    indexes.append((off, entry))
-                continue
-            if fn.KRAFT_SNAPSHOT.match(name):
-                self.kraft_snapshots.append(entry)
-            elif name in KNOWN_FILES:
-                pass
-            elif name.endswith(".tmp") or ".kltool-tmp" in name:
-                self.temp_files.append(entry)
-            else:
-                self.other_files.append(entry)
-        items = sorted(logs.items())
-        self._segments = [Segment(self.path, off, p, active=i == len(items) - 1) for i, (off, p) in enumerate(items)]
-        self.orphan_indexes = [p for off, p in indexes if off not in logs]
-        self.snapshots.sort()
+        found = classify_dir(list_dir(str(self.path)))
+        if found.duplicate_logs:
+            dup = found.duplicate_logs[0]
+            raise CorruptDataError(f"two log files for base offset {fn.parse_segment_file(dup.name)[0]}",
+                                   path=self.path / dup.name)
+        here = self.path
+        items = sorted(found.logs.items())
+        self._segments = [Segment(here, off, here / e.name, active=i == len(items) - 1)
+                          for i, (off, e) in enumerate(items)]
+        self.stale_files = [here / e.name for e in found.stale]
+        self.orphan_indexes = [here / e.name for off, _k, e in found.indexes if off not in found.logs]
+        self.snapshots = sorted((off, here / e.name) for off, e in found.snapshots)
+        self.kraft_snapshots = [here / e.name for e in found.kraft_snapshots]
+        self.temp_files = [here / e.name for e in found.temp]
+        # tiered-storage copies (<offset>-<id>.log) are not this partition's segments
+        self.other_files = sorted(here / e.name for e in (*found.other, *found.tiered.values()))
         self._scanned = True
 
     def refresh(self) -> None:

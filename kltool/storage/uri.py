@@ -173,91 +173,86 @@ def read_bytes(uri: str, options: dict | None = None, start: int = 0, length: in
         return f.read_at(length, start)
 
 
-def list_remote(uris, options: dict | None = None) -> RemoteSelection:  # noqa: C901
-    """What the URIs hold, by name (see the module docstring). Raises UsageError for a URI that
+def list_remote(uris, options: dict | None = None) -> RemoteSelection:
+    """What the URIs hold, by name (see the module docstring; the files are sorted by
+    :mod:`kltool.storage.discovery`, as local partitions are). Raises UsageError for a URI that
     does not exist."""
-    from pyarrow import fs as pafs
-
     parts: dict[str, RemotePartition] = {}
     files: list[tuple[str, int]] = []
     checkpoints: dict[str, str] = {}  # log dir URI -> its log-start-offset-checkpoint URI
     found_any = False
     for uri in uris:
         uri = str(uri).rstrip("/")
-        fs, root = filesystem(uri, options)
-        try:
-            info = fs.get_file_info(root)
-            if info.type == pafs.FileType.NotFound:
-                raise UsageError(f"{uri}: no such file or directory")
-            if info.type == pafs.FileType.File:
-                infos = [info]
-                root_dir = root.rsplit("/", 1)[0]
-                uri_dir = uri.rsplit("/", 1)[0]
-            else:
-                infos = fs.get_file_info(pafs.FileSelector(root, recursive=True))
-                root_dir, uri_dir = root, uri
-        except UsageError:
-            raise
-        except OSError as e:
-            raise UsageError(f"{uri}: cannot list: {str(e).splitlines()[0][:200]}") from None
-        by_dir: dict[str, list] = {}
-        for fi in infos:
-            if fi.type != pafs.FileType.File:
-                continue
-            found_any = True
-            by_dir.setdefault(fi.path.rsplit("/", 1)[0] if "/" in fi.path else "", []).append(fi)
-        for d, fis in sorted(by_dir.items()):
+        uri_dir, root_dir, by_dir = _list_tree(uri, options)
+        found_any = found_any or bool(by_dir)
+        for d, entries in sorted(by_dir.items()):
             d_uri = _join(uri_dir, root_dir, d)
-            dirname = d.rsplit("/", 1)[-1]
-            tp = _partition_of(dirname)
-            segs: dict[int, RemoteSegment] = {}
-            idx: dict[tuple[int, str], str] = {}
-            for fi in sorted(fis, key=lambda f: f.path):
-                name = fi.base_name
-                f_uri = _join(uri_dir, root_dir, fi.path)
-                if name == fn.LOG_START_OFFSET_CHECKPOINT:
-                    checkpoints[d_uri] = f_uri
-                    continue
-                m = fn.REMOTE_SEGMENT_FILE.match(name)
-                if not m:
-                    if tp is None and name.endswith(".log"):
-                        files.append((f_uri, fi.size))
-                    continue
-                off, kind = int(m.group(1)), m.group(3)
-                if kind == "log":
-                    if tp is None:
-                        files.append((f_uri, fi.size))
-                    elif off not in segs or m.group(2) is None:  # a plain name wins over a tiered copy
-                        segs[off] = RemoteSegment(off, f_uri, fi.size)
-                elif kind in ("index", "timeindex"):
-                    key = (off, kind)
-                    if key not in idx or m.group(2) is None:
-                        idx[key] = f_uri
-            if tp is None:
-                continue
-            for off, s in segs.items():
-                s.index = idx.get((off, "index"))
-                s.timeindex = idx.get((off, "timeindex"))
-            key = d_uri
-            p = RemotePartition(tp[0], tp[1], tp[2], d_uri, [segs[o] for o in sorted(segs)])
-            parts[key] = p
-    # the log start offsets, from each log dir's checkpoint (the partition directory's parent)
+            p = _partition_in(d_uri, d, entries, checkpoints, files, lambda e, u=uri_dir, r=root_dir: _join(u, r, e.path))
+            if p is not None:
+                parts[d_uri] = p
+    _log_start_offsets(parts.values(), checkpoints, options)
+    ordered = sorted(parts.values(), key=lambda p: (p.topic, p.partition, p.directory))
+    return RemoteSelection(ordered, files, found_any)
+
+
+def _list_tree(uri: str, options):
+    """(URI of the listed directory, its path inside the filesystem, {directory: file entries})."""
+    from pyarrow import fs as pafs
+
+    from .discovery import entry_of, walk_tree
+
+    fs, root = filesystem(uri, options)
+    try:
+        info = fs.get_file_info(root)
+        if info.type == pafs.FileType.NotFound:
+            raise UsageError(f"{uri}: no such file or directory")
+        if info.type == pafs.FileType.File:
+            d = root.rsplit("/", 1)[0]
+            return uri.rsplit("/", 1)[0], root.rsplit("/", 1)[0], {d: [entry_of(info)]}
+        return uri, root, walk_tree(fs, root)
+    except UsageError:
+        raise
+    except OSError as e:
+        raise UsageError(f"{uri}: cannot list: {str(e).splitlines()[0][:200]}") from None
+
+
+def _partition_in(d_uri: str, d: str, entries, checkpoints: dict, files: list, uri_of) -> RemotePartition | None:
+    """The partition directory ``d`` (its files ``entries``) as a RemotePartition; None for another
+    directory, whose ``.log`` files are added to ``files`` as lone segments."""
+    from .discovery import classify_dir
+
+    found = classify_dir(entries)
+    for e in found.known + found.other:
+        if e.name == fn.LOG_START_OFFSET_CHECKPOINT:
+            checkpoints[d_uri] = uri_of(e)
+    tp = _partition_of(d.rsplit("/", 1)[-1])
+    logs = found.segment_logs()
+    if tp is None:
+        lone = [e for e in (*logs.values(), *found.duplicate_logs, *found.other) if e.name.endswith(".log")]
+        files.extend((uri_of(e), e.size) for e in sorted(lone, key=lambda e: e.path))
+        return None
+    segs = []
+    for off, e in logs.items():
+        ix, tx = found.index(off, "index"), found.index(off, "timeindex")
+        segs.append(RemoteSegment(off, uri_of(e), e.size, ix and uri_of(ix), tx and uri_of(tx)))
+    return RemotePartition(tp[0], tp[1], tp[2], d_uri, segs)
+
+
+def _log_start_offsets(parts, checkpoints: dict, options) -> None:
+    """Each partition's log start offset, from its log dir's checkpoint (the directory's parent)."""
+    from ..format.checkpoints import parse_offset_checkpoint
+
     cache: dict[str, dict] = {}
-    for p in parts.values():
-        parent = p.directory.rsplit("/", 1)[0]
-        cp = checkpoints.get(parent)
+    for p in parts:
+        cp = checkpoints.get(p.directory.rsplit("/", 1)[0])
         if cp is None:
             continue
         if cp not in cache:
-            from ..format.checkpoints import parse_offset_checkpoint
-
             try:
                 cache[cp] = parse_offset_checkpoint(read_bytes(cp, options).decode("utf-8", "replace"))
             except Exception as e:  # noqa: BLE001 (a damaged checkpoint: named, exit 2)
                 raise KltoolError(f"{cp}: {e}") from None
         p.log_start_checkpoint = cache[cp].get((p.topic, p.partition))
-    ordered = sorted(parts.values(), key=lambda p: (p.topic, p.partition, p.directory))
-    return RemoteSelection(ordered, files, found_any)
 
 
 def select_remote(uris, topic: str | None, partitions: set[int] | None, options: dict | None = None,

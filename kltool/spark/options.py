@@ -1,0 +1,199 @@
+"""Options of the ``kafka-log`` source (all strings, as Spark passes them, looked up in lower case) and
+the filters Spark pushes down (:class:`Pushed`): parsed and checked here, on the driver, once."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+NAME = "kafka-log"
+
+EARLIEST, LATEST = -2, -1
+DEFAULT_ROWS_PER_BATCH = 65536  # records level (maxRecordsPerBatch): fewer, larger batches cost Spark less
+
+
+def _bool(v, default: bool) -> bool:
+    if v is None:
+        return default
+    return str(v).strip().lower() in ("1", "true", "yes", "on")
+
+
+def _int(opts, name):
+    v = opts.get(name)
+    if v is None or str(v).strip() == "":
+        return None
+    try:
+        return int(str(v).strip())
+    except ValueError:
+        from ..errors import UsageError
+
+        raise UsageError(f"option {name} must be an integer, not {v!r}") from None
+
+
+def normalize_options(options) -> dict:
+    """Spark passes options case-insensitively: keys are looked up in lower case here."""
+    return {str(k).lower(): v for k, v in dict(options).items()}
+
+
+def option_paths(opts) -> list[str]:
+    if opts.get("paths"):
+        v = opts["paths"]
+        try:
+            ps = json.loads(v)
+        except ValueError:
+            ps = [v]
+        if isinstance(ps, str):
+            ps = [ps]
+        return [str(p) for p in ps]
+    if opts.get("path"):
+        return [str(opts["path"])]  # one path (a local dir may be named a:b); several: ``paths``
+    from ..errors import UsageError
+
+    raise UsageError('kafka-log needs a path: .option("path", LOGDIR) or .load(LOGDIR)')
+
+
+def _spark_offsets(spec: str | None, name: str) -> dict | int | None:
+    """Spark's startingOffsets/endingOffsets: 'earliest', 'latest' or {"topic": {"0": off}}."""
+    if spec is None:
+        return None
+    s = str(spec).strip()
+    if s == "earliest":
+        return EARLIEST
+    if s == "latest":
+        return LATEST
+    try:
+        d = json.loads(s)
+        return {(t, int(p)): int(o) for t, parts in d.items() for p, o in parts.items()}
+    except (ValueError, AttributeError, TypeError):
+        from ..errors import UsageError
+
+        raise UsageError(f"option {name}: expected earliest, latest or JSON like "
+                         f'{{"topic":{{"0":23}}}}, not {spec!r}') from None
+
+def storage_options(opts) -> dict:
+    """``storage.K`` options (endpoint, credentials for object-store paths) as {K: value}."""
+    return {k[len("storage."):]: v for k, v in opts.items() if k.startswith("storage.") and v is not None}
+
+
+def _assigned(opts) -> set | None:
+    if not opts.get("assign"):
+        return None
+    try:
+        return {(t, int(x)) for t, ps in json.loads(opts["assign"]).items() for x in ps}
+    except (ValueError, AttributeError, TypeError):
+        from ..errors import UsageError
+
+        raise UsageError(f'option assign: expected JSON like {{"topic":[0,1]}}, not {opts["assign"]!r}') from None
+
+@dataclass
+class Pushed:
+    """What the pushed-down filters allow (an AND of them): used to read less, never to answer.
+    Spark evaluates every filter again on the rows (they are all handed back as "partially pushed"),
+    so pruning here only has to keep every row that could match."""
+
+    topics: set | None = None
+    partitions: set | None = None
+    partition_min: int | None = None
+    partition_max: int | None = None
+    offset_min: int | None = None  # inclusive
+    offset_end: int | None = None  # exclusive
+    time_min: int | None = None  # epoch ms, inclusive
+
+    def empty(self) -> bool:
+        return all(v is None for v in vars(self).values())
+
+    def wants(self, topic, partition) -> bool:
+        if self.topics is not None and topic not in self.topics:
+            return False
+        if partition is None:
+            return self.partitions is None and self.partition_min is None and self.partition_max is None
+        if self.partitions is not None and partition not in self.partitions:
+            return False
+        if self.partition_min is not None and partition < self.partition_min:
+            return False
+        return self.partition_max is None or partition <= self.partition_max
+
+
+def _ms_ceil(v) -> int | None:
+    """A pushed timestamp value (datetime; naive ones are local time, as pyspark makes them) as the
+    smallest epoch ms >= it."""
+    import datetime as dt
+
+    if not isinstance(v, dt.datetime):
+        return None
+    if v.tzinfo is None:
+        v = v.astimezone()  # pyspark's naive datetimes are local time
+    delta = v - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+    us = (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
+    return -(-us // 1000)
+
+
+_EQUAL = ("EqualTo", "EqualNullSafe", "In")
+_PUSHABLE = (*_EQUAL, "GreaterThan", "GreaterThanOrEqual", "LessThan", "LessThanOrEqual")
+
+
+def _hi(a, b):
+    return b if a is None else max(a, b)
+
+
+def _lo(a, b):
+    return b if a is None else min(a, b)
+
+
+def _push(pushed: Pushed, f) -> None:
+    """Narrow ``pushed`` by one filter on topic, partition, offset or timestamp (others: ignored)."""
+    from pyspark.sql import datasource as sds
+
+    attr = getattr(f, "attribute", None)
+    kind = type(f).__name__
+    if not attr or len(attr) != 1 or kind not in _PUSHABLE:
+        return
+    col = attr[0].lower()
+    values = list(f.value) if isinstance(f, sds.In) else [f.value]
+    if not values or any(v is None for v in values):
+        return
+    if col == "topic":
+        if kind in _EQUAL and all(isinstance(v, str) for v in values):
+            pushed.topics = set(values) if pushed.topics is None else pushed.topics & set(values)
+    elif col == "timestamp":
+        _push_time(pushed, kind, values)
+    elif col in ("partition", "offset") and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        _push_int(pushed, col, kind, values)
+
+
+def _push_time(pushed: Pushed, kind: str, values) -> None:
+    """A lower bound on the timestamp (an upper one cuts nothing: timestamps are not ordered by offset)."""
+    import datetime as dt
+
+    ms = [_ms_ceil(v) for v in values]
+    if any(m is None for m in ms):
+        return
+    if kind == "GreaterThan":  # ts > v: ms*1000 > v_us
+        lo = _ms_ceil(values[0] + dt.timedelta(microseconds=1))
+    elif kind in (*_EQUAL, "GreaterThanOrEqual"):
+        lo = min(ms)
+    else:
+        return
+    pushed.time_min = _hi(pushed.time_min, lo)
+
+
+def _push_int(pushed: Pushed, col: str, kind: str, values) -> None:
+    lo = hi = None  # [lo, hi] inclusive
+    if kind in _EQUAL:
+        lo, hi = min(values), max(values)
+    elif kind in ("GreaterThan", "GreaterThanOrEqual"):
+        lo = values[0] + (kind == "GreaterThan")
+    else:
+        hi = values[0] - (kind == "LessThan")
+    if col == "partition":
+        if kind in _EQUAL:
+            pushed.partitions = set(values) if pushed.partitions is None else pushed.partitions & set(values)
+        if lo is not None:
+            pushed.partition_min = _hi(pushed.partition_min, lo)
+        if hi is not None:
+            pushed.partition_max = _lo(pushed.partition_max, hi)
+        return
+    if lo is not None:
+        pushed.offset_min = _hi(pushed.offset_min, lo)
+    if hi is not None:
+        pushed.offset_end = _lo(pushed.offset_end, hi + 1)

@@ -1,0 +1,397 @@
+"""Planning (driver side): which segments, which offset range of each, split at batch starts through the
+``.index`` and packed into DataFrame partitions the way Spark's file sources pack files."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark.sql.datasource import InputPartition
+
+from .options import (
+    EARLIEST,
+    LATEST,
+    Pushed,
+    _assigned,
+    _bool,
+    _int,
+    _spark_offsets,
+    normalize_options,
+    option_paths,
+    storage_options,
+)
+
+
+@dataclass
+class SegmentRead:
+    """One segment to read, with the offset range [start, end) to return."""
+
+    file: str
+    topic: str | None
+    partition: int | None
+    segment: int | None
+    start: int | None = None  # inclusive, None = from the beginning
+    end: int | None = None  # exclusive, None = to the end
+    bytes: int = 0
+    partition_dir: str | None = None
+    log_start_offset: int | None = None  # the partition's (segments level)
+    position: int = 0  # byte to start reading at (a batch start: 0, an index seek, a split point)
+    stop: int | None = None  # read the batches that start before this byte (a split's end); None: to the end
+    storage: dict | None = None  # storage options, for object-store URIs
+
+
+def offset_for_time(p, timestamp: int) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first record of partition ``p`` whose timestamp is >= ``timestamp``
+    (the broker's ListOffsets by time: segments by largest timestamp, .timeindex, .index, scan);
+    None when there is none. Control records count, as in the broker's lookup."""
+    from ..storage.offsets import offset_for_time as lookup
+
+    hit = lookup(p, timestamp)
+    return None if hit is None else (hit.offset, hit.timestamp)
+
+
+def _selection(opts, paths=None):
+    from ..storage import open_paths
+    from ..storage.select import parse_partitions
+
+    if paths is None:
+        paths = option_paths(opts)
+    if not paths:
+        return [], []
+    parts = parse_partitions(opts.get("partition")) if opts.get("partition") else None
+    sel = open_paths(paths, opts.get("topic") or None, parts)
+    all_states = _bool(opts.get("allstates"), False)
+    partitions = [p for p in sel.partitions if all_states or p.kind == "normal"]
+    wanted = _assigned(opts)
+    if wanted is not None:
+        partitions = [p for p in partitions if (p.topic, p.partition) in wanted]
+        return partitions, []
+    return partitions, sel.files
+
+
+def plan_segments(opts, pushed: Pushed | None = None) -> list[SegmentRead]:
+    """The segments to read, each with its offset range, in (topic, partition, offset) order;
+    ``pushed`` (filters pushed down by Spark) narrows partitions and offset ranges through the
+    indexes, as the equivalent options would. Local paths and object-store URIs are planned by the
+    same code (:class:`_Planned`), from one discovery of their files (:mod:`kltool.storage.discovery`)."""
+    from ..storage.uri import is_remote, local_path
+
+    opts = normalize_options(opts)
+    records = (opts.get("level") or "records").lower() == "records"
+    all_paths = option_paths(opts)
+    remote = [p for p in all_paths if is_remote(p)]
+    if remote:
+        _check_remote_bounds(opts, remote[0])
+    if records and pushed is not None and not pushed.empty():
+        opts = _narrowed(opts, pushed)
+    bounds = _Bounds(opts)
+    # local paths as absolute ones, as Spark qualifies file-source paths: executors run elsewhere
+    local = [os.path.abspath(local_path(p)) for p in all_paths if not is_remote(p)]
+    out: list[SegmentRead] = []
+    for parts, lone in (_local_partitions(opts, local), _remote_partitions(opts, remote)):
+        for p in parts:
+            if pushed is None or pushed.wants(p.topic, p.partition):
+                out.extend(_plan_partition(p, bounds, records, opts))
+        for r in lone:
+            if pushed is None or pushed.wants(r.topic, r.partition):
+                out.append(r)
+    if records:
+        out = split_segments(out, _split_bytes(opts))
+    return out
+
+
+def _narrowed(opts: dict, pushed: Pushed) -> dict:
+    """``opts`` with the offset and time bounds the pushed filters allow (records level)."""
+    opts = dict(opts)
+    for key, v, pick in (("startingoffset", pushed.offset_min, max), ("endingoffset", pushed.offset_end, min),
+                         ("startingtimestamp", pushed.time_min, max)):
+        if v is not None:
+            g = _int(opts, key)
+            opts[key] = str(v if g is None else pick(g, v))
+    return opts
+
+
+class _Bounds:
+    """The offset and time bounds the options give: one offset for all (``startingOffset``), Spark's
+    per-partition JSON (``startingOffsets``), timestamps."""
+
+    def __init__(self, opts):
+        self.start, self.end = _int(opts, "startingoffset"), _int(opts, "endingoffset")
+        self.m_start = _spark_offsets(opts.get("startingoffsets"), "startingOffsets")
+        self.m_end = _spark_offsets(opts.get("endingoffsets"), "endingOffsets")
+        self.t_start, self.t_end = _int(opts, "startingtimestamp"), _int(opts, "endingtimestamp")
+
+
+def _check_remote_bounds(opts, uri) -> None:
+    from ..errors import UsageError
+
+    m_start = _spark_offsets(opts.get("startingoffsets"), "startingOffsets")
+    latest = m_start == LATEST or isinstance(m_start, dict) and LATEST in m_start.values()
+    if _int(opts, "startingtimestamp") is not None or _int(opts, "endingtimestamp") is not None or latest:
+        raise UsageError(f"{uri}: startingTimestamp/endingTimestamp and startingOffsets latest are not "
+                         "supported for object-store paths; filter on the timestamp column instead")
+
+
+@dataclass
+class _Planned:
+    """A partition to plan, local or on an object store: its segments (``base_offset``, ``size`` and
+    ``file``), its log start offset, and what only a local partition can answer (the log end offset and
+    the offset of a timestamp; None on object stores, where timestamps are not looked up: Spark checks a
+    pushed timestamp filter on the rows)."""
+
+    topic: str
+    partition: int
+    directory: str
+    segments: list  # (base_offset, file, size, index file or None)
+    log_start: int | None
+    log_end: object = None  # () -> int
+    for_time: object = None  # (timestamp) -> (offset, timestamp) | None
+    storage: dict | None = None
+
+
+def _local_partitions(opts, paths):
+    from ..errors import CorruptDataError
+    from ..format.names import classify
+    from ..format.topics import parse_partition_dir_name
+
+    partitions, files = _selection(opts, paths) if paths else ([], [])
+    planned = [_Planned(p.topic, p.partition, str(p.path),
+                        [(s.base_offset, str(s.log_path), _Size(s), None) for s in p.segments],
+                        p.log_start_offset() if p.segments else None, p.log_end_offset,
+                        lambda ts, p=p: offset_for_time(p, ts)) for p in partitions]
+    lone = []
+    g_start, g_end = _int(opts, "startingoffset"), _int(opts, "endingoffset")
+    for f in files:
+        kind, base = classify(f)
+        if kind not in ("log", "kraft_snapshot"):
+            continue
+        topic = part = None
+        try:
+            topic, part, _k, _u = parse_partition_dir_name(f.parent.name)
+        except CorruptDataError:  # a lone file outside a partition directory
+            pass
+        lone.append(SegmentRead(str(f), topic, part, base, g_start, g_end, f.stat().st_size, str(f.parent)))
+    return planned, lone
+
+
+class _Size:
+    """A local segment's size, taken (one stat) only for the segments planned."""
+
+    __slots__ = ("seg",)
+
+    def __init__(self, seg):
+        self.seg = seg
+
+    def __int__(self):
+        return self.seg.size
+
+
+def _remote_partitions(opts, uris):
+    """The partitions and lone segments of object-store URIs, planned from their names, the checkpoint
+    and the .index of the first segment read in each partition (no segment bytes but one batch header
+    are read)."""
+    if not uris:
+        return [], []
+    from ..format.names import REMOTE_SEGMENT_FILE
+    from ..storage.select import parse_partitions
+    from ..storage.uri import select_remote
+
+    storage = storage_options(opts) or None
+    parts = parse_partitions(opts.get("partition")) if opts.get("partition") else None
+    sel = select_remote(uris, opts.get("topic") or None, parts, storage,
+                        all_states=_bool(opts.get("allstates"), False), strict=False)
+    wanted = _assigned(opts)
+    planned = [_Planned(p.topic, p.partition, p.directory, [(s.base_offset, s.log, s.size, s.index) for s in p.segments],
+                        p.log_start_offset() if p.segments else None, storage=storage)
+               for p in sel.partitions if wanted is None or (p.topic, p.partition) in wanted]
+    lone = []
+    if wanted is None:
+        g_start, g_end = _int(opts, "startingoffset"), _int(opts, "endingoffset")
+        for uri, size in sel.files:
+            m = REMOTE_SEGMENT_FILE.match(uri.rsplit("/", 1)[-1])
+            lone.append(SegmentRead(uri, None, None, int(m.group(1)) if m else None, g_start, g_end, size,
+                                    uri.rsplit("/", 1)[0], storage=storage))
+    return planned, lone
+
+
+def _offset_range(p: _Planned, b: _Bounds, records: bool, opts) -> tuple[int | None, int | None]:
+    """[start, end) of partition ``p`` under the bounds ``b`` (None: open)."""
+    start, end = b.start, b.end
+    key = (p.topic, p.partition)
+    for spec, is_start in ((b.m_start, True), (b.m_end, False)):
+        v = spec.get(key) if isinstance(spec, dict) else spec
+        if v is None or v == EARLIEST and is_start or v == LATEST and not is_start:
+            continue
+        if v in (EARLIEST, LATEST):
+            v = p.log_start if v == EARLIEST else p.log_end()
+        start, end = _narrow(start, end, v, is_start)
+    if p.for_time is not None:
+        for ts, is_start in ((b.t_start, True), (b.t_end, False)):
+            if ts is None:
+                continue
+            hit = p.for_time(ts)
+            if hit is None and is_start:
+                return 0, 0  # no record at or after ts: nothing to read here
+            start, end = _narrow(start, end, p.log_end() if hit is None else hit[0], is_start)
+    segs = p.segments
+    if records and _bool(opts.get("respectlogstartoffset"), True) and segs and p.log_start > segs[0][0]:
+        start = p.log_start if start is None else max(start, p.log_start)  # below it, records are deleted
+    return start, end
+
+
+def _narrow(start, end, v, is_start):
+    if v is None:
+        return start, end
+    if is_start:
+        return (v if start is None else max(start, v)), end
+    return start, (v if end is None else min(end, v))
+
+
+def _plan_partition(p: _Planned, b: _Bounds, records: bool, opts) -> list[SegmentRead]:
+    start, end = _offset_range(p, b, records, opts)
+    if start is not None and end is not None and start >= end:
+        return []
+    out: list[SegmentRead] = []
+    segs = p.segments
+    for i, (base, file, size, index) in enumerate(segs):
+        nxt = segs[i + 1][0] if i + 1 < len(segs) else None
+        if start is not None and nxt is not None and nxt <= start:
+            continue  # the whole segment is below start
+        if end is not None and base >= end:
+            break  # this and later segments are at or past end
+        pos = 0  # a local segment is sought on the executor (read_records)
+        if not out and records and start is not None and index:
+            pos = _seek(_remote_index(index, base, p.storage), base, start,
+                        lambda at, u=file: _remote_head(u, at, p.storage))
+        out.append(SegmentRead(file, p.topic, p.partition, base, start, end, int(size), p.directory, p.log_start,
+                               position=pos, storage=p.storage))
+    return out
+
+
+def _split_bytes(opts) -> int:
+    v = _int(opts, "splitbytes")
+    return 128 << 20 if v is None else v
+
+
+def _remote_index(uri, base, storage) -> list[tuple[int, int]]:
+    from ..format import index as fidx
+    from ..storage.uri import read_bytes
+
+    try:
+        return fidx.offset_index_entries(read_bytes(uri, storage), base)
+    except Exception:  # noqa: BLE001 (an unreadable or damaged index: read from the start, as without one)
+        return []
+
+
+def _remote_head(uri, at, storage) -> bytes:
+    from ..format.batch import V2_OVERHEAD
+    from ..storage.uri import read_bytes
+
+    return read_bytes(uri, storage, at, V2_OVERHEAD)
+
+
+def _local_head(path):
+    from ..format.batch import V2_OVERHEAD
+
+    def head(at: int) -> bytes:
+        with open(path, "rb") as f:
+            return os.pread(f.fileno(), V2_OVERHEAD, at)
+    return head
+
+
+def _seek(entries, base: int, offset: int, head) -> int:
+    """Where to start reading for ``offset``: the largest index entry <= it, if trusted; else 0."""
+    from ..format import index as fidx
+
+    if not entries or offset < base:
+        return 0
+    o, pos = fidx.lookup_offset(entries, offset, base)
+    if pos == 0:
+        return 0
+    try:
+        return pos if fidx.entry_points_at_batch(head(pos), o, base) else 0
+    except OSError:
+        return 0
+
+
+def split_segments(reads: list[SegmentRead], target: int) -> list[SegmentRead]:
+    """Split segments larger than ``target`` bytes into several reads at batch starts taken from
+    their ``.index`` (each checked against the batch header there), about ``target`` bytes apart.
+    ``target`` <= 0: no splitting. A segment without a usable index stays whole."""
+    if target <= 0:
+        return reads
+    out: list[SegmentRead] = []
+    for r in reads:
+        if r.bytes - r.position <= target + target // 2 or r.segment is None:
+            out.append(r)
+            continue
+        entries, head = _index_of(r)
+        cuts: list[int] = []
+        last = r.position
+        for o, pos in entries:
+            if pos >= last + target and pos < r.bytes - target // 2:
+                try:
+                    from ..format.index import entry_points_at_batch
+
+                    ok = entry_points_at_batch(head(pos), o, r.segment)
+                except OSError:
+                    ok = False
+                if ok:
+                    cuts.append(pos)
+                    last = pos
+        if not cuts:
+            out.append(r)
+            continue
+        bounds = [r.position, *cuts, None]
+        for a, b in zip(bounds, bounds[1:], strict=False):
+            out.append(SegmentRead(r.file, r.topic, r.partition, r.segment, r.start, r.end,
+                                   (r.bytes if b is None else b) - a, r.partition_dir, r.log_start_offset,
+                                   position=a, stop=b, storage=r.storage))
+    return out
+
+
+def _index_of(r: SegmentRead):
+    from ..storage.uri import is_remote
+
+    if is_remote(r.file):
+        base = r.file[:-len(".log")] if r.file.endswith(".log") else r.file
+        entries = _remote_index(base + ".index", r.segment, r.storage)
+        return entries, (lambda at: _remote_head(r.file, at, r.storage))
+    from ..storage.segment import Segment
+
+    seg = Segment(os.path.dirname(r.file), r.segment, Path(r.file))
+    return seg.offset_index(), _local_head(r.file)
+
+
+class SegmentGroup(InputPartition):
+    """One DataFrame partition: ``value`` is a list of :class:`SegmentRead`."""
+
+
+def group_segments(segs: list[SegmentRead], *, max_bytes: int = 128 << 20, open_cost: int = 4 << 20,
+                   min_partitions: int = 1) -> list[list[SegmentRead]]:
+    """Spark's file-source packing: each segment costs its size plus ``open_cost``; consecutive
+    segments share a partition up to min(max_bytes, max(open_cost, total / min_partitions)), a
+    segment that big has one to itself. A segment is never split; ``max_bytes`` <= 0 gives one
+    partition per segment."""
+    if max_bytes <= 0:
+        return [[s] for s in segs]
+    total = sum(s.bytes + open_cost for s in segs)
+    limit = min(max_bytes, max(open_cost, total // max(1, min_partitions)))
+    groups: list[list[SegmentRead]] = []
+    cur: list[SegmentRead] = []
+    size = 0
+    for s in segs:
+        cost = s.bytes + open_cost
+        if cost >= limit:  # a big segment: alone
+            groups.append([s])
+            continue
+        if cur and size + cost > limit:
+            groups.append(cur)
+            cur, size = [], 0
+        cur.append(s)
+        size += cost
+    if cur:
+        groups.append(cur)
+    return groups
+

@@ -51,16 +51,16 @@ def _b64(b):
     return None if b is None else base64.b64encode(b).decode()
 
 
-def _consumed(broker, topic, partition):
+def _consumed(broker, topic, partition, isolation_level="read_uncommitted"):
     return [
         {"offset": r.offset, "timestamp": r.timestamp, "key": _b64(r.key), "value": _b64(r.value),
          "headers": [{"key": k, "value": _b64(v)} for k, v in r.headers]}
-        for r in broker.consume_all(topic, partition)
+        for r in broker.consume_all(topic, partition, isolation_level)
     ]
 
 
-def _kltool_records(pdir):
-    res = run_kltool("--json", "dump", "--records", "--encoding", "base64", pdir)
+def _kltool_records(pdir, *args):
+    res = run_kltool("--json", "dump", "--records", "--encoding", "base64", pdir, *args)
     assert res.code == 0, res
     out, control = [], False
     for row in res.json():
@@ -111,11 +111,27 @@ def written(broker):
         prod.commit_transaction() if outcome == "commit" else prod.abort_transaction()
     prod.close()
     topics.append("txn")
+    # a transaction left open at the end: a read_committed consumer stops at its first offset (the LSO)
+    opened = KafkaProducer(**broker.kafka_python_args(), transactional_id="kltool-open", linger_ms=5)
+    opened.init_transactions()
+    opened.begin_transaction()
+    for p in range(PARTS):
+        for key, value, headers in _records(rng, 6, "open"):
+            opened.send("txn", key=key, value=value, headers=headers, partition=p)
+    opened.flush()
+    opened.close(timeout=5)
+    prod = KafkaProducer(**broker.kafka_python_args(), linger_ms=5)  # and plain records after it
+    for p in range(PARTS):
+        for key, value, headers in _records(rng, 4, "late"):
+            prod.send("txn", key=key, value=value, headers=headers, partition=p)
+    prod.close()
 
     expected = {}
     tps = [TopicPartition(t, p) for t in topics for p in range(PARTS)]
     for tp in tps:
         expected[tp] = {"records": _consumed(broker, tp.topic, tp.partition)}
+        if tp.topic == "txn":
+            expected[tp]["committed"] = _consumed(broker, tp.topic, tp.partition, "read_committed")
     c = KafkaConsumer(**broker.kafka_python_args())
     try:
         begin, end = c.beginning_offsets(tps), c.end_offsets(tps)
@@ -173,6 +189,18 @@ def test_dump_records_equal_consumer(broker, written):
         assert len(got) == len(exp["records"]), tp
         for g, e in zip(got, exp["records"], strict=True):
             assert g == e, (tp, g, e)
+
+
+def test_dump_isolation_levels_equal_consumers(broker, written):
+    """Scenario h: `dump --records --isolation-level` against Kafka's consumers at both levels (committed and
+    aborted transactions, one left open with plain records after it: read_committed ends at its first offset)."""
+    for tp, exp in written.items():
+        if tp.topic != "txn":
+            continue
+        pdir = broker.partition_dir(tp.topic, tp.partition)
+        assert len(exp["committed"]) < len(exp["records"])
+        assert _kltool_records(pdir, "--isolation-level", "read_uncommitted") == exp["records"]
+        assert _kltool_records(pdir, "--isolation-level", "read_committed") == exp["committed"]
 
 
 def _kl_offsets(logdir, *args):

@@ -199,6 +199,12 @@ def test_kltool_keys_transactions_then_idempotent_producer(live, tmp_path):
     everything = sorted(f"{tag}-{i}" for n, (_, tag) in enumerate(txns) for i in range(7 + n))
     assert values("read_uncommitted") == everything
     assert values("read_committed") == [v for v in everything if v[0] == "c"]
+    for level in ("read_uncommitted", "read_committed"):  # scenario h on kltool's own markers
+        for p in range(2):
+            res = run_kltool("--json", "dump", "--records", "--isolation-level", level, b.partition_dir("ktxn", p))
+            assert res.code == 0, res
+            mine = [(r["offset"], r["value"]) for r in res.json() if r["type"] == "record"]
+            assert mine == [(r.offset, r.value.decode()) for r in b.consume_all("ktxn", p, isolation_level=level)]
 
     ends = {p: len(b.consume_all("ktxn", p)) + sum(1 for _ in txns) for p in range(2)}  # + one marker each
     idem = KafkaProducer(**b.kafka_python_args(), enable_idempotence=True, linger_ms=0)

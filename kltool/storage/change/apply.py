@@ -106,6 +106,12 @@ def check_backup_root(root: Path, changes: Iterable[ChangeSet]) -> Path:
     return root
 
 
+def run_name(command: str) -> str:
+    """What a run is called in its directory's name and in restore's messages: ``retention``,
+    ``rebuild-index``, else ``repair`` (whose modes are ``salvage`` and ``like-broker``)."""
+    return command if command in ("retention", "rebuild-index") else "repair"
+
+
 def now_text() -> str:
     return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
@@ -406,7 +412,7 @@ def apply_changes(changes: Sequence[ChangeSet], command: str, backup_dir=None, *
         root = Path(os.path.abspath(backup_dir)) if backup_dir is not None else default_backup_root(c.root)
         if backup_dir is None:
             check_backup_root(root, [c])
-        run_dir = _new_run_dir(root, "rebuild-index" if command == "rebuild-index" else "repair")
+        run_dir = _new_run_dir(root, run_name(command))
         log_dir = Path(os.path.abspath(c.root))
         entries = [_prepare(i, a, run_dir, log_dir) for i, a in enumerate(c.actions)]
         doc = {"type": MANIFEST_TYPE, "version": 1, "created": now_text(), "command": command,

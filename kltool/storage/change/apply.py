@@ -30,6 +30,7 @@ from pathlib import Path
 
 from ...errors import BrokerLockHeld, UnsafeOperation, UsageError
 from ...format import names as fn
+from ..confine import inside, resolves_inside
 from ..fs import (
     BrokerLock,
     append_ranges,
@@ -84,16 +85,13 @@ def default_backup_root(root: Path) -> Path:
     return root.parent / f"{root.name}{BACKUP_SUFFIX}"
 
 
-def inside(child: Path, parent: Path) -> bool:
-    try:
-        child.relative_to(parent)
-        return True
-    except ValueError:
-        return False
-
-
-def check_backup_root(root: Path, changes: Iterable[ChangeSet]) -> Path:
-    """Refuse a backup root inside a log dir or a partition directory a change set touches."""
+def check_backup_root(root: Path, changes: Iterable[ChangeSet], *, default: bool = False) -> Path:
+    """Refuse a backup root inside a log dir or a partition directory a change set touches, and a default one
+    (``<log dir>.kltool-backup``) that is a symlink: whoever made it chose where kltool's copies go, not the
+    operator (an explicit ``--backup-dir`` may be one)."""
+    if default and os.path.islink(root):
+        raise UnsafeOperation(f"the backup directory {root} is a symlink (to {os.path.realpath(root)}): refused as "
+                              f"a backup location; remove the link or choose a directory with --backup-dir", path=root)
     r = Path(os.path.realpath(root))
     for c in changes:
         gr = Path(os.path.realpath(c.root))
@@ -399,19 +397,37 @@ def _apply(a: Action, entry: dict, run_dir: Path) -> None:
     step(a, entry, run_dir)
 
 
+def confine(c: ChangeSet) -> None:
+    """Refuse (before anything changes) an action whose file, target or source resolves, after symlinks,
+    outside its change set's log dir (``logdir/evil-0 -> /elsewhere``): kltool never writes, moves or deletes
+    there. The planners leave such partitions alone with a finding; this is the engine's own check."""
+    for a in c.actions:
+        for p in (a.file, a.target, a.source):
+            if p is not None and not resolves_inside(p, c.root):
+                raise UnsafeOperation(f"resolves to {os.path.realpath(p)}, outside the log dir {c.root}: not "
+                                      f"{a.op} (kltool never writes, moves or deletes outside the log dir); "
+                                      f"nothing was changed", path=p)
+
+
 def apply_changes(changes: Sequence[ChangeSet], command: str, backup_dir=None, *,
                   on_action: Callable[[Action], None] | None = None) -> list[Path]:
     """Apply ``changes`` (their log dirs' locks must be held): per change set, back up what its actions
     remove, write the manifest, apply the actions in order. ``command`` names the run (``repair``,
-    ``retention``, ``rebuild-index`` ...). Returns the manifests written."""
+    ``retention``, ``rebuild-index`` ...). Every action is confined to its log dir and every backup root
+    checked before anything changes. Returns the manifests written."""
     manifests = []
     todo = [c for c in changes if c.actions]
+    roots = {}
+    for c in todo:
+        confine(c)
     if backup_dir is not None:
         check_backup_root(Path(backup_dir), changes)
     for c in todo:
-        root = Path(os.path.abspath(backup_dir)) if backup_dir is not None else default_backup_root(c.root)
+        roots[id(c)] = Path(os.path.abspath(backup_dir)) if backup_dir is not None else default_backup_root(c.root)
         if backup_dir is None:
-            check_backup_root(root, [c])
+            check_backup_root(roots[id(c)], [c], default=True)
+    for c in todo:
+        root = roots[id(c)]
         run_dir = _new_run_dir(root, run_name(command))
         log_dir = Path(os.path.abspath(c.root))
         entries = [_prepare(i, a, run_dir, log_dir) for i, a in enumerate(c.actions)]

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import CorruptDataError, UnsafeOperation, UsageError
+from ..confine import inside
 from ..fs import append_ranges, atomic_write, fsync_dir, looks_like_log_dir, staged
 from .apply import (
     CHUNK,
@@ -23,7 +24,6 @@ from .apply import (
     SAMPLE,
     LogDirLocks,
     file_size,
-    inside,
     move,
     now_text,
     read_file,

@@ -47,6 +47,7 @@ from ...format.checkpoints import (
 from ...format.names import filename_prefix
 from ...timeutil import format_time
 from .. import offsets as offs
+from ..confine import outside_findings
 from ..findings import Finding
 from ..fs import atomic_write, fsync_dir
 from ..logdir import LogDir, Selection
@@ -302,6 +303,11 @@ class _Planner:
         ld = p.logdir
         if ld is None:
             return self.skip("no_log_dir", "not inside a log dir: retention needs its checkpoint files")
+        outside = outside_findings(p)
+        if outside:  # a symlink out of the log dir: never deleted through
+            pp.notes.extend(outside)
+            pp.skipped = True
+            return pp
         cleanup = pp.cleanup_policy = _topic_settings(ld, p.topic, policy, pp)
         if "delete" not in cleanup.split(","):
             return self.skip("compacted", f"cleanup.policy={cleanup}: left alone (only the log cleaner removes "

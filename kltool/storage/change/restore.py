@@ -27,6 +27,7 @@ from .apply import (
     move,
     now_text,
     read_file,
+    remove_lock_on_release,
     run_name,
     sha256_bytes,
     sha256_file,
@@ -377,8 +378,9 @@ def restore(manifests, *, dry_run: bool = False, follow: bool = True,
     Every manifest is read and validated before anything changes (a hostile or broken one is a UsageError,
     exit 2, naming the entry); then the runs are undone newest first, each action in reverse order. Each
     step checks the file's state first, so an interrupted restore can be run again, and an action that was
-    never applied is skipped. The log dir's ``.lock`` is held meanwhile (and removed again if restore
-    created it), so the tree ends byte-identical to before the runs."""
+    never applied is skipped. The log dir's ``.lock`` is held meanwhile and removed again if kltool made it
+    (restore, or a run killed before it could remove it) or the manifest says there was none before the
+    runs, so the tree ends byte-identical to before them."""
     if isinstance(manifests, (str, os.PathLike)):
         manifests = [manifests]
     queue = [m for arg in manifests for m in _run_manifests(arg)]
@@ -420,6 +422,8 @@ def restore(manifests, *, dry_run: bool = False, follow: bool = True,
                     steps.append(step)
                     if on_step is not None:
                         on_step(step)
+            if not dry_run and doc.get("lock_file_before") is False:  # no .lock before the run: none after
+                remove_lock_on_release(root)
             if not dry_run and doc.get("status") != "restored":
                 doc["status"] = "restored"
                 doc["restored"] = now_text()

@@ -119,3 +119,19 @@ def test_the_apply_engine_refuses_a_path_out_of_the_log_dir(tmp_path):
         apply_changes([ChangeSet(ld, acts)], "repair")
     assert snapshot(elsewhere) == before and snapshot(ld / "good-0") == inside  # nothing at all changed
     assert not (tmp_path / "ld.kltool-backup").exists()
+
+
+@pytest.mark.parametrize("backup", [True, False], ids=["backup", "no-backup"])
+def test_retention_never_writes_a_checkpoint_through_a_symlink(kl, tmp_path, backup):
+    ld, elsewhere = build(tmp_path, "java-oracle/v2-multi-segment-0", "none")
+    (elsewhere / "cp").write_text("0\n0\n")
+    os.symlink(elsewhere / "cp", ld / "log-start-offset-checkpoint")
+    before, inside = snapshot(elsewhere), snapshot(ld)
+    dry = kl("--json", "retention", "--retention-ms", "1", "--dry-run", ld)
+    assert [f["file"] for f in dry.json() if f.get("kind") == "outside_log_dir"] == \
+        [str(ld / "log-start-offset-checkpoint")]
+    assert [f["file"] for f in kl("--json", "verify", ld).json() if f.get("kind") == "outside_log_dir"] == \
+        [str(ld / "log-start-offset-checkpoint")]
+    r = kl("retention", "--retention-ms", "1", *([] if backup else ["--no-backup"]), ld)
+    assert r.code == 3 and "outside the log dir" in r.err, r
+    assert snapshot(elsewhere) == before and snapshot(ld) == inside

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from .findings import Finding
 
-__all__ = ["inside", "resolves_inside", "root_of", "escaping", "outside_findings", "OUTSIDE"]
+__all__ = ["inside", "resolves_inside", "root_of", "escaping", "outside_findings", "logdir_outside_findings",
+           "OUTSIDE"]
 
 OUTSIDE = "outside_log_dir"
 
@@ -61,3 +62,20 @@ def outside_findings(partition) -> list[Finding]:
     return [Finding("warning", OUTSIDE, str(p), f"resolves to {os.path.realpath(p)}, outside the log dir "
                     f"{root}: kltool never writes, moves or deletes through it (the partition is left alone by "
                     f"repair, rebuild-index and retention)") for p in escaping(partition.path, root)]
+
+
+def logdir_outside_findings(root) -> list[Finding]:
+    """``outside_log_dir`` warnings for the files at a log dir's root (checkpoints, meta.properties ...) that
+    are symlinks leading out of it (partition directories are :func:`outside_findings`' concern)."""
+    out = []
+    try:
+        with os.scandir(root) as it:
+            links = sorted(e.path for e in it if e.is_symlink() and not os.path.isdir(e.path))
+    except OSError:
+        return out
+    for p in links:
+        if not resolves_inside(p, root):
+            out.append(Finding("warning", OUTSIDE, p, f"resolves to {os.path.realpath(p)}, outside the log dir "
+                               f"{root}: kltool never writes, moves or deletes through it (a command that would "
+                               f"change it refuses)"))
+    return out

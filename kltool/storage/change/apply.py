@@ -423,7 +423,7 @@ def confine(c: ChangeSet) -> None:
     outside its change set's log dir (``logdir/evil-0 -> /elsewhere``): kltool never writes, moves or deletes
     there. The planners leave such partitions alone with a finding; this is the engine's own check."""
     for a in c.actions:
-        for p in (a.file, a.target, a.source):
+        for p in (a.file, a.target, a.source, *a.paths):
             if p is not None and not resolves_inside(p, c.root):
                 raise UnsafeOperation(f"resolves to {os.path.realpath(p)}, outside the log dir {c.root}: not "
                                       f"{a.op} (kltool never writes, moves or deletes outside the log dir); "

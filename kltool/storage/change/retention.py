@@ -47,13 +47,13 @@ from ...format.checkpoints import (
 from ...format.names import filename_prefix
 from ...timeutil import format_time
 from .. import offsets as offs
-from ..confine import outside_findings
+from ..confine import logdir_outside_findings, outside_findings
 from ..findings import Finding
 from ..fs import atomic_write, fsync_dir
 from ..logdir import LogDir, Selection
 from ..partition import Partition
 from ..segment import Segment
-from .apply import apply_changes
+from .apply import apply_changes, confine
 from .plan import Action, ChangeSet
 
 __all__ = [
@@ -559,6 +559,7 @@ def plan_retention(sel: Selection, policy: Policy) -> RetentionPlan:
         if p.logdir is not None and p.logdir.path not in seen:
             seen.add(p.logdir.path)
             plan.logdirs.append(p.logdir)
+            plan.notes.extend(logdir_outside_findings(p.logdir.path))
         if pp.notes and pp.notes[0].kind in ("compacted", "no_limit"):  # one note per topic, not per partition
             skipped.setdefault((str(p.logdir.path), p.topic), []).append(pp)
     for (ld, topic), pps in skipped.items():
@@ -612,6 +613,8 @@ def apply_retention(plan: RetentionPlan, *, backup: bool = True, backup_dir=None
     ``plan.manifests``)."""
     if backup_dir is not None and not backup:
         raise UsageError("--backup-dir and --no-backup: give one")
+    for ld in plan.logdirs:  # the broker's way too: nothing outside the log dir, checked before anything
+        confine(ChangeSet(ld.path, [a for a in plan.actions if a.logdir == ld.path]))
     steps = _steps(plan)
     left = {id(a): 0 for a in plan.actions}
     for _kind, _path, a, _c in steps:

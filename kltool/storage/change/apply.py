@@ -456,7 +456,7 @@ def apply_changes(changes: Sequence[ChangeSet], command: str, backup_dir=None, *
         doc = {"type": MANIFEST_TYPE, "version": 1, "created": now_text(), "command": command,
                "log_dir": str(log_dir), "status": "applying",
                "follows": follows, "lock_file_before": _lock_file_before(c.root, follows), "actions": entries}
-        if not doc["lock_file_before"]:
+        if not doc["lock_file_before"] and (Path(c.root) / fn.LOCK_FILE).exists():
             remove_lock_on_release(c.root)
         mpath = run_dir / MANIFEST_NAME
         atomic_write(mpath, json.dumps(doc, indent=1) + "\n")

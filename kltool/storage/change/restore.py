@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import CorruptDataError, UnsafeOperation, UsageError
+from ...format import names as fn
 from ..confine import inside
 from ..fs import append_ranges, atomic_write, fsync_dir, looks_like_log_dir, staged
 from .apply import (
@@ -422,7 +423,8 @@ def restore(manifests, *, dry_run: bool = False, follow: bool = True,
                     steps.append(step)
                     if on_step is not None:
                         on_step(step)
-            if not dry_run and doc.get("lock_file_before") is False:  # no .lock before the run: none after
+            if not dry_run and doc.get("lock_file_before") is False and (root / fn.LOCK_FILE).exists():
+                # no .lock before the run: none after
                 remove_lock_on_release(root)
             if not dry_run and doc.get("status") != "restored":
                 doc["status"] = "restored"

@@ -50,6 +50,7 @@ from ...errors import CorruptDataError, UsageError
 from ...format import index as fidx
 from ...format import names as fn
 from ...format.records import BatchHeader
+from ..confine import outside_findings
 from ..epochs import checkpoint_epochs
 from ..findings import Finding
 from ..fs import TMP_SUFFIX
@@ -526,6 +527,10 @@ def _groups(sel: Selection) -> list[Group]:
         if gr.skip(p.path, None if p.logdir is not None and p.logdir.path in gr.skipped_set else p.path):
             continue
         g = gr.group(p.logdir.path if p.logdir is not None else p.path.parent, p.logdir)
+        outside = outside_findings(p)  # a symlink out of the log dir: never written through (storage/confine.py)
+        if outside:
+            g.problems.extend(outside)
+            continue
         if gr.first(g, p.path):
             g.partitions.append(p)
     selected_dirs = {Path(os.path.abspath(p.path)) for p in sel.partitions}

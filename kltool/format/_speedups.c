@@ -1264,8 +1264,16 @@ static int json_line(const unsigned char *p, Py_ssize_t n, PyObject *skip, obuf 
                 if ((rc = jskip(&c, 1))) goto fail;
                 skipit = 1;
             }
-        } else {
+        } else if (NAME_IS(nm, nk, "offset") || NAME_IS(nm, nk, "timestamp_type") || NAME_IS(nm, nk, "sequence") ||
+                   NAME_IS(nm, nk, "size") || NAME_IS(nm, nk, "batch_offset") || NAME_IS(nm, nk, "topic") ||
+                   NAME_IS(nm, nk, "decoded") || NAME_IS(nm, nk, "decode_error")) {
+            /* the other fields of dump's record (jsonl.RECORD_FIELDS): read back, not used */
             if ((rc = jskip(&c, 1))) goto fail;
+        } else if (skipit) {  /* a line that is not a record (a batch, a finding ...): its fields are its own */
+            if ((rc = jskip(&c, 1))) goto fail;
+        } else {
+            rc = DEFER;  /* an unknown field (a typo?): jsonl.parse_record_line says so, or lets it through */
+            goto fail;
         }
         jws(&c);
         if (c.i < c.n && p[c.i] == ',') { c.i++; jws(&c); continue; }

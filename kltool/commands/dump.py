@@ -12,6 +12,7 @@ from ..format.records import CONTROL_IDS, BatchHeader
 from ..jsonl import record_json
 from ..output import _dumps, text_bytes
 from ..storage.findings import Finding
+from ..storage.logdir import unreadable
 from ..storage.read import RecordFilter
 from ..storage.scan import HOLD, Damage, records_of, walk
 from .common import parse_time, select, selection_options
@@ -673,6 +674,12 @@ def command(out, paths, topic, partition_spec, records, from_offset, to_offset, 
         tail, from_offset = -from_offset, None
     flt = RecordFilter(from_offset, to_offset, parse_time(from_time), parse_time(to_time),
                        None if key is None else key.encode("utf-8"))
+    if flt.from_offset is not None and flt.to_offset is not None and flt.to_offset < flt.from_offset:
+        raise UsageError(f"--to-offset {to_offset} is below --from-offset {from_offset}: no offset is in that range "
+                         f"(both are inclusive: --from-offset {to_offset} --to-offset {from_offset}?)")
+    if flt.from_time is not None and flt.to_time is not None and flt.to_time < flt.from_time:
+        raise UsageError(f"--to-time {to_time} is before --from-time {from_time}: no record is in that range "
+                         f"(both are inclusive)")
     sel = select(paths, topic, partition_spec)
     d = Dumper(out, records, encoding, limit, flt, decoder=decoder, payload=payload,
                skip_metadata=skip_record_metadata, fmt=None if fmt is None else compile_format(fmt),
@@ -681,7 +688,14 @@ def command(out, paths, topic, partition_spec, records, from_offset, to_offset, 
         if d.limit is not None and d.emitted >= d.limit:
             break
         d.stopped = False  # --to-time stops each partition on its own
-        _dump_partition(d, p)
+        try:
+            _dump_partition(d, p)
+        except BrokenPipeError:
+            raise
+        except OSError as e:  # a file or directory it may not read: said, and the dump goes on (exit 1)
+            d.errors += 1
+            f = unreadable(e.filename or p.path, e, f"the rest of partition {p.name} was not dumped")
+            out.emit(f.to_json()) if out.json_mode else out.warn(f"{f.file}: {f.message}")
     for path in sel.files:
         if d.limit is not None and d.emitted >= d.limit:
             break

@@ -11,7 +11,7 @@ import time
 import click
 
 from ..errors import UsageError
-from .common import human_bytes, select
+from .common import human_bytes, loose_file_findings, range_records, select
 
 
 def emit_plan_line(out, action, dry_run: bool) -> None:
@@ -52,28 +52,32 @@ def run_repair(out, paths, topic, partition_spec, *, deep: bool = False, dry_run
     if dry_run:
         for a in plan.actions:
             emit_plan_line(out, a, True)
-    emit_problems(out, plan.problems)
+    problems = loose_file_findings(plan.problems)  # a damaged file repair skips: an error, exit 1
+    emit_problems(out, problems)
     secs = time.perf_counter() - t0
     acts = plan.actions
     cut = [a for a in acts if a.op in ("truncate", "excise")]
     # whole segments a --like-broker plan deletes after its truncation count as lost too
     gone = [a for a in acts if a.op == "quarantine" and a.file.suffix == ".log" and a.first_offset is not None]
     lost_bytes = sum(a.bytes or 0 for a in cut + gone)
-    lost_records = sum(a.records_lost or 0 for a in cut + gone)
-    unknown = sum(1 for a in cut for c in a.ranges if c.records is None) + \
-        sum(1 for a in gone if a.records_lost is None)
-    errors = sum(1 for p in plan.problems if p.severity == "error")
+    counts = [range_records(c) for a in cut for c in a.ranges]  # a range read or not: the offsets it spans
+    lost_records = sum(n for n, _s in counts if n is not None) + sum(a.records_lost or 0 for a in gone)
+    spanned = sum(1 for n, s in counts if s)
+    unknown = sum(1 for n, _s in counts if n is None) + sum(1 for a in gone if a.records_lost is None)
+    errors = sum(1 for p in problems if p.severity == "error")
     summary = {
         "type": "summary", "mode": plan.mode, "dry_run": dry_run, "actions": len(acts),
         "applied": sum(1 for a in acts if a.applied), "bytes_cut": lost_bytes, "records_lost": lost_records,
         "ranges_with_unknown_records": unknown, "errors": errors,
-        "warnings": sum(1 for p in plan.problems if p.severity == "warning"),
+        "warnings": sum(1 for p in problems if p.severity == "warning"),
         "manifests": [str(m) for m in result.manifests], "seconds": round(secs, 3),
     }
     if out.json_mode:
         out.emit(summary)
     else:
         more = f" (+{unknown} damaged range(s) whose record count is unknown)" if unknown else ""
+        if spanned:
+            more += f" ({spanned} damaged range(s) counted by the offsets they span)"
         if not acts:
             out.line(f"repair: nothing to do ({plan.mode}); {errors} problem(s) not repairable" if errors
                      else f"repair: nothing to do ({plan.mode})")

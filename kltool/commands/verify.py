@@ -7,7 +7,7 @@ import time
 import click
 
 from ..storage.check.verify import VerifyStats, verify_selection
-from .common import human_bytes, paths_argument, select, selection_options
+from .common import human_bytes, paths_argument, select, selection_options, total_size
 
 
 @click.command("verify")
@@ -40,8 +40,7 @@ def command(out, paths, topic, partition_spec, deep, max_record_bytes, strict, r
                           like_broker=like_broker)
     sel = select(paths, topic, partition_spec)
     stats = VerifyStats()
-    total = sum(s.size for p in sel.partitions for s in p.segments) + sum(
-        f.stat().st_size for f in sel.files)
+    total = total_size(sel)
     t0 = time.perf_counter()
     with out.progress(total, "verify") as prog:
         for f in verify_selection(sel, deep=deep, stats=stats, progress=prog.advance):

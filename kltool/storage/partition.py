@@ -52,7 +52,11 @@ class Partition:
         for de in sorted(os.scandir(self.path), key=lambda e: e.name):
             name = de.name
             entry = self.path / name
-            if de.is_dir():
+            try:
+                is_dir = de.is_dir()
+            except OSError:  # a symlink loop: a file kltool cannot read, judged by its name
+                is_dir = False
+            if is_dir:
                 self.other_files.append(entry)
                 continue
             m = fn.SEGMENT_FILE.match(name)
@@ -135,7 +139,7 @@ class Partition:
     def metadata_topic_id(self) -> str | None:
         p = self.path / fn.PARTITION_METADATA
         try:
-            text = p.read_text()
+            text = p.read_bytes()
         except FileNotFoundError:
             return None
         from ..format.checkpoints import parse_partition_metadata

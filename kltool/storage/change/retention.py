@@ -487,7 +487,7 @@ class _Planner:
         p = self.p
         path = p.path / EPOCH_CHECKPOINT
         try:
-            text = path.read_text(encoding="utf-8")
+            text = path.read_bytes()  # (a non-UTF-8 byte: CorruptDataError)
         except FileNotFoundError:
             return
         try:

@@ -258,12 +258,25 @@ class _AboveTheBar:
         return self._real.fileno()
 
 
+def _stdout_is_a_pipe(stream) -> bool:
+    """stdout goes into a pipe (``| grep``, ``| head``, ``| less``): whatever reads it most likely prints on
+    the terminal the progress bar is drawn on, where its lines would land in the bar's line."""
+    import stat
+
+    try:
+        return stat.S_ISFIFO(os.fstat(stream.fileno()).st_mode) or stat.S_ISSOCK(os.fstat(stream.fileno()).st_mode)
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
 class Progress:
-    """Context manager; ``advance(n)``. Silent unless stderr is a terminal. While the bar shows,
-    stdout lines for the same terminal go above it; sizes are binary (KiB, MiB), as everywhere."""
+    """Context manager; ``advance(n)``. Silent unless stderr is a terminal, and while stdout goes into a
+    pipe (its reader prints on that terminal too, across the bar). While the bar shows, stdout lines for the
+    same terminal go above it; sizes are binary (KiB, MiB), as everywhere."""
 
     def __init__(self, out: Output, total: int | None, description: str):
-        self.enabled = not out.quiet and sys.stderr.isatty() and (total is None or total > 0)
+        self.enabled = not out.quiet and sys.stderr.isatty() and (total is None or total > 0) \
+            and not _stdout_is_a_pipe(out._stdout)
         self._p = None
         self._task = None
         self.out = out

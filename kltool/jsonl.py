@@ -199,6 +199,9 @@ def parse_record_line(raw: bytes, ignore_unknown: bool = False):
         raise ValueError("expected a JSON object with key, value, headers, timestamp, partition")
     get = obj.get
     t = get("type")
+    if t is not None and t != "record" and not ignore_unknown and ("key" in obj or "value" in obj):
+        raise ValueError(f"type {t!r} with a key or value: a record's type is \"record\" (or none), and kltool's "
+                         f"other lines carry no key or value (a typo?; --ignore-unknown-fields skips such lines)")
     if (t is not None and t != "record") or get("control") is not None:
         return SKIP
     if not ignore_unknown and len(obj) > 1 and (bad := unknown_fields(obj)):

@@ -121,3 +121,23 @@ def test_deep_nesting_is_a_one_line_error(kl, logdir, text):
         if r.code == 2:
             assert len(r.err.strip().splitlines()) == 1 and "line 1" in r.err, r.err
     assert kl("append", logdir, "t", stdin="[" * 100_000 + "\n").code == 2
+
+
+@pytest.mark.parametrize("line", ['{"type":"recrod","key":"a","value":"1"}', '{"type":"Record","value":"1"}',
+                                  '{"key":"a","type":"rec","value":"1"}'])
+def test_a_typo_in_type_is_not_a_silently_skipped_record(kl, logdir, line):
+    before = _tree(logdir)
+    r = kl("append", logdir, "t", stdin='{"key":"b","value":"2"}\n' + line + "\n")
+    assert r.code == 2 and "line 2" in r.err and "type" in r.err, r
+    assert _tree(logdir) == before
+    r = kl("append", logdir, "t", "--ignore-unknown-fields", stdin=line + "\n")
+    assert r.code == 0 and "skipped 1 lines" in r.err, r
+
+
+def test_other_kltool_lines_are_still_skipped(kl, logdir):
+    """Lines of kltool's other JSON outputs (findings, summaries, offsets rows) have no key or value."""
+    src = ORACLE / "damaged-v2-crc-0"
+    text = kl("--json", "verify", src).out + kl("--json", "offsets", "--count", src).out + \
+        kl("--json", "dump", src).out
+    r = kl("append", logdir, "t", stdin=text)
+    assert r.code == 0, r

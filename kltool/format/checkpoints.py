@@ -377,6 +377,12 @@ def parse_meta_properties(data) -> dict[str, str]:
     properties; raises CorruptDataError (``unknown_version`` for a version other than 0 and 1)."""
     props = parse_properties(data)
     text = _text(data, "properties file")
+    m = re.search(r"[\x00-\x08\x0e-\x1f\x7f]", text)
+    if m:  # Kafka writes it as text: a control byte is damage, not a key
+        raise _error(f"meta.properties holds a control byte (0x{ord(m.group()):02x})",
+                     len(text[:m.start()].encode("utf-8", "surrogatepass")))
+    if not props.keys() & {"version", "broker.id", "node.id", "cluster.id"}:
+        raise _error("meta.properties holds none of version, broker.id, node.id, cluster.id", 0)
 
     def where(key: str) -> int:
         m = re.search(r"(?m)^[ \t\f]*" + re.escape(key) + r"[ \t\f]*[=: \t\f]", text)

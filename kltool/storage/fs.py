@@ -324,6 +324,29 @@ def lock_holder_present(logdir) -> bool:
         os.close(fd)
 
 
+def read_small_file(path) -> bytes:
+    """The bytes of a metadata file. Only a regular file is read: a FIFO, socket or device named like one
+    would block or never end, so it is an OSError (EINVAL, "not a regular file"), as a directory is one
+    (EISDIR)."""
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a FIFO, socket or device)", str(path))
+        chunks = []
+        while True:
+            b = os.read(fd, 1 << 20)
+            if not b:
+                return b"".join(chunks)
+            chunks.append(b)
+    finally:
+        os.close(fd)
+
+
 def read_text_file(path: Path, kind: str):
     """Parse a small metadata file of ``kind`` (:func:`kltool.format.names.classify`'s kinds:
     offset_checkpoint, leader_epoch_checkpoint, partition_metadata, meta_properties, json: quorum-state or
@@ -331,7 +354,7 @@ def read_text_file(path: Path, kind: str):
     and byte position) when its content is not valid; OSError when it cannot be read."""
     from ..format import checkpoints as cp
 
-    data = Path(path).read_bytes()
+    data = read_small_file(path)
     try:
         if kind == "offset_checkpoint":
             return cp.parse_offset_checkpoint(data)

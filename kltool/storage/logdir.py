@@ -15,7 +15,7 @@ from ..errors import CorruptDataError, PathNotFound, PathNotReadable, UsageError
 from ..format import names as fn
 from ..plain import Plain
 from .findings import Finding
-from .fs import read_text_file
+from .fs import read_small_file, read_text_file
 from .partition import Partition
 
 ROOT_CHECKPOINTS = fn.ROOT_OFFSET_CHECKPOINTS
@@ -159,7 +159,7 @@ class LogDir:
                            check_file(self.path / TOPICS_FILE, "kltool_topics")) if f is not None]
         for name in ROOT_CHECKPOINTS:
             try:
-                (self.path / name).read_bytes()
+                read_small_file(self.path / name)
             except FileNotFoundError:
                 continue
             except OSError as e:

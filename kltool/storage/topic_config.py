@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import CorruptDataError, UsageError
-from .fs import atomic_write
+from .fs import atomic_write, read_small_file
 
 __all__ = [
     "CONFIG_FILE_NAME", "DEFAULTS", "INTERNAL_TOPIC_DEFAULTS", "TopicConfig", "parse_config_items", "validate_config",
@@ -239,7 +239,7 @@ def read_config_file(logdir) -> dict:
     """The whole file as ``{"version": 1, "topics": {...}}``; an empty one when it does not exist."""
     path = config_path(logdir)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_small_file(path).decode("utf-8")
     except FileNotFoundError:
         return {"version": FILE_VERSION, "topics": {}}
     except UnicodeDecodeError as e:

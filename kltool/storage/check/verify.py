@@ -18,6 +18,7 @@ from ...format.records import BatchHeader
 from ...plain import Plain
 from ..epochs import EpochWatch, checkpoint_epochs
 from ..findings import Finding
+from ..fs import read_small_file
 from ..logdir import LogDir, Selection, check_file, partition_file_findings, unreadable
 from ..partition import Partition
 from ..scan import HOLD, BatchRun, Damage, FileSpan, records_of, walk
@@ -349,7 +350,7 @@ def _check_partition_files(p: Partition, leo: int) -> Iterator[Finding]:
 
     for off, path in p.snapshots:
         try:
-            snap = parse_snapshot(path.read_bytes())
+            snap = parse_snapshot(read_small_file(path))
         except CorruptDataError as e:
             yield _err("snapshot_corrupt", path, e.message, position=e.position)
             continue

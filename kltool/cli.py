@@ -188,7 +188,10 @@ def main(argv=None) -> None:
     except click.exceptions.Exit as e:
         code = e.exit_code
     except click.ClickException as e:
-        print(f"kltool: error: {_usage_line(e)}", file=sys.stderr)
+        if type(e).__name__ == "NoArgsIsHelpError":  # `kltool` alone: the help, as before
+            e.show()
+        else:
+            print(f"kltool: error: {_usage_line(e)}", file=sys.stderr)
         code = 2
     except click.exceptions.Abort:
         print("kltool: aborted", file=sys.stderr)

@@ -36,3 +36,8 @@ def test_usage_error_is_one_line(kl, args, names):
     for n in names:
         assert n in line, (n, line)
     assert "Usage:" not in r.err and "Try '" not in r.err and r.out == ""
+
+
+def test_kltool_alone_shows_the_help(kl):
+    r = kl()
+    assert r.code == 2 and "Commands:" in r.err and "kltool: error" not in r.err

@@ -47,7 +47,7 @@ from ...format.names import filename_prefix
 from ...timeutil import format_time
 from .. import offsets as offs
 from ..findings import Finding
-from ..fs import atomic_write, fsync_dir
+from ..fs import atomic_write, fsync_dir, read_small_file
 from ..logdir import LogDir, Selection
 from ..partition import Partition
 from ..segment import Segment
@@ -487,7 +487,7 @@ class _Planner:
         p = self.p
         path = p.path / EPOCH_CHECKPOINT
         try:
-            text = path.read_bytes()  # (a non-UTF-8 byte: CorruptDataError)
+            text = read_small_file(path)  # (a non-UTF-8 byte: CorruptDataError; a FIFO: OSError, not a wait)
         except FileNotFoundError:
             return
         try:

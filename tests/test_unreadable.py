@@ -105,3 +105,25 @@ def test_symlink_loop_is_unreadable_even_for_root(kl, tmp_path):
     assert r.code == 1, r
     bad = [o for o in r.json() if o.get("kind") == "unreadable"]
     assert bad and bad[0]["file"] == str(lec) and "symlink loop" in bad[0]["message"], r.json()
+
+
+@pytest.mark.parametrize("case", ["partition_dir", "segment"])
+def test_info_lists_the_readable_partitions(world, case):
+    ld = _logdir(world)
+    (ld / CASES[case]).chmod(0)
+    r = _as_nobody("info", "--all", ld)
+    assert r.returncode == 1, r
+    assert "permission denied" in r.stderr and "lsx1-0" in r.stderr and "error:" not in r.stderr
+    assert "myTopic" in r.stdout and "__consumer_offsets" in r.stdout, r.stdout
+
+
+def test_dump_of_several_files_goes_on(world):
+    ld = _logdir(world)
+    bad = ld / CASES["segment"]
+    bad.chmod(0)
+    good = ld / "__consumer_offsets-28" / "00000000000000000002.log"
+    r = _as_nobody("dump", bad, good)
+    assert r.returncode == 1, r
+    assert "permission denied" in r.stderr and f"Dumping {good}" in r.stdout
+    alone = _as_nobody("dump", bad)  # nothing else to do: one line, exit 2
+    assert alone.returncode == 2 and len(alone.stderr.strip().splitlines()) == 1, alone

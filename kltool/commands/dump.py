@@ -708,12 +708,19 @@ def command(out, paths, topic, partition_spec, records, from_offset, to_offset, 
             d.topic, d.partition = parse_partition_dir_name(path.resolve().parent.name)[:2]
         except CorruptDataError:
             pass
-        if kind in ("log", "kraft_snapshot"):
-            _dump_log(d, path, base)
-        elif kind == "unknown":
-            out.warn(f"{path}: ignoring a file kltool does not know")
-        else:
-            _dump_other(d, path, kind, base)
+        try:
+            if kind in ("log", "kraft_snapshot"):
+                _dump_log(d, path, base)
+            elif kind == "unknown":
+                out.warn(f"{path}: ignoring a file kltool does not know")
+            else:
+                _dump_other(d, path, kind, base)
+        except OSError as e:  # with other PATHs to dump: said, and the dump goes on (exit 1)
+            if isinstance(e, BrokenPipeError) or len(sel.files) + len(sel.partitions) == 1:
+                raise
+            d.errors += 1
+            f = unreadable(e.filename or path, e, "not dumped")
+            out.emit(f.to_json()) if out.json_mode else out.warn(f"{f.file}: {f.message}")
     out.flush()
     if d.too_large is not None:
         raise d.too_large

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ..storage.logdir import unreadable as unreadable_finding
 from ..storage.segment import first_batch
 from .common import format_time, human_bytes, partitions_of_files, paths_argument, select, selection_options
 
@@ -40,8 +41,17 @@ def command(out, paths, topic, partition_spec, show_all):
     rows = []
     infos = []
     empty = 0
+    unreadable = 0
     for p in sel.partitions:
-        info = partition_info(p)
+        try:
+            info = partition_info(p)
+        except OSError as e:  # a partition or file it may not read: said, the others listed (exit 1)
+            if isinstance(e, BrokenPipeError):
+                raise
+            unreadable += 1
+            f = unreadable_finding(e.filename or p.path, e, f"partition {p.name} is not listed")
+            out.emit(f.to_json()) if out.json_mode else out.warn(f"{f.file}: {f.message}")
+            continue
         infos.append(info)
         if out.json_mode:
             out.emit(info)
@@ -80,7 +90,7 @@ def command(out, paths, topic, partition_spec, show_all):
     if out.json_mode:
         out.emit({"type": "summary", "partitions": len(infos), "topics": len({i["topic"] for i in infos}),
                   "segments": sum(i["segments"] for i in infos), "bytes": total})
-        return 0
+        return 1 if unreadable else 0
     if rows:
         out.table(["topic", "part", "segs", "size", "log start", "log end", "first time", "last time"], rows,
                   justify={"segs": "right", "size": "right", "log start": "right", "log end": "right",
@@ -88,4 +98,4 @@ def command(out, paths, topic, partition_spec, show_all):
     out.line(f"{len(infos)} partitions ({empty} empty not shown{'' if not empty else '; --all lists them'}), "
              f"{len({i['topic'] for i in infos})} topics, {sum(i['segments'] for i in infos)} segments, "
              f"{human_bytes(total)}")
-    return 0
+    return 1 if unreadable else 0

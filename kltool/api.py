@@ -157,9 +157,20 @@ class Logs:
     def info(self) -> Iterator[dict]:
         """``kltool info``: one ``partition`` dict per partition (segments, bytes, log start and end
         offsets, first and largest timestamps, from names, indexes and each partition's tail: no full
-        scan), then one ``log_dir`` dict per log dir (meta.properties, clean shutdown, unknown dirs)."""
+        scan), then one ``log_dir`` dict per log dir (meta.properties, clean shutdown, unknown dirs). A
+        partition it may not read gives a ``finding`` dict (kind ``unreadable``) instead, and the others
+        follow."""
+        from .storage.logdir import unreadable
+
         for p in self.partitions:
-            yield _partition_info(p)
+            try:
+                info = _partition_info(p)
+            except OSError as e:
+                if isinstance(e, BrokenPipeError):
+                    raise
+                yield unreadable(e.filename or p.path, e, f"partition {p.name} is not listed").to_json()
+                continue
+            yield info
         for ld in self.logdirs:
             yield _logdir_info(ld)
 
@@ -245,13 +256,15 @@ class Logs:
             if not dry_run:
                 self.refresh()
 
-    def append(self, topic: str, records: Iterable, *, partition: int | None = None, **options):
+    def append(self, topic: str, records: Iterable, *, partition: int | None = None,
+               ignore_unknown_fields: bool = False, **options):
         """``kltool append``: ``records`` are dicts with ``key``, ``value`` (bytes, str or None),
         ``headers`` (pairs), ``timestamp`` (epoch ms) and ``partition``, or ``(key, value)`` pairs,
         written to the single log dir selected as real batches. ``options`` are
         :class:`~kltool.storage.write.appender.AppendOptions` fields (``compression``, ``magic``,
-        ``transactional`` ...). All or nothing: an error in any record leaves the log dir as it was. Returns an
-        ``AppendResult``."""
+        ``transactional`` ...). All or nothing: an error in any record leaves the log dir as it was (a dict key
+        other than a record's is one, unless ``ignore_unknown_fields``). Returns an ``AppendResult``."""
+        from .jsonl import unknown_field_message, unknown_fields
         from .storage.write.appender import Appender, AppendOptions
 
         if len(self.logdirs) != 1:
@@ -267,6 +280,8 @@ class Logs:
         with Appender(self.logdirs[0].path, topic, opts, source="records") as app:
             for n, rec in enumerate(records, 1):
                 if isinstance(rec, dict):
+                    if not ignore_unknown_fields and (bad := unknown_fields(rec)):
+                        raise UsageError(f"record {n}: {unknown_field_message(bad, relax='ignore_unknown_fields=True')}")
                     app.add(as_bytes(rec.get("key")), as_bytes(rec.get("value")),
                             tuple((k, as_bytes(v)) for k, v in rec.get("headers") or ()), rec.get("timestamp"),
                             rec.get("partition", partition), line=n)

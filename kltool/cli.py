@@ -13,7 +13,7 @@ import click
 
 from . import __version__
 from .errors import KltoolError
-from .output import Output
+from .output import Output, silence_stdout
 
 # name -> (module, short help). Each module defines ``command`` (a click.Command).
 COMMANDS = {
@@ -61,8 +61,21 @@ def _add_global_options(cmd: click.Command) -> None:
 
 
 class _StdoutClosed(Exception):
-    """stdout's reader went away (``kltool dump | head``). click turns an EPIPE into exit 1; kltool stops
-    quietly with 0, as kafka-dump-log.sh does."""
+    """stdout's reader went away (``kltool dump | head``) and the command stopped: ``code`` is the exit code
+    (0 for the commands that stop quietly, 141 for the others; see :data:`QUIET_ON_CLOSED_STDOUT`)."""
+
+    def __init__(self, code: int):
+        super().__init__(code)
+        self.code = code
+
+
+# Commands that stop quietly (exit 0) when stdout's reader goes away, as kafka-dump-log.sh and kcat do:
+# their output is the product, not a verdict (click would say 1). Every other command carries on with
+# stdout silenced (a repair is never cut short by `| head`) and exits with its own code, so that
+# `set -o pipefail; kltool verify DIR | head -1` still fails on a damaged DIR. If stdout breaks where
+# kltool cannot carry on, such a command exits 141 (128 + SIGPIPE), as Unix tools do, never 0.
+QUIET_ON_CLOSED_STDOUT = frozenset({"dump", "completion"})
+EXIT_SIGPIPE = 141
 
 
 class LazyGroup(click.Group):
@@ -73,7 +86,8 @@ class LazyGroup(click.Group):
                 ctx.obj.flush()  # here, not only in the context's close, where click would see the EPIPE
             return rv
         except BrokenPipeError as e:
-            raise _StdoutClosed from e
+            quiet = ctx.invoked_subcommand in QUIET_ON_CLOSED_STDOUT
+            raise _StdoutClosed(0 if quiet else EXIT_SIGPIPE) from e
 
     def list_commands(self, ctx):
         return [n for n, (mod, _h) in COMMANDS.items() if importlib.util.find_spec(mod) is not None]
@@ -112,8 +126,43 @@ def cli(ctx, json_mode, quiet, no_color):
     Exit codes: 0 ok/clean, 1 problems found or work planned, 2 bad usage or unreadable input,
     3 refused (a live broker holds the directory, or the change is unsafe).
     """
-    ctx.obj = Output(json_mode=json_mode, quiet=quiet, color=False if no_color else None)
+    ctx.obj = Output(json_mode=json_mode, quiet=quiet, color=False if no_color else None,
+                     carry_on_closed_stdout=ctx.invoked_subcommand not in QUIET_ON_CLOSED_STDOUT)
     ctx.call_on_close(ctx.obj.flush)  # Output.write_bytes() keeps up to ~1 MiB
+
+
+def _usage_line(e: click.ClickException) -> str:
+    """click's usage error as one line that names the option (or argument) and what it takes:
+    ``dump: --limit: 0 is not in the range x>=1 (give a whole number of at least 1; kltool dump --help lists
+    the options)``, not click's four lines (Usage, Try, a blank line, Error)."""
+    ctx = getattr(e, "ctx", None)
+    path = ctx.command_path if ctx is not None else "kltool"
+    sub = path.partition(" ")[2]
+    where = f"{sub}: " if sub else ""
+    what = "options" if sub else "commands and options"
+    hint = f"{path} --help lists the {what}"
+    param = getattr(e, "param", None)
+    if isinstance(e, click.BadParameter) and not isinstance(e, click.MissingParameter) and param is not None:
+        name = param.name.upper() if isinstance(param, click.Argument) else max(param.opts, key=len)
+        if isinstance(param.type, click.IntRange):
+            hint = f"give {_range_text(param.type)}; {hint}"
+        return f"{where}{name}: {e.message.rstrip('.')} ({hint})"
+    if isinstance(e, click.MissingParameter) and isinstance(param, click.Argument):
+        return f"{where}missing argument {param.name.upper()} ({hint})"
+    msg = e.format_message().rstrip(".")
+    if ctx is None:
+        return f"{msg[:1].lower()}{msg[1:]}"
+    return f"{where}{msg[:1].lower()}{msg[1:]} ({hint})"
+
+
+def _range_text(r: click.IntRange) -> str:
+    lo = None if r.min is None else r.min + (1 if r.min_open else 0)
+    hi = None if r.max is None else r.max - (1 if r.max_open else 0)
+    if lo is not None and hi is not None:
+        return f"a whole number from {lo} to {hi}"
+    if lo is not None:
+        return f"a whole number of at least {lo}"
+    return f"a whole number of at most {hi}"
 
 
 def _os_error_message(e: OSError) -> str:
@@ -139,7 +188,10 @@ def main(argv=None) -> None:
     except click.exceptions.Exit as e:
         code = e.exit_code
     except click.ClickException as e:
-        e.show()
+        if type(e).__name__ == "NoArgsIsHelpError":  # `kltool` alone: the help, as before
+            e.show()
+        else:
+            print(f"kltool: error: {_usage_line(e)}", file=sys.stderr)
         code = 2
     except click.exceptions.Abort:
         print("kltool: aborted", file=sys.stderr)
@@ -149,9 +201,12 @@ def main(argv=None) -> None:
             raise
         print(f"kltool: error: {e}", file=sys.stderr)
         code = e.exit_code
-    except (_StdoutClosed, BrokenPipeError):
-        _silence_stdout()  # the reader went away (e.g. `| head`): stop quietly
-        code = 0
+    except _StdoutClosed as e:
+        silence_stdout()  # the reader went away (e.g. `| head`)
+        code = e.code
+    except BrokenPipeError:
+        silence_stdout()
+        code = EXIT_SIGPIPE
     except KeyboardInterrupt:
         print("kltool: interrupted", file=sys.stderr)
         code = 130
@@ -169,7 +224,7 @@ def main(argv=None) -> None:
     try:
         sys.stdout.flush()
     except BrokenPipeError:
-        _silence_stdout()
+        silence_stdout()
     if argv is None and not debug:
         _exit_process(code)
     sys.exit(code)
@@ -197,12 +252,3 @@ def _exit_process(code: int) -> None:
         except (OSError, ValueError):
             pass
     os._exit(code)
-
-
-def _silence_stdout() -> None:
-    """Point stdout at /dev/null so that the interpreter's final flush cannot fail again."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):
-        pass

@@ -23,7 +23,30 @@ from .format import speedups
 from .timeutil import parse_time
 
 __all__ = ["encode_bytes", "decode_bytes", "record_json", "parse_record_line", "parse_text_record", "record_blocks",
-           "LineError", "SKIP"]
+           "LineError", "SKIP", "INPUT_FIELDS", "RECORD_FIELDS", "unknown_fields"]
+
+# What append reads from a record line, and every field of dump's ``record`` (record_json): the others are
+# read back and not used. A field in neither is a typo (``valu``) unless the caller lets unknown fields
+# through: it is never silently a null value. (_speedups.c's json_line defers a line with any other
+# field to parse_record_line.)
+INPUT_FIELDS = ("key", "value", "headers", "timestamp", "partition")
+RECORD_FIELDS = frozenset(INPUT_FIELDS) | {"type", "offset", "timestamp_type", "sequence", "size", "batch_offset",
+                                          "topic", "control", "decoded", "decode_error"}
+_HEADER_FIELDS = frozenset({"key", "value"})
+
+
+def unknown_fields(obj, known=RECORD_FIELDS) -> list[str]:
+    """The names in dict ``obj`` that are not ``known``, in the order given."""
+    return [k for k in obj if k not in known]
+
+
+def unknown_field_message(names: list[str], what: str = "field",
+                          expected: str = f"a record has {', '.join(INPUT_FIELDS)} (and dump's other fields)",
+                          relax: str = "--ignore-unknown-fields") -> str:
+    """``unknown field 'valu' (a record has key, value, ...; --ignore-unknown-fields lets others through)``."""
+    s = "s" if len(names) > 1 else ""
+    listed = ", ".join(repr(n) for n in names)
+    return f"unknown {what}{s} {listed} ({expected}; {relax} lets others through)"
 
 
 def encode_bytes(b: bytes | None, encoding: str = "text") -> Any:
@@ -100,10 +123,13 @@ def _bytes_field(v, what: str) -> bytes | None:
             return decode_bytes(v)
         except (ValueError, TypeError) as e:
             raise ValueError(f"{what}: {e}") from None
-    return json.dumps(v, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    try:
+        return json.dumps(v, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    except RecursionError:
+        raise ValueError(f"{what}: nested too deeply") from None
 
 
-def _headers_field(v) -> tuple:
+def _headers_field(v, ignore_unknown: bool = False) -> tuple:
     if v is None:
         return ()
     if isinstance(v, dict):
@@ -112,6 +138,8 @@ def _headers_field(v) -> tuple:
         items = []
         for h in v:
             if isinstance(h, dict) and "key" in h:
+                if not ignore_unknown and len(h) > 1 and (bad := unknown_fields(h, _HEADER_FIELDS)):
+                    raise ValueError(unknown_field_message(bad, "header field", "a header has key and value"))
                 items.append((h["key"], h.get("value")))
             elif isinstance(h, list | tuple) and len(h) == 2:
                 items.append((h[0], h[1]))
@@ -148,9 +176,10 @@ def _timestamp_field(v) -> int | None:
 _DECODER = json.JSONDecoder()
 
 
-def parse_record_line(raw: bytes):
+def parse_record_line(raw: bytes, ignore_unknown: bool = False):
     """One input line → ``(key, value, headers, timestamp, partition)``, or SKIP for lines that are not
-    records (``dump --json`` batch, finding and summary lines, control records), or None (blank)."""
+    records (``dump --json`` batch, finding and summary lines, control records), or None (blank). A field
+    that is not in :data:`RECORD_FIELDS` is an error unless ``ignore_unknown``."""
     try:
         text = raw.decode("utf-8").strip()
     except UnicodeDecodeError:
@@ -161,14 +190,22 @@ def parse_record_line(raw: bytes):
         obj, end = _DECODER.raw_decode(text)
     except json.JSONDecodeError as e:
         raise ValueError(f"invalid JSON: {e.msg} (column {e.colno})") from None
+    except RecursionError:  # `[[[[...`: Python's parser recurses once per level
+        raise ValueError("invalid JSON: nested too deeply (arrays or objects more than about 900 levels deep)") \
+            from None
     if end != len(text):
         raise ValueError(f"invalid JSON: Extra data (column {end + 1})")
     if type(obj) is not dict:
         raise ValueError("expected a JSON object with key, value, headers, timestamp, partition")
     get = obj.get
     t = get("type")
+    if t is not None and t != "record" and not ignore_unknown and ("key" in obj or "value" in obj):
+        raise ValueError(f"type {t!r} with a key or value: a record's type is \"record\" (or none), and kltool's "
+                         f"other lines carry no key or value (a typo?; --ignore-unknown-fields skips such lines)")
     if (t is not None and t != "record") or get("control") is not None:
         return SKIP
+    if not ignore_unknown and len(obj) > 1 and (bad := unknown_fields(obj)):
+        raise ValueError(unknown_field_message(bad))
     partition = get("partition")
     if partition is not None and type(partition) is not int:
         raise ValueError("partition must be an integer")
@@ -179,7 +216,7 @@ def parse_record_line(raw: bytes):
     try:
         return (key.encode("utf-8") if type(key) is str else _bytes_field(key, "key"),
                 value.encode("utf-8") if type(value) is str else _bytes_field(value, "value"),
-                _headers_field(headers) if headers else (),
+                _headers_field(headers, ignore_unknown) if headers else (),
                 ts if type(ts) is int else _timestamp_field(ts), partition)
     except UnicodeEncodeError:
         raise ValueError("a key or value is not valid Unicode text (a lone surrogate escape?)") from None
@@ -208,13 +245,15 @@ class LineError(ValueError):
 BLOCK_BYTES = 1 << 20
 
 
-def record_blocks(stream, fmt: str = "json", key_separator: bytes | None = None):
+def record_blocks(stream, fmt: str = "json", key_separator: bytes | None = None, ignore_unknown: bool = False):
     """Append's input from a binary stream, in blocks of about 1 MiB of whole lines: yields
     ``(first_line, items, nbytes)``, where ``items[j]`` is input line ``first_line + j`` read as
     :func:`parse_record_line` (``fmt="json"``) or :func:`parse_text_record` (``fmt="text"``) read it:
     a ``(key, value, headers, timestamp, partition)`` tuple, None for a blank JSON line, SKIP for a
-    line that is not a data record. A line end is "\n" or "\r\n". Raises :class:`LineError`."""
+    line that is not a data record. A line end is "\n" or "\r\n". Raises :class:`LineError` (an unknown
+    field too, unless ``ignore_unknown``)."""
     c = speedups.C if fmt == "json" else None
+    parse = parse_record_line if not ignore_unknown else _lenient
     lineno = 1
     for block, cut in _line_blocks(stream):
         if c is not None:
@@ -223,18 +262,22 @@ def record_blocks(stream, fmt: str = "json", key_separator: bytes | None = None)
                 raws = bytes(block[:cut]).split(b"\n")
                 for j, it in enumerate(items):
                     if it is False:
-                        items[j] = _parse_line(parse_record_line, raws[j], lineno + j)
+                        items[j] = _parse_line(parse, raws[j], lineno + j)
         else:
             raws = bytes(block[:cut]).split(b"\n")
             if not raws[-1]:  # the block ends with a line end
                 raws.pop()
             if fmt == "json":
-                items = [_parse_line(parse_record_line, raw, lineno + j) for j, raw in enumerate(raws)]
+                items = [_parse_line(parse, raw, lineno + j) for j, raw in enumerate(raws)]
             else:
                 items = [_parse_line(parse_text_record, raw[:-1] if raw.endswith(b"\r") else raw, lineno + j,
                                      key_separator) for j, raw in enumerate(raws)]
         yield lineno, items, cut
         lineno += len(items)
+
+
+def _lenient(raw: bytes):
+    return parse_record_line(raw, True)
 
 
 def _line_blocks(stream):

@@ -3,7 +3,6 @@ warnings and progress (rich) on stderr. Commands get an :class:`Output` from the
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
@@ -73,10 +72,28 @@ def render_table(columns: list[str], rows: list[list[Any]], *, width: int | None
     return lines
 
 
+def silence_stdout() -> None:
+    """Point stdout (fd 1) at /dev/null, so that writes after its reader went away, and the interpreter's
+    final flush, cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
 class Output:
-    def __init__(self, json_mode: bool = False, quiet: bool = False, color: bool | None = None):
+    """``carry_on_closed_stdout``: when stdout's reader goes away (``| head``), stdout is silenced and the
+    command goes on (``stdout_closed`` becomes True), so that its work and its exit code are not cut
+    short; otherwise (``dump``) the BrokenPipeError stops the command."""
+
+    def __init__(self, json_mode: bool = False, quiet: bool = False, color: bool | None = None,
+                 carry_on_closed_stdout: bool = False):
         self.json_mode = json_mode
         self.quiet = quiet
+        self.carry_on_closed_stdout = carry_on_closed_stdout
+        self.stdout_closed = False
         if color is None:
             color = "NO_COLOR" not in os.environ
         self.color = color
@@ -86,32 +103,53 @@ class Output:
         self._err_console = None
 
     # -- stdout ------------------------------------------------------------------------------
+    def _closed(self, e: BrokenPipeError) -> None:
+        """stdout's reader went away: stop (raise) or, with ``carry_on_closed_stdout``, go on silenced."""
+        if not self.carry_on_closed_stdout:
+            raise e
+        if not self.stdout_closed:
+            self.stdout_closed = True
+            self._raw, self._raw_size = [], 0
+            silence_stdout()
+
     def emit(self, obj: dict) -> None:
         """One JSON line (``--json``)."""
-        if self._raw:
-            self._flush_raw()
-        self._stdout.write(_dumps(obj))
-        self._stdout.write("\n")
+        try:
+            if self._raw:
+                self._flush_raw()
+            self._stdout.write(_dumps(obj))
+            self._stdout.write("\n")
+        except BrokenPipeError as e:
+            self._closed(e)
 
     def write(self, text: str) -> None:
         """Text as it is (no newline added)."""
-        if self._raw:
-            self._flush_raw()
-        self._stdout.write(text)
+        try:
+            if self._raw:
+                self._flush_raw()
+            self._stdout.write(text)
+        except BrokenPipeError as e:
+            self._closed(e)
 
     def line(self, text: str = "") -> None:
-        if self._raw:
-            self._flush_raw()
-        self._stdout.write(text)
-        self._stdout.write("\n")
+        try:
+            if self._raw:
+                self._flush_raw()
+            self._stdout.write(text)
+            self._stdout.write("\n")
+        except BrokenPipeError as e:
+            self._closed(e)
 
     def write_lines(self, lines) -> None:
-        if self._raw:
-            self._flush_raw()
-        w = self._stdout.write
-        for ln in lines:
-            w(ln)
-            w("\n")
+        try:
+            if self._raw:
+                self._flush_raw()
+            w = self._stdout.write
+            for ln in lines:
+                w(ln)
+                w("\n")
+        except BrokenPipeError as e:
+            self._closed(e)
 
     def write_bytes(self, data) -> None:
         """Whole lines already encoded as UTF-8 (the hot output paths, e.g. dump --records): kept
@@ -120,7 +158,10 @@ class Output:
         self._raw.append(data)
         self._raw_size += len(data)
         if self._raw_size >= (1 << 20):
-            self._flush_raw()
+            try:
+                self._flush_raw()
+            except BrokenPipeError as e:
+                self._closed(e)
 
     def _flush_raw(self) -> None:
         raw = self._raw
@@ -135,10 +176,14 @@ class Output:
 
     def flush(self) -> None:
         """Everything written so far reaches stdout (raises BrokenPipeError when the reader left)."""
-        if self._raw:
-            self._flush_raw()
-        with contextlib.suppress(Exception):
+        try:
+            if self._raw:
+                self._flush_raw()
             self._stdout.flush()
+        except BrokenPipeError as e:
+            self._closed(e)
+        except (OSError, ValueError):
+            pass
 
     def width(self) -> int | None:
         """The width tables must fit: $COLUMNS when set, else the terminal's; None (unlimited) when
@@ -213,12 +258,25 @@ class _AboveTheBar:
         return self._real.fileno()
 
 
+def _stdout_is_a_pipe(stream) -> bool:
+    """stdout goes into a pipe (``| grep``, ``| head``, ``| less``): whatever reads it most likely prints on
+    the terminal the progress bar is drawn on, where its lines would land in the bar's line."""
+    import stat
+
+    try:
+        return stat.S_ISFIFO(os.fstat(stream.fileno()).st_mode) or stat.S_ISSOCK(os.fstat(stream.fileno()).st_mode)
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
 class Progress:
-    """Context manager; ``advance(n)``. Silent unless stderr is a terminal. While the bar shows,
-    stdout lines for the same terminal go above it; sizes are binary (KiB, MiB), as everywhere."""
+    """Context manager; ``advance(n)``. Silent unless stderr is a terminal, and while stdout goes into a
+    pipe (its reader prints on that terminal too, across the bar). While the bar shows, stdout lines for the
+    same terminal go above it; sizes are binary (KiB, MiB), as everywhere."""
 
     def __init__(self, out: Output, total: int | None, description: str):
-        self.enabled = not out.quiet and sys.stderr.isatty() and (total is None or total > 0)
+        self.enabled = not out.quiet and sys.stderr.isatty() and (total is None or total > 0) \
+            and not _stdout_is_a_pipe(out._stdout)
         self._p = None
         self._task = None
         self.out = out

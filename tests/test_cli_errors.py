@@ -31,13 +31,17 @@ def test_directory_that_is_not_a_log_dir(kl, tmp_path):
 
 
 def test_permission_denied(tmp_path):
-    """Run as an unprivileged user (root reads every file whatever its mode)."""
+    """Run as an unprivileged user (root reads every file whatever its mode), in a directory that user may
+    traverse (pytest's tmp_path is under a 0700 directory: there "permission denied" would be the path's)."""
     import shutil as _sh
+    import tempfile
+    from pathlib import Path
 
-    f = tmp_path / "00000000000000000000.log"
+    world = Path(tempfile.mkdtemp(prefix="kltool-perm-", dir="/tmp"))
+    world.chmod(0o755)
+    f = world / "00000000000000000000.log"
     f.write_bytes(b"x" * 100)
     f.chmod(0o600)
-    tmp_path.chmod(0o755)
     cmd = [sys.executable, "-m", "kltool", "dump", str(f)]
     if os.geteuid() == 0:
         assert _sh.which("setpriv"), "setpriv (util-linux) is needed to drop root for this test"
@@ -45,6 +49,8 @@ def test_permission_denied(tmp_path):
     else:
         f.chmod(0)
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    f.chmod(0o644)
+    _sh.rmtree(world)
     assert p.returncode == 2, p
     lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "permission denied" in lines[0] and str(f) in lines[0], p.stderr

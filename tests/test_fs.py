@@ -135,7 +135,8 @@ def test_broker_lock_refused_while_another_process_holds_it(logdir):
         with pytest.raises(BrokerLockHeld) as ei:
             with BrokerLock(logdir):
                 pass
-        assert ei.value.message == f"a broker or another kltool holds {lockpath}; stop it first"
+        assert ei.value.message == "a broker or another kltool holds this lock; stop it first"
+        assert str(ei.value) == f"{lockpath}: a broker or another kltool holds this lock; stop it first"  # named once
         assert ei.value.exit_code == 3
         assert ei.value.path == lockpath
     finally:

@@ -28,7 +28,7 @@ def repaired(kl, copy_fixture, tmp_path):
     """A log dir with a damaged partition (no .lock: the broker is not there), repaired into tmp/bk."""
     part = copy_fixture("java-oracle/damaged-v2-crc-0", name="logs/p-0")
     root = part.parent
-    (root / "meta.properties").write_text("version=1\nbroker.id=0\n")
+    (root / "meta.properties").write_text("version=0\nbroker.id=0\n")
     before = full_tree(root)
     r = kl("--json", "verify", "--repair", "--backup-dir", tmp_path / "bk", root)
     assert r.code == 0, r
@@ -130,7 +130,7 @@ def _damaged_tree(copy_fixture, tmp_path, n):
     """A tree of ``n`` log dirs, each with one damaged partition."""
     for i in range(n):
         part = copy_fixture("java-oracle/damaged-v2-crc-0", name=f"tree/ld{i}/p-{i}")
-        (part.parent / "meta.properties").write_text(f"version=1\nbroker.id={i}\n")
+        (part.parent / "meta.properties").write_text(f"version=0\nbroker.id={i}\n")
     return tmp_path / "tree"
 
 

@@ -114,10 +114,11 @@ def test_unknown_and_temp_files(kl, tmp_path):
 def _verify_kinds() -> set[str]:
     """Every finding kind verify can emit, read from its sources."""
     src = "".join((ROOT / "kltool" / "storage" / f).read_text()
-                  for f in ("check/verify.py", "check/index_check.py", "scan.py", "epochs.py"))
+                  for f in ("check/verify.py", "check/index_check.py", "scan.py", "epochs.py", "logdir.py"))
     kinds = set(re.findall(r'_(?:err|warn)\(\s*"([a-z_]+)"', src))
     kinds |= set(re.findall(r'Finding\(\s*"(?:error|warning)",\s*"([a-z_]+)"', src))
     kinds |= set(re.findall(r'Damage\([^)]*?"([a-z_]+)"', src))
+    kinds |= set(re.findall(r'_CORRUPT_KIND\.get\([^)]*"([a-z_]+)"\)', src))
     kinds |= {"time_index_order", "missing_time_index", "torn_tail", "zero_run", "bad_magic", "garbage",
               "invalid_size", "record_corrupt", "record_too_large"}
     return kinds

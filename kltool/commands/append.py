@@ -53,6 +53,9 @@ def _header_option(h: str) -> tuple[bytes, bytes | None]:
 @click.option("--leader-epoch", type=int, help="Partition leader epoch [default: the partition's latest, else 0].")
 @click.option("--partitioner", type=click.Choice(["sticky", "round-robin"]), default="sticky", show_default=True,
               help="Where records without a key and partition go.")
+@click.option("--ignore-unknown-fields", is_flag=True,
+              help="Let JSON fields other than a record's (and dump's) through; without it such a field, "
+                   "e.g. a typo'd \"valu\", is an error naming the line and the field.")
 @click.option("--dry-run", is_flag=True, help="Read and check everything, print what would be written, write nothing.")
 @click.option("--memory-limit", type=int, default=64, show_default=True, metavar="MiB",
               help="Built batches held in memory (all partitions) before they are written.")
@@ -60,12 +63,13 @@ def _header_option(h: str) -> tuple[bytes, bytes | None]:
 def command(out, logdir, topic, partition, input_path, fmt, key_separator, key_opt, value_opt, header_opts,
             timestamp_opt, magic, compression, compression_level, batch_bytes, batch_records, timestamp_type,
             append_time, producer_id, producer_epoch, base_sequence, transactional, end_transaction,
-            coordinator_epoch, leader_epoch, partitioner, dry_run, memory_limit):
+            coordinator_epoch, leader_epoch, partitioner, ignore_unknown_fields, dry_run, memory_limit):
     """Append records to TOPIC in LOGDIR as real batches: offsets go on from the log end offset,
     segments roll and indexes are written by the broker's rules.
 
     Input (stdin or --input): JSON lines {"key", "value", "headers", "timestamp", "partition"} with
-    bytes as text or {"base64": ...} (so `kltool dump --records --json` output can be appended back),
+    bytes as text or {"base64": ...} (so `kltool dump --records --json` output can be appended back;
+    any other field is an error unless --ignore-unknown-fields),
     or text lines (--format text, --key-separator), or one record from --key/--value.
     All or nothing: bad input anywhere leaves the log dir as it was.
     """
@@ -105,7 +109,7 @@ def command(out, logdir, topic, partition, input_path, fmt, key_separator, key_o
                          None if value_opt is None else value_opt.encode("utf-8"),
                          tuple(_header_option(h) for h in header_opts), parse_time(timestamp_opt), partition)
         else:
-            skipped = _read_input(out, appender, input_path, fmt, key_separator, partition)
+            skipped = _read_input(out, appender, input_path, fmt, key_separator, partition, ignore_unknown_fields)
         if skipped:
             out.info(f"skipped {skipped} lines that are not data records (batch/summary lines, control records)")
         with out.progress(None, "writing") as prog:
@@ -117,7 +121,8 @@ def command(out, logdir, topic, partition, input_path, fmt, key_separator, key_o
     return 1 if dry_run and result.records + result.markers else 0
 
 
-def _read_input(out, appender, input_path: str, fmt: str, key_separator: str | None, partition: int | None) -> int:
+def _read_input(out, appender, input_path: str, fmt: str, key_separator: str | None, partition: int | None,
+                ignore_unknown: bool = False) -> int:
     """Open the input and hand it to :meth:`Appender.add_lines`; returns the lines skipped."""
     import os
 
@@ -136,7 +141,7 @@ def _read_input(out, appender, input_path: str, fmt: str, key_separator: str | N
     sep = key_separator.encode("utf-8") if key_separator is not None else None
     try:
         with out.progress(total if total and total > (8 << 20) else None, "reading") as prog:
-            return appender.add_lines(stream, fmt, sep, partition, progress=prog.advance)
+            return appender.add_lines(stream, fmt, sep, partition, progress=prog.advance, ignore_unknown=ignore_unknown)
     finally:
         if close:
             stream.close()

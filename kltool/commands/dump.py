@@ -15,6 +15,7 @@ from ..jsonl import record_json
 from ..kcat_format import compile_format
 from ..output import _dumps, text_bytes
 from ..storage.findings import Finding
+from ..storage.logdir import unreadable
 from ..storage.read import RecordFilter
 from ..storage.scan import HOLD, Damage, records_of, walk
 from .common import parse_time, select, selection_options
@@ -573,8 +574,9 @@ def _kafka_decoder(offsets: bool, transaction_log: bool, cluster_metadata: bool,
     return chosen[0] if chosen else None
 
 
-def _dump_files(d: Dumper, files) -> None:
-    """Single files: each by its kind (a file inside a partition directory takes its topic's decoder)."""
+def _dump_files(d: Dumper, files, alone: bool) -> None:
+    """Single files: each by its kind (a file inside a partition directory takes its topic's decoder). One
+    kltool may not read is said and the dump goes on (exit 1), unless it is the only PATH (exit 2)."""
     from ..format.names import classify
     from ..format.topics import parse_partition_dir_name
 
@@ -588,12 +590,19 @@ def _dump_files(d: Dumper, files) -> None:
             d.topic, d.partition = parse_partition_dir_name(path.resolve().parent.name)[:2]
         except CorruptDataError:
             pass
-        if kind in ("log", "kraft_snapshot"):
-            _dump_log(d, path, base)
-        elif kind == "unknown":
-            d.out.warn(f"{path}: ignoring a file kltool does not know")
-        else:
-            _dump_other(d, path, kind, base)
+        try:
+            if kind in ("log", "kraft_snapshot"):
+                _dump_log(d, path, base)
+            elif kind == "unknown":
+                d.out.warn(f"{path}: ignoring a file kltool does not know")
+            else:
+                _dump_other(d, path, kind, base)
+        except OSError as e:
+            if isinstance(e, BrokenPipeError) or alone:
+                raise
+            d.errors += 1
+            f = unreadable(e.filename or path, e, "not dumped")
+            d.out.emit(f.to_json()) if d.out.json_mode else d.out.warn(f"{f.file}: {f.message}")
 
 
 @click.command("dump")
@@ -676,6 +685,12 @@ def command(out, paths, topic, partition_spec, records, from_offset, to_offset, 
         tail, from_offset = -from_offset, None
     flt = RecordFilter(from_offset, to_offset, parse_time(from_time), parse_time(to_time),
                        None if key is None else key.encode("utf-8"))
+    if flt.from_offset is not None and flt.to_offset is not None and flt.to_offset < flt.from_offset:
+        raise UsageError(f"--to-offset {to_offset} is below --from-offset {from_offset}: no offset is in that range "
+                         f"(both are inclusive: --from-offset {to_offset} --to-offset {from_offset}?)")
+    if flt.from_time is not None and flt.to_time is not None and flt.to_time < flt.from_time:
+        raise UsageError(f"--to-time {to_time} is before --from-time {from_time}: no record is in that range "
+                         f"(both are inclusive)")
     sel = select(paths, topic, partition_spec)
     d = Dumper(out, records, encoding, limit, flt, decoder=decoder, payload=payload,
                skip_metadata=skip_record_metadata, fmt=None if fmt is None else compile_format(fmt),
@@ -688,8 +703,15 @@ def command(out, paths, topic, partition_spec, records, from_offset, to_offset, 
         if d.limit is not None and d.emitted >= d.limit:
             break
         d.stopped = False  # --to-time stops each partition on its own
-        _dump_partition(d, p)
-    _dump_files(d, sel.files)
+        try:
+            _dump_partition(d, p)
+        except BrokenPipeError:
+            raise
+        except OSError as e:  # a file or directory it may not read: said, and the dump goes on (exit 1)
+            d.errors += 1
+            f = unreadable(e.filename or p.path, e, f"the rest of partition {p.name} was not dumped")
+            out.emit(f.to_json()) if out.json_mode else out.warn(f"{f.file}: {f.message}")
+    _dump_files(d, sel.files, alone=len(sel.files) + len(sel.partitions) == 1)
     out.flush()
     if d.too_large is not None:
         raise d.too_large

@@ -38,7 +38,12 @@ def command(out, paths, topic, partition_spec, show_all):
     rows = []
     infos = []
     empty = 0
+    unreadable = 0
     for d in Logs.from_selection(sel, *paths, topic=topic, partitions=partition_spec).info():
+        if d["type"] == "finding":  # a partition or file it may not read: said, the others listed (exit 1)
+            unreadable += 1
+            out.emit(d) if out.json_mode else out.warn(f"{d['file']}: {d['message']}")
+            continue
         if out.json_mode:
             out.emit(d)
         if d["type"] == "log_dir":
@@ -59,7 +64,7 @@ def command(out, paths, topic, partition_spec, show_all):
     if out.json_mode:
         out.emit({"type": "summary", "partitions": len(infos), "topics": len({i["topic"] for i in infos}),
                   "segments": sum(i["segments"] for i in infos), "bytes": total})
-        return 0
+        return 1 if unreadable else 0
     if rows:
         out.table(["topic", "part", "segs", "size", "log start", "log end", "first time", "last time"], rows,
                   justify={"segs": "right", "size": "right", "log start": "right", "log end": "right",
@@ -67,4 +72,4 @@ def command(out, paths, topic, partition_spec, show_all):
     out.line(f"{len(infos)} partitions ({empty} empty not shown{'' if not empty else '; --all lists them'}), "
              f"{len({i['topic'] for i in infos})} topics, {sum(i['segments'] for i in infos)} segments, "
              f"{human_bytes(total)}")
-    return 0
+    return 1 if unreadable else 0

@@ -21,10 +21,13 @@ def emit_problems(out, problems) -> None:
             out.line(p.line())
 
 
-def run_and_print_plan(out, logs, label: str, call, *, dry_run: bool, **kw):
+def run_and_print_plan(out, logs, label: str, call, *, dry_run: bool, command: str, **kw):
     """``call(logs, dry_run=..., progress=..., on_action=..., **kw)`` (a :class:`kltool.Logs` method) under a
     progress bar over the selection's bytes; prints the actions (as each is applied, or the plan for a dry
-    run) and then the problems. Returns (the result, its seconds)."""
+    run) and then the problems (a damaged loose file the plan skipped as a ``not_repairable`` error naming
+    ``command``). Returns (the result, the problems printed, its seconds)."""
+    from .common import loose_file_findings
+
     total = sum(s.size for p in logs.partitions for s in p.segments)
     t0 = time.perf_counter()
     with out.progress(total, label) as prog:
@@ -33,8 +36,9 @@ def run_and_print_plan(out, logs, label: str, call, *, dry_run: bool, **kw):
     if dry_run:
         for a in result.plan.actions:
             emit_plan_line(out, a, True)
-    emit_problems(out, result.plan.problems)
-    return result, time.perf_counter() - t0
+    problems = loose_file_findings(result.plan.problems, command)
+    emit_problems(out, problems)
+    return result, problems, time.perf_counter() - t0
 
 
 def plan_exit_code(dry_run: bool, actions, errors: int) -> int:

@@ -30,11 +30,12 @@ def command(out, paths, topic, partition_spec, dry_run, backup_dir, index_interv
     from ..api import Logs
 
     logs = Logs.from_selection(select(paths, topic, partition_spec), *paths, topic=topic, partitions=partition_spec)
-    result, secs = run_and_print_plan(out, logs, "rebuild-index", Logs.rebuild_index, dry_run=dry_run,
-                                      backup_dir=backup_dir, index_interval_bytes=index_interval_bytes, force=force)
+    result, problems, secs = run_and_print_plan(out, logs, "rebuild-index", Logs.rebuild_index, dry_run=dry_run,
+                                                command="rebuild-index", backup_dir=backup_dir,
+                                                index_interval_bytes=index_interval_bytes, force=force)
     plan = result.plan
     acts = plan.actions
-    errors = sum(1 for p in plan.problems if p.severity == "error")
+    errors = sum(1 for p in problems if p.severity == "error")
     written = sum(len(a.data or b"") for a in acts)
     if out.json_mode:
         out.emit({"type": "summary", "mode": plan.mode, "dry_run": dry_run, "actions": len(acts),

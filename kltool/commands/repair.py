@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 
 from ..errors import UsageError
-from .common import human_bytes, select
+from .common import human_bytes, range_records, select
 from .plans import plan_exit_code, run_and_print_plan
 
 
@@ -25,30 +25,33 @@ def run_repair(out, paths, topic, partition_spec, *, deep: bool = False, dry_run
     if ctx is not None and "repair" in ctx.params and not ctx.params["repair"] and not dry_run:
         raise UsageError("--backup-dir and --like-broker go with --repair (add --dry-run to see the plan first)")
     logs = Logs.from_selection(select(paths, topic, partition_spec), *paths, topic=topic, partitions=partition_spec)
-    result, secs = run_and_print_plan(out, logs, "repair: scan", Logs.repair, dry_run=dry_run,
-                                      backup_dir=backup_dir, like_broker=like_broker,
-                                      index_interval_bytes=index_interval_bytes)
+    result, problems, secs = run_and_print_plan(out, logs, "repair: scan", Logs.repair, dry_run=dry_run,
+                                                command="verify --repair", backup_dir=backup_dir,
+                                                like_broker=like_broker, index_interval_bytes=index_interval_bytes)
     plan = result.plan
     acts = plan.actions
     cut = [a for a in acts if a.op in ("truncate", "excise")]
     # whole segments a --like-broker plan deletes after its truncation count as lost too
     gone = [a for a in acts if a.op == "quarantine" and a.file.suffix == ".log" and a.first_offset is not None]
     lost_bytes = sum(a.bytes or 0 for a in cut + gone)
-    lost_records = sum(a.records_lost or 0 for a in cut + gone)
-    unknown = sum(1 for a in cut for c in a.ranges if c.records is None) + \
-        sum(1 for a in gone if a.records_lost is None)
-    errors = sum(1 for p in plan.problems if p.severity == "error")
+    counts = [range_records(c) for a in cut for c in a.ranges]  # a range read or not: the offsets it spans
+    lost_records = sum(n for n, _s in counts if n is not None) + sum(a.records_lost or 0 for a in gone)
+    spanned = sum(1 for n, s in counts if s)
+    unknown = sum(1 for n, _s in counts if n is None) + sum(1 for a in gone if a.records_lost is None)
+    errors = sum(1 for p in problems if p.severity == "error")
     summary = {
         "type": "summary", "mode": plan.mode, "dry_run": dry_run, "actions": len(acts),
         "applied": sum(1 for a in acts if a.applied), "bytes_cut": lost_bytes, "records_lost": lost_records,
         "ranges_with_unknown_records": unknown, "errors": errors,
-        "warnings": sum(1 for p in plan.problems if p.severity == "warning"),
+        "warnings": sum(1 for p in problems if p.severity == "warning"),
         "manifests": [str(m) for m in result.manifests], "seconds": round(secs, 3),
     }
     if out.json_mode:
         out.emit(summary)
     else:
         more = f" (+{unknown} damaged range(s) whose record count is unknown)" if unknown else ""
+        if spanned:
+            more += f" ({spanned} damaged range(s) counted by the offsets they span)"
         if not acts:
             out.line(f"repair: nothing to do ({plan.mode}); {errors} problem(s) not repairable" if errors
                      else f"repair: nothing to do ({plan.mode})")

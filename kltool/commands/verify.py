@@ -6,7 +6,7 @@ import time
 
 import click
 
-from .common import human_bytes, paths_argument, select, selection_options
+from .common import human_bytes, paths_argument, select, selection_options, total_size
 
 
 @click.command("verify")
@@ -40,8 +40,7 @@ def command(out, paths, topic, partition_spec, deep, max_record_bytes, strict, r
     from ..api import Logs
 
     sel = select(paths, topic, partition_spec)
-    total = sum(s.size for p in sel.partitions for s in p.segments) + sum(
-        f.stat().st_size for f in sel.files)
+    total = total_size(sel)
     t0 = time.perf_counter()
     with out.progress(total, "verify") as prog:
         report = Logs.from_selection(sel, *paths, topic=topic, partitions=partition_spec).verify(

@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import CorruptDataError
-from .names import CLEAN_SHUTDOWN_FILE
+from .names import CLEAN_SHUTDOWN_FILE, QUORUM_STATE
 
 CHECKPOINT_VERSION = 0  # OffsetCheckpointFile / LeaderEpochCheckpointFile CURRENT_VERSION
 PARTITION_METADATA_VERSION = 0
@@ -41,16 +41,21 @@ __all__ = [
     "parse_leader_epoch_checkpoint", "encode_leader_epoch_checkpoint",
     "parse_partition_metadata", "encode_partition_metadata", "new_topic_id", "uuid_from_string",
     "uuid_to_string", "parse_properties", "encode_properties", "encode_meta_properties",
-    "CleanShutdown", "parse_clean_shutdown", "encode_clean_shutdown", "parse_json_file",
+    "CleanShutdown", "parse_clean_shutdown", "encode_clean_shutdown", "parse_json_file", "parse_meta_properties",
+    "parse_quorum_state", "META_PROPERTIES_VERSIONS", "QUORUM_STATE_VERSIONS",
 ]
 
 
 # ------------------------------------------------------------------------------------------------- helpers
 
 
-def _error(message: str, position: int | None, line: int | None = None) -> CorruptDataError:
+def _error(message: str, position: int | None, line: int | None = None, *,
+           unknown_version: bool = False) -> CorruptDataError:
+    """The error of every parser here. ``unknown_version``: the file names a format version this code does
+    not read (a newer Kafka's, or a damaged version field), rather than being malformed."""
     err = CorruptDataError(message, position=position)
     err.line = line
+    err.unknown_version = unknown_version
     return err
 
 
@@ -125,7 +130,8 @@ def _read_checkpoint(data, fmt, path: str | None) -> list:
     version = to_int(0)
     if version != CHECKPOINT_VERSION:
         at = f" in checkpoint file at: {path}" if path is not None else ""
-        raise _error(f"Unrecognised version:{version}, expected version: {CHECKPOINT_VERSION}{at}", 0, 1)
+        raise _error(f"Unrecognised version:{version}, expected version: {CHECKPOINT_VERSION}{at}", 0, 1,
+                     unknown_version=True)
     if len(lines) < 2:
         return []
     expected = to_int(1)
@@ -256,7 +262,7 @@ def parse_partition_metadata(data, *, path: str | None = None) -> tuple[int, str
         raise _error(f"{malformed}: {lines[0][0]}", 0, 1) from None
     if version < PARTITION_METADATA_VERSION:
         loc = f" ({path})" if path is not None else ""
-        raise _error(f"Unrecognized version of partition metadata file{loc}: {version}", 0, 1)
+        raise _error(f"Unrecognized version of partition metadata file{loc}: {version}", 0, 1, unknown_version=True)
     value = parse_line(1, "topic_id")
     try:
         raw = uuid_from_string(value)
@@ -361,6 +367,49 @@ def parse_properties(data) -> dict[str, str]:
     return props
 
 
+META_PROPERTIES_VERSIONS = (0, 1)  # MetaPropertiesVersion: V0 (ZooKeeper), V1 (KRaft)
+
+
+def parse_meta_properties(data) -> dict[str, str]:
+    """``meta.properties`` as the broker reads it (``MetaProperties.Builder``): ``version`` 0 (also when
+    missing) or 1, an integer ``node.id`` (v1: required; v0: ``broker.id``, optional), a ``cluster.id`` (v1:
+    required). Returns the
+    properties; raises CorruptDataError (``unknown_version`` for a version other than 0 and 1)."""
+    props = parse_properties(data)
+    text = _text(data, "properties file")
+    m = re.search(r"[\x00-\x08\x0e-\x1f\x7f]", text)
+    if m:  # Kafka writes it as text: a control byte is damage, not a key
+        raise _error(f"meta.properties holds a control byte (0x{ord(m.group()):02x})",
+                     len(text[:m.start()].encode("utf-8", "surrogatepass")))
+    if not props.keys() & {"version", "broker.id", "node.id", "cluster.id"}:
+        raise _error("meta.properties holds none of version, broker.id, node.id, cluster.id", 0)
+
+    def where(key: str) -> int:
+        m = re.search(r"(?m)^[ \t\f]*" + re.escape(key) + r"[ \t\f]*[=: \t\f]", text)
+        return len(text[:m.start()].encode("utf-8", "surrogatepass")) if m else 0
+
+    raw = props.get("version", "0")  # (MetaPropertiesVersion: a missing version is 0)
+    try:
+        version = _java_number(raw.strip(), 32)
+    except ValueError:
+        raise _error(f"meta.properties version is not an integer: {raw!r}", where("version")) from None
+    if version not in META_PROPERTIES_VERSIONS:
+        raise _error(f"Unknown meta.properties version {version} (kltool reads versions 0 and 1)", where("version"),
+                     unknown_version=True)
+    id_key = "node.id" if version == 1 else "broker.id"
+    for key in ("node.id", "broker.id"):
+        if key in props:
+            try:
+                _java_number(props[key].strip(), 32)
+            except ValueError:
+                raise _error(f"meta.properties {key} is not an integer: {props[key]!r}", where(key)) from None
+    if version == 1:
+        for key in ("cluster.id", id_key):
+            if not props.get(key, "").strip():
+                raise _error(f"meta.properties version 1 has no {key}", 0)
+    return props
+
+
 def _escape(s: str, escape_space: bool) -> str:
     """``Properties.saveConvert`` without unicode escapes (``store(Writer, ...)``)."""
     out = []
@@ -412,6 +461,35 @@ def parse_json_file(data, *, what: str = "JSON file") -> Any:
     except json.JSONDecodeError as e:
         pos = len(text[:e.pos].encode("utf-8", "surrogatepass"))
         raise _error(f"Invalid {what}: {e.msg} (line {e.lineno} column {e.colno})", pos, e.lineno) from None
+    except RecursionError:  # `[[[[...`: Python's parser recurses once per level
+        raise _error(f"Invalid {what}: nested too deeply", 0, 1) from None
+
+
+QUORUM_STATE_VERSIONS = (0, 1)  # QuorumStateData's data_version (FileQuorumStateStore)
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def parse_quorum_state(data) -> dict:
+    """``quorum-state`` (``FileQuorumStateStore``): a JSON object with ``data_version`` 0 or 1 and integer
+    ``leaderId``, ``leaderEpoch``, ``votedId``; returns the object."""
+    obj = parse_json_file(data, what=QUORUM_STATE)
+    if not isinstance(obj, dict):
+        raise _error("Invalid quorum-state: not a JSON object", 0, 1)
+    version = obj.get("data_version", 0)
+    if not _is_int(version):
+        raise _error("Invalid quorum-state: data_version is not an integer", 0, 1)
+    if version not in QUORUM_STATE_VERSIONS:
+        raise _error(f"Unknown quorum-state data_version {version} (kltool reads 0 and 1)", 0, 1,
+                     unknown_version=True)
+    for key in ("leaderId", "leaderEpoch", "votedId"):
+        if key in obj and not _is_int(obj[key]):
+            raise _error(f"Invalid quorum-state: {key} is not an integer", 0, 1)
+    if "currentVoters" in obj and not (obj["currentVoters"] is None or isinstance(obj["currentVoters"], list)):
+        raise _error("Invalid quorum-state: currentVoters is not a list", 0, 1)
+    return obj
 
 
 @dataclass(frozen=True, slots=True)
@@ -433,6 +511,9 @@ def parse_clean_shutdown(data) -> CleanShutdown:
     if not isinstance(version, int) or isinstance(version, bool) or not (
             epoch is None or (isinstance(epoch, int) and not isinstance(epoch, bool))):
         raise _error("Invalid .kafka_cleanshutdown: version and brokerEpoch must be integers", 0, 1)
+    if version != CLEAN_SHUTDOWN_VERSION:
+        raise _error(f"Unknown .kafka_cleanshutdown version {version} (kltool reads {CLEAN_SHUTDOWN_VERSION})", 0, 1,
+                     unknown_version=True)
     return CleanShutdown(version, epoch)
 
 

@@ -105,11 +105,18 @@ def list_dir(path, fs=None) -> list[Entry]:
     """The entries of directory ``path``: on the local disk, or inside the pyarrow ``FileSystem``
     ``fs`` (with sizes there; locally a segment's size is its own stat, taken when needed)."""
     if fs is None:
-        return [Entry(de.name, os.path.join(path, de.name), de.is_dir()) for de in os.scandir(path)]
+        return [Entry(de.name, os.path.join(path, de.name), _is_dir(de)) for de in os.scandir(path)]
     from pyarrow import fs as pafs
 
     infos = fs.get_file_info(pafs.FileSelector(str(path)))
     return [entry_of(fi) for fi in infos]
+
+
+def _is_dir(de) -> bool:
+    try:
+        return de.is_dir()
+    except OSError:  # a symlink loop: a file kltool cannot read, judged by its name
+        return False
 
 
 def entry_of(fi) -> Entry:

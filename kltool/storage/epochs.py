@@ -31,9 +31,10 @@ def checkpoint_epochs(partition_dir) -> set[int]:
     from ..errors import CorruptDataError
     from ..format import names as fn
     from ..format.checkpoints import parse_leader_epoch_checkpoint
+    from .fs import read_small_file
 
     try:
-        text = (partition_dir / fn.LEADER_EPOCH_CHECKPOINT).read_text(encoding="utf-8")
+        text = read_small_file(partition_dir / fn.LEADER_EPOCH_CHECKPOINT)  # (not a FIFO's endless read)
         return {e for e, _start in parse_leader_epoch_checkpoint(text)}
     except (OSError, UnicodeDecodeError, CorruptDataError):
         return set()

@@ -198,9 +198,11 @@ def _held_by_us(path) -> bool:
         return key is not None and key in _held
 
 
-def held_message(lockpath) -> str:
-    """What to say when another process holds a log dir's ``.lock``: a broker, or another kltool."""
-    return f"a broker or another kltool holds {lockpath}; stop it first"
+def held_message(lockpath=None) -> str:
+    """What to say when another process holds a log dir's ``.lock``: a broker, or another kltool. The
+    error carries the lock's path (``path=``), which the one-line message puts first: the text does not
+    name it again."""
+    return "a broker or another kltool holds this lock; stop it first"
 
 
 _held_message = held_message
@@ -322,30 +324,58 @@ def lock_holder_present(logdir) -> bool:
         os.close(fd)
 
 
-def read_text_file(path: Path, kind: str):
-    """Parse a small text file of ``kind``; CorruptDataError (with the path) when it is not valid."""
-    import json
+def read_small_file(path) -> bytes:
+    """The bytes of a metadata file. Only a regular file is read: a FIFO, socket or device named like one
+    would block or never end, so it is an OSError (EINVAL, "not a regular file"), as a directory is one
+    (EISDIR)."""
+    import stat
 
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a FIFO, socket or device)", str(path))
+        chunks = []
+        while True:
+            b = os.read(fd, 1 << 20)
+            if not b:
+                return b"".join(chunks)
+            chunks.append(b)
+    finally:
+        os.close(fd)
+
+
+def read_text_file(path: Path, kind: str):
+    """Parse a small metadata file of ``kind`` (:func:`kltool.format.names.classify`'s kinds:
+    offset_checkpoint, leader_epoch_checkpoint, partition_metadata, meta_properties, json: quorum-state or
+    .kafka_cleanshutdown by name, any other JSON file as it is; snapshot). CorruptDataError (with the path
+    and byte position) when its content is not valid; OSError when it cannot be read."""
     from ..format import checkpoints as cp
 
-    try:
-        text = Path(path).read_bytes().decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise CorruptDataError("not UTF-8 text", path=path, position=e.start) from None
+    data = read_small_file(path)
     try:
         if kind == "offset_checkpoint":
-            return cp.parse_offset_checkpoint(text)
+            return cp.parse_offset_checkpoint(data)
         if kind == "leader_epoch_checkpoint":
-            return cp.parse_leader_epoch_checkpoint(text)
+            return cp.parse_leader_epoch_checkpoint(data)
         if kind == "partition_metadata":
-            return cp.parse_partition_metadata(text)
+            return cp.parse_partition_metadata(data)
         if kind == "meta_properties":
-            return cp.parse_properties(text)
+            return cp.parse_meta_properties(data)
+        if kind == "snapshot":
+            from ..format.snapshot import parse_snapshot
+
+            return parse_snapshot(data)
         if kind == "json":
-            try:
-                return json.loads(text)
-            except json.JSONDecodeError as e:
-                raise CorruptDataError(f"invalid JSON: {e.msg}", position=e.pos) from None
+            name = Path(path).name
+            if name == fn.QUORUM_STATE:
+                return cp.parse_quorum_state(data)
+            if name == fn.CLEAN_SHUTDOWN_FILE:
+                cp.parse_clean_shutdown(data)  # checked; dumped as the JSON it holds
+                return cp.parse_json_file(data, what=name) if data.strip() else {}
+            return cp.parse_json_file(data, what=name)
     except CorruptDataError as e:
         raise e.at(path=path) from None
     raise CorruptDataError(f"unknown file kind {kind}", path=path)

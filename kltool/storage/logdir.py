@@ -6,6 +6,7 @@ or single files, and returns a :class:`Selection`.
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import os
 from pathlib import Path
@@ -13,13 +14,59 @@ from pathlib import Path
 from ..errors import CorruptDataError, PathNotFound, PathNotReadable, UsageError
 from ..format import names as fn
 from ..plain import Plain
+from .findings import Finding
+from .fs import read_small_file, read_text_file
 from .partition import Partition
 
 ROOT_CHECKPOINTS = fn.ROOT_OFFSET_CHECKPOINTS
+TOPICS_FILE = "kltool-topics.json"  # (topic_config.CONFIG_FILE_NAME)
 ROOT_FILES = set(ROOT_CHECKPOINTS) | {
-    fn.META_PROPERTIES, fn.LOCK_FILE, fn.CLEAN_SHUTDOWN_FILE, fn.BOOTSTRAP_CHECKPOINT, "kltool-topics.json",
+    fn.META_PROPERTIES, fn.LOCK_FILE, fn.CLEAN_SHUTDOWN_FILE, fn.BOOTSTRAP_CHECKPOINT, TOPICS_FILE,
 }
 IGNORED_DIRS = {"remote-log-index-cache"}
+
+# The finding kind for a metadata file whose content is not valid, by the file's kind.
+_CORRUPT_KIND = {"offset_checkpoint": "checkpoint_corrupt", "leader_epoch_checkpoint": "checkpoint_corrupt",
+                 "partition_metadata": "checkpoint_corrupt", "snapshot": "snapshot_corrupt"}
+
+
+def unreadable(path, e: OSError, what: str = "it was not checked") -> Finding:
+    """The finding for a file or directory kltool may not or cannot read (permission, a directory where a
+    file belongs, a symlink loop, an I/O error): an error, so that verify exits 1, and the run goes on."""
+    reason = {errno.EACCES: "permission denied", errno.EPERM: "permission denied", errno.EISDIR: "is a directory",
+              errno.ELOOP: "a symlink loop", errno.ENOTDIR: "not a directory"}.get(e.errno, e.strerror or str(e))
+    return Finding("error", "unreadable", str(path), f"cannot read it: {reason}; {what}")
+
+
+def check_file(path, kind: str) -> Finding | None:
+    """Read and parse one metadata file (:func:`~kltool.storage.fs.read_text_file`'s kinds, and
+    ``kltool_topics``) and judge it: None when it is valid or missing; else a finding: ``unreadable``,
+    ``unknown_version`` (a format version kltool does not read), or ``checkpoint_corrupt`` /
+    ``snapshot_corrupt`` / ``metadata_corrupt`` with Kafka's message and the byte position."""
+    path = Path(path)
+    try:
+        if kind == "kltool_topics":
+            from .topic_config import read_config_file
+
+            if not path.exists() and not path.is_symlink():
+                return None
+            read_config_file(path.parent)
+        else:
+            read_text_file(path, kind)
+    except FileNotFoundError:
+        return None
+    except CorruptDataError as e:
+        fkind = "unknown_version" if getattr(e, "unknown_version", False) else _CORRUPT_KIND.get(kind, "metadata_corrupt")
+        return Finding("error", fkind, str(path), e.message, position=e.position)
+    except OSError as e:
+        return unreadable(path, e)
+    return None
+
+
+def partition_file_findings(p: Partition) -> list[Finding]:
+    """Findings for a partition's metadata files that verify does not read otherwise (``quorum-state``)."""
+    f = check_file(p.path / fn.QUORUM_STATE, "json")
+    return [] if f is None else [f]
 
 
 
@@ -79,20 +126,13 @@ class LogDir:
         return (self.path / fn.CLEAN_SHUTDOWN_FILE).exists()
 
     def checkpoint(self, name: str) -> dict:
-        """A root offset checkpoint as {(topic, partition): offset}; {} when missing."""
+        """A root offset checkpoint as {(topic, partition): offset}; {} when missing. CorruptDataError (file
+        and byte position) when it is not valid, OSError when it cannot be read."""
         if name not in self._checkpoints:
-            from ..format.checkpoints import parse_offset_checkpoint
-
-            p = self.path / name
             try:
-                text = p.read_text(encoding="utf-8")
+                self._checkpoints[name] = read_text_file(self.path / name, "offset_checkpoint")
             except FileNotFoundError:
                 self._checkpoints[name] = {}
-            else:
-                try:
-                    self._checkpoints[name] = parse_offset_checkpoint(text)
-                except CorruptDataError as e:
-                    raise e.at(path=p) from None
         return self._checkpoints[name]
 
     def forget_checkpoint(self, name: str | None = None) -> None:
@@ -104,12 +144,27 @@ class LogDir:
             self._checkpoints.pop(name, None)
 
     def meta_properties(self) -> dict | None:
-        from ..format.checkpoints import parse_properties
-
+        """``meta.properties`` (None when missing); CorruptDataError when it is not what a broker reads."""
         try:
-            return parse_properties((self.path / fn.META_PROPERTIES).read_text(encoding="utf-8"))
+            return read_text_file(self.path / fn.META_PROPERTIES, "meta_properties")
         except FileNotFoundError:
             return None
+
+    def file_findings(self) -> list[Finding]:
+        """Findings for the root's metadata files that verify does not read otherwise: ``meta.properties``,
+        ``.kafka_cleanshutdown``, ``kltool-topics.json`` (corrupt, unknown version, unreadable), and the root
+        offset checkpoints that cannot be read at all (their content is judged by the caller)."""
+        out = [f for f in (check_file(self.path / fn.META_PROPERTIES, "meta_properties"),
+                           check_file(self.path / fn.CLEAN_SHUTDOWN_FILE, "json"),
+                           check_file(self.path / TOPICS_FILE, "kltool_topics")) if f is not None]
+        for name in ROOT_CHECKPOINTS:
+            try:
+                read_small_file(self.path / name)
+            except FileNotFoundError:
+                continue
+            except OSError as e:
+                out.append(unreadable(self.path / name, e))
+        return out
 
 
 def is_log_dir(path: Path) -> bool:

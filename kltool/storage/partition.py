@@ -108,7 +108,7 @@ class Partition:
     def metadata_topic_id(self) -> str | None:
         p = self.path / fn.PARTITION_METADATA
         try:
-            text = p.read_text()
+            text = p.read_bytes()
         except FileNotFoundError:
             return None
         from ..format.checkpoints import parse_partition_metadata

@@ -24,6 +24,7 @@ from ..format import decode_records
 from ..format.index import AbortedTxn, encode_aborted_txn
 from ..format.records import BatchHeader
 from ..format.snapshot import ProducerEntry, encode_snapshot, parse_snapshot
+from .fs import read_small_file
 
 __all__ = ["ProducerStateEntry", "ProducerStateManager", "control_of"]
 
@@ -195,7 +196,7 @@ class ProducerStateManager:
             if off > log_end_offset:
                 continue
             try:
-                snap = parse_snapshot(spath.read_bytes(), strict=True)
+                snap = parse_snapshot(read_small_file(spath), strict=True)
             except (OSError, CorruptDataError):
                 continue
             snap_off, state = off, cls(snap.entries)

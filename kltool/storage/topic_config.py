@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import CorruptDataError, UsageError
-from .fs import atomic_write
+from .fs import atomic_write, read_small_file
 
 __all__ = [
     "CONFIG_FILE_NAME", "DEFAULTS", "INTERNAL_TOPIC_DEFAULTS", "TopicConfig", "parse_config_items", "validate_config",
@@ -239,7 +239,7 @@ def read_config_file(logdir) -> dict:
     """The whole file as ``{"version": 1, "topics": {...}}``; an empty one when it does not exist."""
     path = config_path(logdir)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_small_file(path).decode("utf-8")
     except FileNotFoundError:
         return {"version": FILE_VERSION, "topics": {}}
     except UnicodeDecodeError as e:
@@ -247,15 +247,25 @@ def read_config_file(logdir) -> dict:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
-        raise CorruptDataError(f"invalid JSON: {e.msg}", path=path, position=e.pos) from None
+        raise CorruptDataError(f"invalid JSON: {e.msg}", path=path,
+                               position=len(text[:e.pos].encode("utf-8", "surrogatepass"))) from None
+    except RecursionError:
+        raise CorruptDataError("invalid JSON: nested too deeply", path=path, position=0) from None
     if not isinstance(data, dict) or not isinstance(data.get("topics"), dict):
         raise CorruptDataError('expected an object with "version" and "topics"', path=path)
     if data.get("version") != FILE_VERSION:
-        raise CorruptDataError(f"unsupported version {data.get('version')!r} (kltool reads version {FILE_VERSION})",
+        err = CorruptDataError(f"unsupported version {data.get('version')!r} (kltool reads version {FILE_VERSION})",
                                path=path)
+        err.unknown_version = True
+        raise err
     for topic, entry in data["topics"].items():
         if not isinstance(entry, dict) or not isinstance(entry.get("config", {}), dict):
             raise CorruptDataError(f"topic {topic!r}: expected an object with a \"config\" object", path=path)
+        n = entry.get("partitions")
+        if n is not None and (type(n) is not int or n < 1):
+            raise CorruptDataError(f"topic {topic!r}: \"partitions\" must be a positive integer, not {n!r}", path=path)
+        if not isinstance(entry.get("topic_id", ""), str):
+            raise CorruptDataError(f"topic {topic!r}: \"topic_id\" must be a string", path=path)
         for k, v in entry.get("config", {}).items():
             try:
                 validate_config(k, str(v))

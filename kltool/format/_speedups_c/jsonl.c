@@ -317,7 +317,7 @@ static int json_line(const unsigned char *p, Py_ssize_t n, PyObject *skip, obuf 
     c.i++;
     jws(&c);
     PyObject *f[3] = {NULL, NULL, NULL};  /* key, value, headers */
-    int have_ts = 0, have_part = 0, have_type = 0, have_ctrl = 0, skipit = 0;
+    int have_ts = 0, have_part = 0, have_type = 0, have_ctrl = 0, skipit = 0, other_type = 0;
     int64_t ts = 0, part = 0;
     int ts_null = 1, part_null = 1;
     int rc = 0;
@@ -351,7 +351,7 @@ static int json_line(const unsigned char *p, Py_ssize_t n, PyObject *skip, obuf 
                 const unsigned char *tv;
                 Py_ssize_t tk;
                 if ((rc = jname(&c, &tv, &tk))) goto fail;  /* a string without escapes */
-                if (!NAME_IS(tv, tk, "record")) skipit = 1;
+                if (!NAME_IS(tv, tk, "record")) skipit = other_type = 1;
             }
         } else if (NAME_IS(nm, nk, "control")) {
             if (have_ctrl++) { rc = DEFER; goto fail; }
@@ -360,8 +360,16 @@ static int json_line(const unsigned char *p, Py_ssize_t n, PyObject *skip, obuf 
                 if ((rc = jskip(&c, 1))) goto fail;
                 skipit = 1;
             }
-        } else {
+        } else if (NAME_IS(nm, nk, "offset") || NAME_IS(nm, nk, "timestamp_type") || NAME_IS(nm, nk, "sequence") ||
+                   NAME_IS(nm, nk, "size") || NAME_IS(nm, nk, "batch_offset") || NAME_IS(nm, nk, "topic") ||
+                   NAME_IS(nm, nk, "decoded") || NAME_IS(nm, nk, "decode_error")) {
+            /* the other fields of dump's record (jsonl.RECORD_FIELDS): read back, not used */
             if ((rc = jskip(&c, 1))) goto fail;
+        } else if (skipit) {  /* a line that is not a record (a batch, a finding ...): its fields are its own */
+            if ((rc = jskip(&c, 1))) goto fail;
+        } else {
+            rc = DEFER;  /* an unknown field (a typo?): jsonl.parse_record_line says so, or lets it through */
+            goto fail;
         }
         jws(&c);
         if (c.i < c.n && p[c.i] == ',') { c.i++; jws(&c); continue; }
@@ -371,6 +379,7 @@ static int json_line(const unsigned char *p, Py_ssize_t n, PyObject *skip, obuf 
     }
 end:
     if (c.i != c.n) { rc = DEFER; goto fail; }
+    if (other_type && (f[0] || f[1])) { rc = DEFER; goto fail; }  /* "type": "recrod" with a key or value */
     if (skipit) {
         Py_INCREF(skip);
         *out = skip;

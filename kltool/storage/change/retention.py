@@ -49,7 +49,7 @@ from ...timeutil import format_time
 from .. import offsets as offs
 from ..confine import logdir_outside_findings, outside_findings
 from ..findings import Finding
-from ..fs import atomic_write, fsync_dir
+from ..fs import atomic_write, fsync_dir, read_small_file
 from ..logdir import LogDir, Selection
 from ..partition import Partition
 from ..segment import Segment
@@ -534,7 +534,7 @@ class _Planner:
         p = self.p
         path = p.path / EPOCH_CHECKPOINT
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_small_file(path)  # (a non-UTF-8 byte: CorruptDataError; a FIFO: OSError, not a wait)
         except FileNotFoundError:
             return
         try:

@@ -19,7 +19,8 @@ from ...plain import Plain
 from ..confine import logdir_outside_findings, outside_findings
 from ..epochs import EpochWatch, checkpoint_epochs
 from ..findings import Finding
-from ..logdir import LogDir, Selection
+from ..fs import read_small_file
+from ..logdir import LogDir, Selection, check_file, partition_file_findings, unreadable
 from ..partition import Partition
 from ..scan import HOLD, BatchRun, Damage, records_of, walk
 from ..segment import Segment
@@ -347,14 +348,17 @@ def _broker_running(p: Partition) -> bool:
 
 
 def _check_partition_files(p: Partition, leo: int) -> Iterator[Finding]:
-    from ...format.checkpoints import parse_leader_epoch_checkpoint, parse_partition_metadata
+    from ...format.checkpoints import parse_leader_epoch_checkpoint
     from ...format.snapshot import parse_snapshot
 
     for off, path in p.snapshots:
         try:
-            snap = parse_snapshot(path.read_bytes())
+            snap = parse_snapshot(read_small_file(path))
         except CorruptDataError as e:
             yield _err("snapshot_corrupt", path, e.message, position=e.position)
+            continue
+        except OSError as e:
+            yield unreadable(path, e)
             continue
         if not snap.crc_valid:
             yield _err("snapshot_corrupt", path, f"Snapshot is corrupt (CRC is no longer valid). Stored crc: "
@@ -363,27 +367,22 @@ def _check_partition_files(p: Partition, leo: int) -> Iterator[Finding]:
             yield _warn("snapshot_beyond_end", path, f"producer snapshot at offset {off} is beyond the log end "
                         f"offset {leo} (the broker deletes it)", offset=off)
     lec = p.path / fn.LEADER_EPOCH_CHECKPOINT
-    if lec.exists():
-        try:
-            entries = parse_leader_epoch_checkpoint(lec.read_text(encoding="utf-8"))
-        except (CorruptDataError, UnicodeDecodeError) as e:
-            yield _err("checkpoint_corrupt", lec, getattr(e, "message", str(e)))
-        else:
-            prev = None
-            for epoch, start in entries:
-                if prev is not None and (epoch <= prev[0] or start < prev[1]):
-                    yield _err("checkpoint_corrupt", lec, f"leader epochs out of order: ({prev[0]}, {prev[1]}) then "
-                               f"({epoch}, {start})")
-                if start > leo:
-                    yield _warn("checkpoint_beyond_end", lec, f"leader epoch {epoch} starts at {start}, beyond the log "
-                                f"end offset {leo}", offset=start)
-                prev = (epoch, start)
-    pm = p.path / fn.PARTITION_METADATA
-    if pm.exists():
-        try:
-            parse_partition_metadata(pm.read_text(encoding="utf-8"))
-        except (CorruptDataError, UnicodeDecodeError) as e:
-            yield _err("checkpoint_corrupt", pm, getattr(e, "message", str(e)))
+    bad = check_file(lec, "leader_epoch_checkpoint")
+    if bad is not None:
+        yield bad
+    elif lec.exists():
+        prev = None
+        for epoch, start in parse_leader_epoch_checkpoint(lec.read_bytes()):
+            if prev is not None and (epoch <= prev[0] or start < prev[1]):
+                yield _err("checkpoint_corrupt", lec, f"leader epochs out of order: ({prev[0]}, {prev[1]}) then "
+                           f"({epoch}, {start})")
+            if start > leo:
+                yield _warn("checkpoint_beyond_end", lec, f"leader epoch {epoch} starts at {start}, beyond the log "
+                            f"end offset {leo}", offset=start)
+            prev = (epoch, start)
+    for f in (check_file(p.path / fn.PARTITION_METADATA, "partition_metadata"), *partition_file_findings(p)):
+        if f is not None:
+            yield f
 
 
 def _check_logdir(ld: LogDir, stats: VerifyStats) -> Iterator[Finding]:
@@ -397,12 +396,16 @@ def _check_logdir(ld: LogDir, stats: VerifyStats) -> Iterator[Finding]:
     for d in ld.unknown_dirs:
         yield _err("unknown_dir", d, "not a topic-partition directory: a broker refuses to start with it in its "
                    "log dir (move it out)")
+    yield from ld.file_findings()  # meta.properties, .kafka_cleanshutdown, kltool-topics.json; unreadable ones
     for name in fn.ROOT_OFFSET_CHECKPOINTS:
         try:
             cp = ld.checkpoint(name)
         except CorruptDataError as e:
-            yield _err("checkpoint_corrupt", ld.path / name, e.message)
+            yield _err("unknown_version" if getattr(e, "unknown_version", False) else "checkpoint_corrupt",
+                       ld.path / name, e.message, position=e.position)
             continue
+        except OSError:
+            continue  # (an unreadable finding from file_findings)
         for p in ld.partitions:
             v = cp.get((p.topic, p.partition))
             leo = stats.segment_ends.get(str(p.path))
@@ -435,7 +438,12 @@ def verify_selection(sel: Selection, *, deep: bool = False, stats: VerifyStats |
 
     for p in sel.partitions:
         yield from count(outside_findings(p))  # a symlink out of the log dir (storage/confine.py)
-        yield from count(verify_partition(p, deep=deep, stats=stats, progress=progress))
+        try:
+            yield from count(verify_partition(p, deep=deep, stats=stats, progress=progress))
+        except BrokenPipeError:
+            raise
+        except OSError as e:  # a file or directory it may not read: reported, and the run goes on
+            yield from count([unreadable(e.filename or p.path, e, f"the rest of partition {p.name} was not checked")])
     for ld in sel.logdirs:
         yield from count(logdir_outside_findings(ld.path))
         yield from count(_check_logdir(ld, stats))
@@ -479,18 +487,17 @@ def verify_file(path: Path, *, deep: bool, stats: VerifyStats,
             snap = parse_snapshot(path.read_bytes())
         except CorruptDataError as e:
             yield _err("snapshot_corrupt", path, e.message, position=e.position)
+        except OSError as e:
+            yield unreadable(path, e)
         else:
             if not snap.crc_valid:
                 yield _err("snapshot_corrupt", path, f"Snapshot is corrupt (CRC is no longer valid). Stored crc: "
                            f"{snap.crc}. Computed crc: {snap.computed_crc}", position=2)
     elif kind == "kraft_snapshot":
         yield from verify_log_file(path, base_offset=None, deep=deep, stats=stats, progress=progress)
-    elif kind in ("offset_checkpoint", "leader_epoch_checkpoint", "partition_metadata", "meta_properties"):
-        from ..fs import read_text_file
-
-        try:
-            read_text_file(path, kind)
-        except CorruptDataError as e:
-            yield _err("checkpoint_corrupt", path, e.message, position=e.position)
+    elif kind in ("offset_checkpoint", "leader_epoch_checkpoint", "partition_metadata", "meta_properties", "json"):
+        bad = check_file(path, kind)
+        if bad is not None:
+            yield bad
     else:
         yield _warn("unknown_file", path, "not a file kltool knows how to check")

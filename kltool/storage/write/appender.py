@@ -395,10 +395,11 @@ class Appender:
         return i, skipped
 
     def add_lines(self, stream, fmt: str = "json", key_separator: bytes | None = None, partition: int | None = None,
-                  progress=None) -> int:
+                  progress=None, ignore_unknown: bool = False) -> int:
         """Queue the records of a binary stream of JSON lines (``fmt="json"``) or text lines (``"text"``,
         :func:`kltool.jsonl.parse_text_record`), every one to ``partition`` if given; returns the number
-        of lines skipped (not data records). A bad line raises UsageError naming it.
+        of lines skipped (not data records). A bad line (an unknown field too, unless ``ignore_unknown``)
+        raises UsageError naming it.
         ``progress(n)`` is told the bytes read."""
         import gc
 
@@ -408,7 +409,7 @@ class Appender:
         gc.disable()
         skipped = 0
         try:
-            for first, items, nbytes in record_blocks(stream, fmt, key_separator):
+            for first, items, nbytes in record_blocks(stream, fmt, key_separator, ignore_unknown):
                 skipped += self.add_items(items, first, partition)
                 if progress is not None:
                     progress(nbytes)

@@ -61,7 +61,7 @@ from ...format.checkpoints import (
 from ...format.index import AbortedTxn, encode_txn_index
 from ...format.names import filename_prefix
 from ...format.topics import parse_partition_dir_name
-from ..fs import atomic_write, fsync_dir
+from ..fs import atomic_write, fsync_dir, read_small_file
 from ..index_builder import IndexBuilder
 from ..partition import Partition
 from ..producer_state import ProducerStateManager, control_of
@@ -168,7 +168,7 @@ class PartitionWriter:
     def _log_start_offset(self) -> int:
         """Where an empty partition starts: the root's log-start-offset-checkpoint, else 0."""
         try:
-            text = (self.path.parent / fn.LOG_START_OFFSET_CHECKPOINT).read_text(encoding="utf-8")
+            text = read_small_file(self.path.parent / fn.LOG_START_OFFSET_CHECKPOINT).decode("utf-8")
             topic, part, _k, _u = parse_partition_dir_name(self.path.name)
             return max(0, parse_offset_checkpoint(text).get((topic, part), 0))
         except (OSError, UnicodeDecodeError, CorruptDataError):
@@ -261,7 +261,7 @@ class PartitionWriter:
     def _load_leader_epochs(self, leader_epoch: int | None) -> None:
         path = self.path / LEADER_EPOCH_FILE
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_small_file(path).decode("utf-8")
             self.epoch_file_exists = True
         except FileNotFoundError:
             text = ""

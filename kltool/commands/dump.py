@@ -81,13 +81,14 @@ class Dumper:
     def __init__(self, out, records: bool, encoding: str, limit: int | None, flt: RecordFilter,
                  topic=None, partition=None, decoder: str = "auto", *, payload: bool = True,
                  skip_metadata: bool = False, fmt=None, max_bytes: int | None = None, tail: int | None = None,
-                 index_sanity_only: bool = False):
+                 index_sanity_only: bool = False, verify_index_only: bool = False):
         self.payload = payload  # text records: key/payload/headers (kafka-dump-log's --print-data-log)
         self.skip_metadata = skip_metadata
         self.fmt = fmt  # a compiled kcat-style --format
         self.max_bytes = max_bytes
         self.tail = tail  # --from-offset -N: the last N offsets of each partition/file
         self.index_sanity_only = index_sanity_only
+        self.verify_index_only = verify_index_only
         self.stopped = False  # --to-time passed
         self.decoder_name = decoder
         self.out = out
@@ -148,6 +149,8 @@ class Dumper:
             self.out.emit(Finding("error", d.kind, file, d.message + ("" if d.resumed_at is None else
                                   f"; valid batches resume at byte {d.resumed_at}"),
                                   position=d.position, length=d.length).to_json())
+        elif d.kind == "torn_tail" and self.fmt is None:  # (an incomplete last batch) kafka-dump-log's words
+            self.out.line(f"Found {d.length} invalid bytes at the end of {file.rpartition('/')[2]}")
         else:
             resume = "end of file" if d.resumed_at is None else f"byte {d.resumed_at}"
             msg = f"{d.kind} at position {d.position}, {d.length} bytes: {d.message} (reading resumes at {resume})"
@@ -240,6 +243,15 @@ class Dumper:
             self._print_record(h, cols, i, key, dec)
         return False
 
+    def _legacy_crcs(self, cols) -> list:
+        """isValid and crc of each v0/v1 message of ``cols`` (computed once per group)."""
+        cached = self.__dict__.get("_crcs")
+        if cached is None or cached[0] is not cols:
+            from ..format.legacy import message_crcs
+
+            cached = self._crcs = (cols, message_crcs(cols))
+        return cached[1]
+
     def _print_record(self, h: BatchHeader, cols, i: int, key, dec) -> None:
         """Record ``i`` of ``cols`` as a --format line, a JSON object or kafka-dump-log's text line."""
         out = self.out
@@ -257,42 +269,35 @@ class Dumper:
                                  size=cols.sizes[i], batch_offset=h.base_offset, topic=self.topic,
                                  partition=self.partition, control=ctrl, decoded=decoded, decode_error=derr))
         else:
-            out.line(self._record_text(h, off, ts, key, val, hdrs, seq, ctrl, decoded, derr))
+            crc = self._legacy_crcs(cols)[i] if h.magic < 2 else None
+            out.line(self._record_text(h, off, ts, key, val, hdrs, seq, ctrl, decoded, derr, crc))
 
-    def _record_text(self, h: BatchHeader, off, ts, key, val, hdrs, seq, ctrl, decoded, derr) -> str:
-        """kafka-dump-log's record line."""
+    def _record_text(self, h: BatchHeader, off, ts, key, val, hdrs, seq, ctrl, decoded, derr, crc=None) -> str:
+        """kafka-dump-log's record line (DumpLogSegments' printRecordMetadata and printRecordContents):
+        the metadata unless --skip-record-metadata, then key and payload (not for a control record)."""
         if self.skip_metadata:
-            # kafka-dump-log --skip-record-metadata, quirks included: "| key: K payload: V", but
-            # " payload: V" without the "|" when the key is null, and an empty line for a control record
-            if ctrl is not None:
-                return ""
-            parts = ["|"] if key is not None else []
+            parts, prefix = [], "| "
         else:
-            parts = [f"| offset: {off} {TS_NAMES[h.timestamp_type]}: {ts} "
-                     f"keySize: {-1 if key is None else len(key)} valueSize: {-1 if val is None else len(val)}"]
+            parts, prefix = [f"| offset: {off} {TS_NAMES[h.timestamp_type]}: {ts} "
+                             f"keySize: {-1 if key is None else len(key)} valueSize: {-1 if val is None else len(val)}"], " "
             if h.magic == 2:
                 parts.append(f" sequence: {seq} headerKeys: [{','.join(text_bytes(k) for k, _ in hdrs)}]")
-        if ctrl is not None:
-            extra = f" coordinatorEpoch: {ctrl['coordinator_epoch']}" if "coordinator_epoch" in ctrl else ""
-            parts.append(f" endTxnMarker: {ctrl['type']}{extra}" if ctrl["type"] in ("COMMIT", "ABORT")
-                         else f" controlType: {ctrl['type']}")
-        elif decoded is not None or derr is not None:
-            parts.append(f" decoded: {json.dumps(decoded, separators=(',', ':'))}" if derr is None
-                         else f" decode_error: {derr}")
-        elif self.payload:
-            parts.append(self._payload_text(key, val, hdrs))
-        return "".join(parts)
-
-    def _payload_text(self, key, val, hdrs) -> str:
-        """ headers: [...] key: K payload: V (what is there)."""
-        enc = self.encoding
-        parts = []
-        if hdrs and not self.skip_metadata:
-            parts.append(" headers: [" + ", ".join(f"{text_bytes(k)}={text_bytes(v, enc)}" for k, v in hdrs) + "]")
-        if key is not None:
-            parts.append(f" key: {text_bytes(key, enc)}")
-        if val is not None:
-            parts.append(f" payload: {text_bytes(val, enc)}")
+            if crc is not None:  # v0/v1: each message's own CRC
+                parts.append(f" isValid: {'true' if crc[0] else 'false'} crc: {crc[1]}")
+            if ctrl is not None:
+                parts.append(_control_text(ctrl, val))
+        if ctrl is not None or not self.payload:
+            return "".join(parts)
+        if decoded is not None or derr is not None:
+            k, v = _decoded_key_payload(self.decoder(), off, decoded, derr)
+        else:
+            k = None if key is None else text_bytes(key, self.encoding)
+            v = None if val is None else text_bytes(val, self.encoding)
+        if k is not None:
+            parts.append(f"{prefix}key: {k}")
+            prefix = " "
+        if v is not None:
+            parts.append(f"{prefix}payload: {v}")
         return "".join(parts)
 
     def _fast_records(self, h: BatchHeader, file: str) -> bool:
@@ -372,15 +377,70 @@ class Dumper:
             self.out.line(f"!! {kind} in batch at position {h.position} of {file}: {e.message}")
 
 
+def _json_text(o) -> str:
+    return json.dumps(o, separators=(",", ":"), ensure_ascii=False)
+
+
+def _control_text(ctrl: dict, val) -> str:
+    """What DumpLogSegments' printControlRecord adds to a control record's line."""
+    t = ctrl["type"]
+    if t in ("COMMIT", "ABORT"):
+        return f" endTxnMarker: {t} coordinatorEpoch: {ctrl.get('coordinator_epoch')}"
+    label = _CONTROL_LABELS.get(t)
+    if label is not None:
+        from ..format import internal
+
+        try:
+            return label + _json_text(internal.decode_raft_control(CONTROL_IDS[t], val)["data"])
+        except CorruptDataError as e:
+            return f"{label}<{e.message}>"
+    return f" controlType: {t}({ctrl.get('type_id', CONTROL_IDS.get(t))})"
+
+
+_CONTROL_LABELS = {"LEADER_CHANGE": " LeaderChange: ", "SNAPSHOT_HEADER": " SnapshotHeader ",
+                   "SNAPSHOT_FOOTER": " SnapshotFooter ", "KRAFT_VERSION": " KRaftVersion ",
+                   "KRAFT_VOTERS": " KRaftVoters "}
+
+
+def _decoded_key_payload(dec, off: int, decoded: dict | None, derr: str | None) -> tuple[str | None, str | None]:
+    """The key and payload texts of kafka-dump-log's --offsets-decoder, --transaction-log-decoder and
+    --cluster-metadata-decoder for one decoded record (its parsers' words for what they cannot read)."""
+    from ..format import internal
+
+    if dec is internal.decode_cluster_metadata:  # no key; the payload is the record's JSON
+        if derr is not None:
+            return None, f"Error at {off}, skipping. {derr}"
+        if decoded["type"] == "unknown":
+            return None, f"Error at {off}, skipping. Unknown metadata id {decoded['api_key']}"
+        return None, _json_text(decoded)
+    if derr is not None:
+        return f"Error at offset {off}, skipping. {derr}", None
+    if decoded["type"] == "unknown":
+        rtype = decoded.get("record_type", decoded.get("key_version"))
+        return f"Unknown record type {rtype} at offset {off}, skipping.", None
+    k, v = decoded["key"], decoded["payload"]
+    if dec is internal.decode_transaction_state:  # (the decoder's shape is the console formatter's)
+        k = {"type": str(k["version"]), "data": k["data"]}
+        if v is not None:  # (transactionStatus by its name, as DumpLogSegments prints it)
+            data = v["data"] if decoded["state"] is None else {**v["data"], "transactionStatus": decoded["state"]}
+            v = {"version": str(v["version"]), "data": data}
+    return _json_text(k), "<DELETE>" if v is None else _json_text(v)
+
+
 def _end_of(item) -> int:
     return item.position + (item.length if isinstance(item, Damage) else item.size)
 
 
-def _dump_log(d: Dumper, path, base_offset=None) -> None:
+def _dump_log(d: Dumper, path, base_offset=None, kind: str = "log") -> None:
     out = d.out
     if d.headers_shown:
         out.line(f"Dumping {path}")
-        if base_offset is not None:
+        if kind == "kraft_snapshot":
+            from ..format.names import kraft_snapshot_header
+
+            out.line(kraft_snapshot_header(path.name))
+            base_offset = None
+        elif base_offset is not None:
             out.line(f"Log starting offset: {base_offset}")
     if d.tail is not None:  # the last N offsets of this file
         last = None
@@ -455,9 +515,32 @@ def _dump_index(d: Dumper, path, kind: str, base) -> None:
     entries = parse(data, base)
     if not entries and not js and not problems:
         out.line(f"{path} is empty.")
+    if d.verify_index_only:  # kafka-dump-log --verify-index-only: no entries, what does not match the log
+        if kind == "index":
+            _index_mismatches(d, path, entries)
+        return
     for a, b in entries[: d.limit]:
         out.emit({"type": jtype, "file": f, names[0]: a, names[1]: b}) if js else \
             out.line(f"{names[0]}: {a} {names[1]}: {b}")
+
+
+def _index_mismatches(d: Dumper, path, entries) -> None:
+    """Each offset-index entry whose position does not start a batch ending at its offset (DumpLogSegments'
+    check): a finding per entry (on stderr in text mode, as Kafka's "Mismatches in" lines)."""
+    from ..format.names import parse_segment_file, segment_file
+
+    log = path.with_name(segment_file(parse_segment_file(path.name)[0], "log"))
+    for offset, position in entries:
+        first = next(iter(walk(log, start=position, with_data=False)), None) if log.exists() else None
+        found = -1 if first is None or isinstance(first, Damage) else first.last_offset
+        if found == offset:
+            continue
+        d.errors += 1
+        msg = f"index offset {offset} points at position {position}, where the log's batch ends at offset {found}"
+        if d.out.json_mode:
+            d.out.emit(Finding("error", "index_mismatch", str(path), msg, position=position, offset=offset).to_json())
+        else:
+            d.out.warn(f"{path}: {msg}")
 
 
 def _dump_txnindex(d: Dumper, path, kind: str, base) -> None:
@@ -472,6 +555,14 @@ def _dump_txnindex(d: Dumper, path, kind: str, base) -> None:
         else:
             out.line(f"version: {t.version} producerId: {t.producer_id} firstOffset: {t.first_offset} "
                      f"lastOffset: {t.last_offset} lastStableOffset: {t.last_stable_offset}")
+
+
+def _first_sequence(last_sequence: int, offset_delta: int) -> int:
+    """BatchMetadata.firstSeq: the last sequence less the offset delta, wrapping past 0 to Integer.MAX_VALUE
+    (DefaultRecordBatch.decrementSequence)."""
+    if last_sequence < offset_delta:
+        return 0x7FFFFFFF - (offset_delta - last_sequence) + 1
+    return last_sequence - offset_delta
 
 
 def _dump_snapshot(d: Dumper, path, kind: str, base) -> None:
@@ -499,7 +590,9 @@ def _dump_snapshot(d: Dumper, path, kind: str, base) -> None:
             txn = "OptionalLong.empty" if e.current_txn_first_offset < 0 else f"OptionalLong[{e.current_txn_first_offset}]"
             out.line(f"producerId: {e.producer_id} producerEpoch: {e.producer_epoch} coordinatorEpoch: "
                      f"{e.coordinator_epoch} currentTxnFirstOffset: {txn} lastTimestamp: {e.timestamp} "
-                     f"lastSequence: {e.last_sequence} lastOffset: {e.last_offset} offsetDelta: {e.offset_delta}")
+                     f"firstSequence: {_first_sequence(e.last_sequence, e.offset_delta)} lastSequence: "
+                     f"{e.last_sequence} lastOffset: {e.last_offset} offsetDelta: {e.offset_delta} "
+                     f"timestamp: {e.timestamp}")
 
 
 # the small text files: kind -> (JSON objects of the parsed value, its text lines)
@@ -547,14 +640,22 @@ def _dump_other(d: Dumper, path, kind: str, base) -> None:
 
 
 # kafka-dump-log.sh options kltool has no form for: a one-line hint instead of "no such option"
+# kafka-dump-log.sh's decoder classes: its default (what kltool prints: UTF-8 text) is accepted, others get a hint
+STRING_DECODER = "org.apache.kafka.tools.api.StringDecoder"
 _KAFKA_HINTS = {
-    "verify_index_only": "--verify-index-only: use `kltool verify PATH`, which checks every index entry against its "
-                         "log (and `kltool dump FILE.index` prints the entries)",
-    "key_decoder_class": "--key-decoder-class: kltool prints keys as UTF-8 text; use --encoding base64|hex, or "
-                         "--json and a decoder of your own",
-    "value_decoder_class": "--value-decoder-class: kltool prints values as UTF-8 text; use --encoding base64|hex, "
-                           "or --json and a decoder of your own",
+    "key_decoder_class": "--key-decoder-class: kltool prints keys as UTF-8 text (Kafka's StringDecoder, the only "
+                         "class accepted); use --encoding base64|hex, or --json and a decoder of your own",
+    "value_decoder_class": "--value-decoder-class: kltool prints values as UTF-8 text (Kafka's StringDecoder, the "
+                           "only class accepted); use --encoding base64|hex, or --json and a decoder of your own",
 }
+
+
+def _decoder_classes(key_decoder_class: str | None, value_decoder_class: str | None) -> bool:
+    """Whether a --*-decoder-class was given (kafka-dump-log: implies --print-data-log); only StringDecoder is."""
+    for name, given in (("key_decoder_class", key_decoder_class), ("value_decoder_class", value_decoder_class)):
+        if given is not None and given not in ("", STRING_DECODER):
+            raise UsageError(_KAFKA_HINTS[name])
+    return key_decoder_class is not None or value_decoder_class is not None
 
 
 def _kafka_decoder(offsets: bool, transaction_log: bool, cluster_metadata: bool, decoder: str) -> str | None:
@@ -582,7 +683,7 @@ def _dump_files(d: Dumper, files) -> None:
         except CorruptDataError:
             pass
         if kind in ("log", "kraft_snapshot"):
-            _dump_log(d, path, base)
+            _dump_log(d, path, base, kind)
         elif kind == "unknown":
             d.out.warn(f"{path}: ignoring a file kltool does not know")
         else:
@@ -623,33 +724,38 @@ def _dump_files(d: Dumper, files) -> None:
 @click.option("--max-record-bytes", type=click.IntRange(min=1024), default=256 << 20, show_default=True,
               help="The largest record (key, value and headers) read; a record over it is reported (exit 2), "
                    "never held. Batches of any size are read.")
-@click.option("--verify-index-only", is_flag=True, hidden=True)
-@click.option("--key-decoder-class", hidden=True)
-@click.option("--value-decoder-class", hidden=True)
+@click.option("--verify-index-only", is_flag=True, help="kafka-dump-log: for .index/.timeindex files, no entries; "
+              "an .index entry that does not point at a batch ending at its offset is reported.")
+@click.option("--max-message-size", type=click.IntRange(min=1), metavar="N", help="kafka-dump-log's option, "
+              "accepted and not needed: kltool reads records of any size up to --max-record-bytes.")
+@click.option("--key-decoder-class", metavar="CLASS", help=f"kafka-dump-log: only {STRING_DECODER} (UTF-8 text, "
+              "the default) is accepted; implies --print-data-log.")
+@click.option("--value-decoder-class", metavar="CLASS", help="kafka-dump-log: as --key-decoder-class.")
 @click.pass_obj
 def command(out, paths, topic, partition_spec, records, from_offset, to_offset, from_time, to_time, key, limit,
             encoding, decoder, fmt, files, print_data_log, deep_iteration, skip_record_metadata, offsets_decoder,
             transaction_log_decoder, cluster_metadata_decoder, max_bytes, index_sanity_check, max_record_bytes,
-            verify_index_only, key_decoder_class, value_decoder_class):
+            verify_index_only, max_message_size, key_decoder_class, value_decoder_class):
     """Print the batches (or --records) of log dirs, partitions, or files: .log, .index,
     .timeindex, .txnindex, .snapshot, checkpoint files, partition.metadata, meta.properties.
 
     Unlike kafka-dump-log, damage does not stop the dump: it is reported where it is and
     reading resumes at the next valid batch. kafka-dump-log's options work too (--files,
     --print-data-log, --deep-iteration, --skip-record-metadata, --offsets-decoder,
-    --transaction-log-decoder, --cluster-metadata-decoder, --max-bytes, --index-sanity-check).
+    --transaction-log-decoder, --cluster-metadata-decoder, --max-bytes, --index-sanity-check,
+    --verify-index-only, --max-message-size, --key/value-decoder-class StringDecoder), and with
+    them the output is kafka-dump-log's line for line (the README lists the differences).
     """
     from ..format.compression import set_limit
 
     set_limit(max_record_bytes)
-    for name, given in (("verify_index_only", verify_index_only), ("key_decoder_class", key_decoder_class),
-                        ("value_decoder_class", value_decoder_class)):
-        if given:
-            raise UsageError(_KAFKA_HINTS[name])
+    print_data_log = _decoder_classes(key_decoder_class, value_decoder_class) or print_data_log
     paths = list(paths) + [f.strip() for group in files for f in group.split(",") if f.strip()]
     if not paths:
         raise UsageError("Missing argument 'PATHS...' (log dirs, partition directories or files; or --files)")
     chosen = _kafka_decoder(offsets_decoder, transaction_log_decoder, cluster_metadata_decoder, decoder)
+    if chosen is None and decoder == "auto" and (deep_iteration or print_data_log):
+        decoder = "none"  # kafka-dump-log's options print kafka-dump-log's lines: it decodes only when told
     decoder = chosen or decoder
     if fmt == "":
         raise UsageError("--format is empty (e.g. '%k=%s\\n')")
@@ -667,7 +773,8 @@ def command(out, paths, topic, partition_spec, records, from_offset, to_offset, 
     sel = select(paths, topic, partition_spec)
     d = Dumper(out, records, encoding, limit, flt, decoder=decoder, payload=payload,
                skip_metadata=skip_record_metadata, fmt=None if fmt is None else compile_format(fmt),
-               max_bytes=max_bytes, tail=tail, index_sanity_only=index_sanity_check)
+               max_bytes=max_bytes, tail=tail, index_sanity_only=index_sanity_check,
+               verify_index_only=verify_index_only)
     for p in sel.partitions:
         if d.limit is not None and d.emitted >= d.limit:
             break

@@ -9,9 +9,18 @@ import click
 from ..errors import CorruptDataError, UsageError
 from ..format import speedups
 from ..format.batch import V2_OVERHEAD, whole_batch_limit
-from ..format.compression import CODEC_NAMES
 from ..format.records import CONTROL_IDS, BatchHeader
 from ..jsonl import record_json
+from ..kafka_text import (
+    TS_NAMES,
+    batch_json,
+    batch_json_line,
+    batch_text,
+    control_text,
+    decoded_key_payload,
+    snapshot_entry_text,
+    txn_entry_text,
+)
 from ..kcat_format import compile_format
 from ..output import _dumps, text_bytes
 from ..storage.findings import Finding
@@ -19,62 +28,7 @@ from ..storage.read import RecordFilter
 from ..storage.scan import HOLD, Damage, records_of, walk
 from .common import parse_time, select, selection_options
 
-TS_NAMES = {"create": "CreateTime", "log_append": "LogAppendTime", "none": "NoTimestampType"}
 _ENCODINGS = {"text": 0, "base64": 1, "hex": 2}  # _speedups.format_v2's codes
-
-
-def batch_json(h: BatchHeader, file: str) -> dict:
-    return {
-        "type": "batch", "file": file, "position": h.position, "size": h.size, "base_offset": h.base_offset,
-        "last_offset": h.last_offset, "count": h.count, "magic": h.magic, "crc": h.crc, "crc_valid": h.crc_valid,
-        "compression": h.compression_name, "timestamp_type": h.timestamp_type,
-        "first_timestamp": h.first_timestamp if h.magic == 2 else h.max_timestamp,
-        "max_timestamp": h.max_timestamp, "producer_id": h.producer_id, "producer_epoch": h.producer_epoch,
-        "base_sequence": h.base_sequence, "last_sequence": h.last_sequence,
-        "partition_leader_epoch": h.partition_leader_epoch, "is_transactional": h.is_transactional,
-        "is_control": h.is_control, "delete_horizon_ms": h.delete_horizon_ms,
-    }
-
-
-_JSON_BOOL = {True: "true", False: "false", None: "null"}
-
-
-def _codec_name(h: BatchHeader) -> str:
-    return CODEC_NAMES.get(h.compression) or h.compression_name
-_FILE_JSON: dict[str, str] = {}
-
-
-def _batch_json_line(h: BatchHeader, file: str, suffix: str) -> str:
-    """``_dumps(batch_json(h, file) + topic, partition)`` for a v2 batch, as one f-string (the
-    dump --records fast path writes one per batch; tests check they are equal)."""
-    f = _FILE_JSON.get(file)
-    if f is None:
-        f = _FILE_JSON[file] = _dumps(file)
-    dh = h.delete_horizon_ms
-    return (f'{{"type":"batch","file":{f},"position":{h.position},"size":{h.size},"base_offset":{h.base_offset},'
-            f'"last_offset":{h.last_offset},"count":{h.count},"magic":{h.magic},"crc":{h.crc},'
-            f'"crc_valid":{_JSON_BOOL[h.crc_valid]},"compression":"{_codec_name(h)}",'
-            f'"timestamp_type":"{h.timestamp_type}","first_timestamp":{h.first_timestamp},'
-            f'"max_timestamp":{h.max_timestamp},"producer_id":{h.producer_id},"producer_epoch":{h.producer_epoch},'
-            f'"base_sequence":{h.base_sequence},"last_sequence":{h.last_sequence},'
-            f'"partition_leader_epoch":{h.partition_leader_epoch},"is_transactional":{_JSON_BOOL[h.is_transactional]},'
-            f'"is_control":{_JSON_BOOL[h.is_control]},"delete_horizon_ms":{"null" if dh is None else dh}'
-            f'{suffix}\n')
-
-
-def batch_text(h: BatchHeader) -> str:
-    ts = TS_NAMES[h.timestamp_type]
-    valid = "true" if h.crc_valid else "false"
-    if h.magic == 2:
-        dh = "OptionalLong.empty" if h.delete_horizon_ms is None else f"OptionalLong[{h.delete_horizon_ms}]"
-        return (f"baseOffset: {h.base_offset} lastOffset: {h.last_offset} count: {h.count} "
-                f"baseSequence: {h.base_sequence} lastSequence: {h.last_sequence} producerId: {h.producer_id} "
-                f"producerEpoch: {h.producer_epoch} partitionLeaderEpoch: {h.partition_leader_epoch} "
-                f"isTransactional: {str(h.is_transactional).lower()} isControl: {str(h.is_control).lower()} "
-                f"deleteHorizonMs: {dh} position: {h.position} {ts}: {h.max_timestamp} size: {h.size} "
-                f"magic: {h.magic} compresscodec: {_codec_name(h)} crc: {h.crc} isvalid: {valid}")
-    return (f"offset: {h.last_offset} position: {h.position} {ts}: {h.max_timestamp} size: {h.size} "
-            f"magic: {h.magic} compresscodec: {h.compression_name} crc: {h.crc} isvalid: {valid}")
 
 
 class Dumper:
@@ -285,11 +239,11 @@ class Dumper:
             if crc is not None:  # v0/v1: each message's own CRC
                 parts.append(f" isValid: {'true' if crc[0] else 'false'} crc: {crc[1]}")
             if ctrl is not None:
-                parts.append(_control_text(ctrl, val))
+                parts.append(control_text(ctrl, val))
         if ctrl is not None or not self.payload:
             return "".join(parts)
         if decoded is not None or derr is not None:
-            k, v = _decoded_key_payload(self.decoder(), off, decoded, derr)
+            k, v = decoded_key_payload(self.decoder(), off, decoded, derr)
         else:
             k = None if key is None else text_bytes(key, self.encoding)
             v = None if val is None else text_bytes(val, self.encoding)
@@ -343,7 +297,7 @@ class Dumper:
             return False
         blob, n = got
         if flt.key is None:
-            self.out.write_bytes((_batch_json_line(h, file, suffix) if js else batch_text(h) + "\n").encode("utf-8"))
+            self.out.write_bytes((batch_json_line(h, file, suffix) if js else batch_text(h) + "\n").encode("utf-8"))
         if not h.crc_valid:
             self.errors += 1
         self.emitted += n
@@ -375,56 +329,6 @@ class Dumper:
                                   length=h.size).to_json())
         else:
             self.out.line(f"!! {kind} in batch at position {h.position} of {file}: {e.message}")
-
-
-def _json_text(o) -> str:
-    return json.dumps(o, separators=(",", ":"), ensure_ascii=False)
-
-
-def _control_text(ctrl: dict, val) -> str:
-    """What DumpLogSegments' printControlRecord adds to a control record's line."""
-    t = ctrl["type"]
-    if t in ("COMMIT", "ABORT"):
-        return f" endTxnMarker: {t} coordinatorEpoch: {ctrl.get('coordinator_epoch')}"
-    label = _CONTROL_LABELS.get(t)
-    if label is not None:
-        from ..format import internal
-
-        try:
-            return label + _json_text(internal.decode_raft_control(CONTROL_IDS[t], val)["data"])
-        except CorruptDataError as e:
-            return f"{label}<{e.message}>"
-    return f" controlType: {t}({ctrl.get('type_id', CONTROL_IDS.get(t))})"
-
-
-_CONTROL_LABELS = {"LEADER_CHANGE": " LeaderChange: ", "SNAPSHOT_HEADER": " SnapshotHeader ",
-                   "SNAPSHOT_FOOTER": " SnapshotFooter ", "KRAFT_VERSION": " KRaftVersion ",
-                   "KRAFT_VOTERS": " KRaftVoters "}
-
-
-def _decoded_key_payload(dec, off: int, decoded: dict | None, derr: str | None) -> tuple[str | None, str | None]:
-    """The key and payload texts of kafka-dump-log's --offsets-decoder, --transaction-log-decoder and
-    --cluster-metadata-decoder for one decoded record (its parsers' words for what they cannot read)."""
-    from ..format import internal
-
-    if dec is internal.decode_cluster_metadata:  # no key; the payload is the record's JSON
-        if derr is not None:
-            return None, f"Error at {off}, skipping. {derr}"
-        if decoded["type"] == "unknown":
-            return None, f"Error at {off}, skipping. Unknown metadata id {decoded['api_key']}"
-        return None, _json_text(decoded)
-    if derr is not None:
-        return f"Error at offset {off}, skipping. {derr}", None
-    if decoded["type"] == "unknown":
-        rtype = decoded.get("record_type", decoded.get("key_version"))
-        return f"Unknown record type {rtype} at offset {off}, skipping.", None
-    k, v = decoded["key"], decoded["payload"]
-    if dec is internal.decode_transaction_state:  # (the decoder's shape is the console formatter's)
-        k = {"type": str(k["version"]), "data": k["data"]}
-        if v is not None:  # (transactionStatus by its name, as DumpLogSegments prints it)
-            data = v["data"] if decoded["state"] is None else {**v["data"], "transactionStatus": decoded["state"]}
-            v = {"version": str(v["version"]), "data": data}
-    return _json_text(k), "<DELETE>" if v is None else _json_text(v)
 
 
 def _end_of(item) -> int:
@@ -553,16 +457,7 @@ def _dump_txnindex(d: Dumper, path, kind: str, base) -> None:
                       "first_offset": t.first_offset, "last_offset": t.last_offset,
                       "last_stable_offset": t.last_stable_offset})
         else:
-            out.line(f"version: {t.version} producerId: {t.producer_id} firstOffset: {t.first_offset} "
-                     f"lastOffset: {t.last_offset} lastStableOffset: {t.last_stable_offset}")
-
-
-def _first_sequence(last_sequence: int, offset_delta: int) -> int:
-    """BatchMetadata.firstSeq: the last sequence less the offset delta, wrapping past 0 to Integer.MAX_VALUE
-    (DefaultRecordBatch.decrementSequence)."""
-    if last_sequence < offset_delta:
-        return 0x7FFFFFFF - (offset_delta - last_sequence) + 1
-    return last_sequence - offset_delta
+            out.line(txn_entry_text(t))
 
 
 def _dump_snapshot(d: Dumper, path, kind: str, base) -> None:
@@ -587,12 +482,7 @@ def _dump_snapshot(d: Dumper, path, kind: str, base) -> None:
                       "last_sequence": e.last_sequence, "last_offset": e.last_offset,
                       "offset_delta": e.offset_delta})
         else:
-            txn = "OptionalLong.empty" if e.current_txn_first_offset < 0 else f"OptionalLong[{e.current_txn_first_offset}]"
-            out.line(f"producerId: {e.producer_id} producerEpoch: {e.producer_epoch} coordinatorEpoch: "
-                     f"{e.coordinator_epoch} currentTxnFirstOffset: {txn} lastTimestamp: {e.timestamp} "
-                     f"firstSequence: {_first_sequence(e.last_sequence, e.offset_delta)} lastSequence: "
-                     f"{e.last_sequence} lastOffset: {e.last_offset} offsetDelta: {e.offset_delta} "
-                     f"timestamp: {e.timestamp}")
+            out.line(snapshot_entry_text(e))
 
 
 # the small text files: kind -> (JSON objects of the parsed value, its text lines)
@@ -639,7 +529,6 @@ def _dump_other(d: Dumper, path, kind: str, base) -> None:
     _OTHER_FILES.get(kind, _dump_text_file)(d, path, kind, base)
 
 
-# kafka-dump-log.sh options kltool has no form for: a one-line hint instead of "no such option"
 # kafka-dump-log.sh's decoder classes: its default (what kltool prints: UTF-8 text) is accepted, others get a hint
 STRING_DECODER = "org.apache.kafka.tools.api.StringDecoder"
 _KAFKA_HINTS = {

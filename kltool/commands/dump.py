@@ -594,7 +594,8 @@ def _dump_files(d: Dumper, files) -> None:
               help="How keys, values and header values are shown.")
 @click.option("--decoder", type=click.Choice(["auto", "none", "consumer-offsets", "transaction-state",
                                               "cluster-metadata"]), default="auto", show_default=True,
-              help="Decode Kafka's internal topics (auto: by topic name) into a 'decoded' field.")
+              help="Decode Kafka's internal topics (auto: by topic name): kafka-dump-log's 'key: {...} payload: {...}' "
+                   "in text, a 'decoded' field in JSON.")
 @click.option("--format", "fmt", metavar="FMT", help="Records as a kcat-style format string, e.g. "
               "'%t [%p] %o: %k=%s\\n' (%t %p %o %k %K %s %S %T %h; implies --records).")
 @click.option("--files", "files", multiple=True, metavar="F1,F2", help="kafka-dump-log's form of PATH (comma separated).")

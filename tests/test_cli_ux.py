@@ -298,7 +298,7 @@ def test_kafka_dump_log_deep_iteration_and_skip_record_metadata(kl):
     lines = skip.out.splitlines()
     recs = [ln for ln in lines if ln.startswith("|")]
     assert recs[0] == "| key: k0 payload: v0" and all("offset:" not in ln for ln in recs)
-    assert " payload: no-key" in lines  # Kafka's quirk: no "|" when the key is null
+    assert "| payload: no-key" in lines  # Kafka 4.4: "| " before the first field, key or payload
     txn = kl("dump", "--print-data-log", "--skip-record-metadata", FIXTURES / "java-oracle" / "v2-txn-0").out.splitlines()
     assert "" in txn and not any("endTxnMarker" in ln for ln in txn)  # a control record: an empty line
     shallow = kl("dump", "--skip-record-metadata", V2_LOG).out  # as in Kafka: alone it is still shallow
@@ -333,10 +333,16 @@ def test_kafka_dump_log_index_sanity_check(kl, tmp_path):
 
 
 def test_kafka_dump_log_options_without_a_kltool_form_get_a_hint(kl):
-    r = kl("dump", "--verify-index-only", "--files", REAL_IDX)
-    assert r.code == 2 and "kltool verify" in r.err and len(r.err.strip().splitlines()) == 1
     r = kl("dump", "--value-decoder-class", "x.Y", V2_LOG)
-    assert r.code == 2 and "--encoding" in r.err
+    assert r.code == 2 and "--encoding" in r.err and len(r.err.strip().splitlines()) == 1
+    r = kl("dump", "--key-decoder-class", "x.Y", V2_LOG)
+    assert r.code == 2 and "StringDecoder" in r.err
+    # Kafka's default decoder and --max-message-size are kafka-dump-log's own defaults: accepted
+    r = kl("dump", "--value-decoder-class", "org.apache.kafka.tools.api.StringDecoder", "--max-message-size", "10",
+           V2_LOG)
+    assert r.code == 0 and "payload: v0" in r.out  # (a decoder class implies --print-data-log)
+    r = kl("dump", "--verify-index-only", "--files", REAL_IDX)
+    assert r.code == 0 and r.out.splitlines()[-1] == f"{REAL_IDX} is empty."
     r = kl("dump")
     assert r.code == 2 and "--files" in r.err
 

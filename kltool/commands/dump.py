@@ -9,9 +9,18 @@ import click
 from ..errors import CorruptDataError, UsageError
 from ..format import speedups
 from ..format.batch import V2_OVERHEAD, whole_batch_limit
-from ..format.compression import CODEC_NAMES
 from ..format.records import CONTROL_IDS, BatchHeader
 from ..jsonl import record_json
+from ..kafka_text import (
+    TS_NAMES,
+    batch_json,
+    batch_json_line,
+    batch_text,
+    control_text,
+    decoded_key_payload,
+    snapshot_entry_text,
+    txn_entry_text,
+)
 from ..kcat_format import compile_format
 from ..output import _dumps, text_bytes
 from ..storage.findings import Finding
@@ -20,69 +29,14 @@ from ..storage.read import RecordFilter
 from ..storage.scan import HOLD, Damage, records_of, walk
 from .common import parse_time, select, selection_options
 
-TS_NAMES = {"create": "CreateTime", "log_append": "LogAppendTime", "none": "NoTimestampType"}
 _ENCODINGS = {"text": 0, "base64": 1, "hex": 2}  # _speedups.format_v2's codes
-
-
-def batch_json(h: BatchHeader, file: str) -> dict:
-    return {
-        "type": "batch", "file": file, "position": h.position, "size": h.size, "base_offset": h.base_offset,
-        "last_offset": h.last_offset, "count": h.count, "magic": h.magic, "crc": h.crc, "crc_valid": h.crc_valid,
-        "compression": h.compression_name, "timestamp_type": h.timestamp_type,
-        "first_timestamp": h.first_timestamp if h.magic == 2 else h.max_timestamp,
-        "max_timestamp": h.max_timestamp, "producer_id": h.producer_id, "producer_epoch": h.producer_epoch,
-        "base_sequence": h.base_sequence, "last_sequence": h.last_sequence,
-        "partition_leader_epoch": h.partition_leader_epoch, "is_transactional": h.is_transactional,
-        "is_control": h.is_control, "delete_horizon_ms": h.delete_horizon_ms,
-    }
-
-
-_JSON_BOOL = {True: "true", False: "false", None: "null"}
-
-
-def _codec_name(h: BatchHeader) -> str:
-    return CODEC_NAMES.get(h.compression) or h.compression_name
-_FILE_JSON: dict[str, str] = {}
-
-
-def _batch_json_line(h: BatchHeader, file: str, suffix: str) -> str:
-    """``_dumps(batch_json(h, file) + topic, partition)`` for a v2 batch, as one f-string (the
-    dump --records fast path writes one per batch; tests check they are equal)."""
-    f = _FILE_JSON.get(file)
-    if f is None:
-        f = _FILE_JSON[file] = _dumps(file)
-    dh = h.delete_horizon_ms
-    return (f'{{"type":"batch","file":{f},"position":{h.position},"size":{h.size},"base_offset":{h.base_offset},'
-            f'"last_offset":{h.last_offset},"count":{h.count},"magic":{h.magic},"crc":{h.crc},'
-            f'"crc_valid":{_JSON_BOOL[h.crc_valid]},"compression":"{_codec_name(h)}",'
-            f'"timestamp_type":"{h.timestamp_type}","first_timestamp":{h.first_timestamp},'
-            f'"max_timestamp":{h.max_timestamp},"producer_id":{h.producer_id},"producer_epoch":{h.producer_epoch},'
-            f'"base_sequence":{h.base_sequence},"last_sequence":{h.last_sequence},'
-            f'"partition_leader_epoch":{h.partition_leader_epoch},"is_transactional":{_JSON_BOOL[h.is_transactional]},'
-            f'"is_control":{_JSON_BOOL[h.is_control]},"delete_horizon_ms":{"null" if dh is None else dh}'
-            f'{suffix}\n')
-
-
-def batch_text(h: BatchHeader) -> str:
-    ts = TS_NAMES[h.timestamp_type]
-    valid = "true" if h.crc_valid else "false"
-    if h.magic == 2:
-        dh = "OptionalLong.empty" if h.delete_horizon_ms is None else f"OptionalLong[{h.delete_horizon_ms}]"
-        return (f"baseOffset: {h.base_offset} lastOffset: {h.last_offset} count: {h.count} "
-                f"baseSequence: {h.base_sequence} lastSequence: {h.last_sequence} producerId: {h.producer_id} "
-                f"producerEpoch: {h.producer_epoch} partitionLeaderEpoch: {h.partition_leader_epoch} "
-                f"isTransactional: {str(h.is_transactional).lower()} isControl: {str(h.is_control).lower()} "
-                f"deleteHorizonMs: {dh} position: {h.position} {ts}: {h.max_timestamp} size: {h.size} "
-                f"magic: {h.magic} compresscodec: {_codec_name(h)} crc: {h.crc} isvalid: {valid}")
-    return (f"offset: {h.last_offset} position: {h.position} {ts}: {h.max_timestamp} size: {h.size} "
-            f"magic: {h.magic} compresscodec: {h.compression_name} crc: {h.crc} isvalid: {valid}")
 
 
 class Dumper:
     def __init__(self, out, records: bool, encoding: str, limit: int | None, flt: RecordFilter,
                  topic=None, partition=None, decoder: str = "auto", *, payload: bool = True,
                  skip_metadata: bool = False, fmt=None, max_bytes: int | None = None, tail: int | None = None,
-                 index_sanity_only: bool = False):
+                 index_sanity_only: bool = False, verify_index_only: bool = False):
         self.payload = payload  # text records: key/payload/headers (kafka-dump-log's --print-data-log)
         self.skip_metadata = skip_metadata
         self.fmt = fmt  # a compiled kcat-style --format
@@ -90,6 +44,7 @@ class Dumper:
         self.tail = tail  # --from-offset -N: the last N offsets of each partition/file
         self.isolation: str | None = None  # --isolation-level (partitions only)
         self.index_sanity_only = index_sanity_only
+        self.verify_index_only = verify_index_only
         self.stopped = False  # --to-time passed
         self.decoder_name = decoder
         self.out = out
@@ -150,6 +105,8 @@ class Dumper:
             self.out.emit(Finding("error", d.kind, file, d.message + ("" if d.resumed_at is None else
                                   f"; valid batches resume at byte {d.resumed_at}"),
                                   position=d.position, length=d.length).to_json())
+        elif d.kind == "torn_tail" and self.fmt is None:  # (an incomplete last batch) kafka-dump-log's words
+            self.out.line(f"Found {d.length} invalid bytes at the end of {file.rpartition('/')[2]}")
         else:
             resume = "end of file" if d.resumed_at is None else f"byte {d.resumed_at}"
             msg = f"{d.kind} at position {d.position}, {d.length} bytes: {d.message} (reading resumes at {resume})"
@@ -242,6 +199,15 @@ class Dumper:
             self._print_record(h, cols, i, key, dec)
         return False
 
+    def _legacy_crcs(self, cols) -> list:
+        """isValid and crc of each v0/v1 message of ``cols`` (computed once per group)."""
+        cached = self.__dict__.get("_crcs")
+        if cached is None or cached[0] is not cols:
+            from ..format.legacy import message_crcs
+
+            cached = self._crcs = (cols, message_crcs(cols))
+        return cached[1]
+
     def _print_record(self, h: BatchHeader, cols, i: int, key, dec) -> None:
         """Record ``i`` of ``cols`` as a --format line, a JSON object or kafka-dump-log's text line."""
         out = self.out
@@ -259,42 +225,35 @@ class Dumper:
                                  size=cols.sizes[i], batch_offset=h.base_offset, topic=self.topic,
                                  partition=self.partition, control=ctrl, decoded=decoded, decode_error=derr))
         else:
-            out.line(self._record_text(h, off, ts, key, val, hdrs, seq, ctrl, decoded, derr))
+            crc = self._legacy_crcs(cols)[i] if h.magic < 2 else None
+            out.line(self._record_text(h, off, ts, key, val, hdrs, seq, ctrl, decoded, derr, crc))
 
-    def _record_text(self, h: BatchHeader, off, ts, key, val, hdrs, seq, ctrl, decoded, derr) -> str:
-        """kafka-dump-log's record line."""
+    def _record_text(self, h: BatchHeader, off, ts, key, val, hdrs, seq, ctrl, decoded, derr, crc=None) -> str:
+        """kafka-dump-log's record line (DumpLogSegments' printRecordMetadata and printRecordContents):
+        the metadata unless --skip-record-metadata, then key and payload (not for a control record)."""
         if self.skip_metadata:
-            # kafka-dump-log --skip-record-metadata, quirks included: "| key: K payload: V", but
-            # " payload: V" without the "|" when the key is null, and an empty line for a control record
-            if ctrl is not None:
-                return ""
-            parts = ["|"] if key is not None else []
+            parts, prefix = [], "| "
         else:
-            parts = [f"| offset: {off} {TS_NAMES[h.timestamp_type]}: {ts} "
-                     f"keySize: {-1 if key is None else len(key)} valueSize: {-1 if val is None else len(val)}"]
+            parts, prefix = [f"| offset: {off} {TS_NAMES[h.timestamp_type]}: {ts} "
+                             f"keySize: {-1 if key is None else len(key)} valueSize: {-1 if val is None else len(val)}"], " "
             if h.magic == 2:
                 parts.append(f" sequence: {seq} headerKeys: [{','.join(text_bytes(k) for k, _ in hdrs)}]")
-        if ctrl is not None:
-            extra = f" coordinatorEpoch: {ctrl['coordinator_epoch']}" if "coordinator_epoch" in ctrl else ""
-            parts.append(f" endTxnMarker: {ctrl['type']}{extra}" if ctrl["type"] in ("COMMIT", "ABORT")
-                         else f" controlType: {ctrl['type']}")
-        elif decoded is not None or derr is not None:
-            parts.append(f" decoded: {json.dumps(decoded, separators=(',', ':'))}" if derr is None
-                         else f" decode_error: {derr}")
-        elif self.payload:
-            parts.append(self._payload_text(key, val, hdrs))
-        return "".join(parts)
-
-    def _payload_text(self, key, val, hdrs) -> str:
-        """ headers: [...] key: K payload: V (what is there)."""
-        enc = self.encoding
-        parts = []
-        if hdrs and not self.skip_metadata:
-            parts.append(" headers: [" + ", ".join(f"{text_bytes(k)}={text_bytes(v, enc)}" for k, v in hdrs) + "]")
-        if key is not None:
-            parts.append(f" key: {text_bytes(key, enc)}")
-        if val is not None:
-            parts.append(f" payload: {text_bytes(val, enc)}")
+            if crc is not None:  # v0/v1: each message's own CRC
+                parts.append(f" isValid: {'true' if crc[0] else 'false'} crc: {crc[1]}")
+            if ctrl is not None:
+                parts.append(control_text(ctrl, val))
+        if ctrl is not None or not self.payload:
+            return "".join(parts)
+        if decoded is not None or derr is not None:
+            k, v = decoded_key_payload(self.decoder(), off, decoded, derr)
+        else:
+            k = None if key is None else text_bytes(key, self.encoding)
+            v = None if val is None else text_bytes(val, self.encoding)
+        if k is not None:
+            parts.append(f"{prefix}key: {k}")
+            prefix = " "
+        if v is not None:
+            parts.append(f"{prefix}payload: {v}")
         return "".join(parts)
 
     def _fast_records(self, h: BatchHeader, file: str) -> bool:
@@ -340,7 +299,7 @@ class Dumper:
             return False
         blob, n = got
         if flt.key is None:
-            self.out.write_bytes((_batch_json_line(h, file, suffix) if js else batch_text(h) + "\n").encode("utf-8"))
+            self.out.write_bytes((batch_json_line(h, file, suffix) if js else batch_text(h) + "\n").encode("utf-8"))
         if not h.crc_valid:
             self.errors += 1
         self.emitted += n
@@ -378,11 +337,16 @@ def _end_of(item) -> int:
     return item.position + (item.length if isinstance(item, Damage) else item.size)
 
 
-def _dump_log(d: Dumper, path, base_offset=None) -> None:
+def _dump_log(d: Dumper, path, base_offset=None, kind: str = "log") -> None:
     out = d.out
     if d.headers_shown:
         out.line(f"Dumping {path}")
-        if base_offset is not None:
+        if kind == "kraft_snapshot":
+            from ..format.names import kraft_snapshot_header
+
+            out.line(kraft_snapshot_header(path.name))
+            base_offset = None
+        elif base_offset is not None:
             out.line(f"Log starting offset: {base_offset}")
     if d.tail is not None:  # the last N offsets of this file
         last = None
@@ -463,9 +427,32 @@ def _dump_index(d: Dumper, path, kind: str, base) -> None:
     entries = parse(data, base)
     if not entries and not js and not problems:
         out.line(f"{path} is empty.")
+    if d.verify_index_only:  # kafka-dump-log --verify-index-only: no entries, what does not match the log
+        if kind == "index":
+            _index_mismatches(d, path, entries)
+        return
     for a, b in entries[: d.limit]:
         out.emit({"type": jtype, "file": f, names[0]: a, names[1]: b}) if js else \
             out.line(f"{names[0]}: {a} {names[1]}: {b}")
+
+
+def _index_mismatches(d: Dumper, path, entries) -> None:
+    """Each offset-index entry whose position does not start a batch ending at its offset (DumpLogSegments'
+    check): a finding per entry (on stderr in text mode, as Kafka's "Mismatches in" lines)."""
+    from ..format.names import parse_segment_file, segment_file
+
+    log = path.with_name(segment_file(parse_segment_file(path.name)[0], "log"))
+    for offset, position in entries:
+        first = next(iter(walk(log, start=position, with_data=False)), None) if log.exists() else None
+        found = -1 if first is None or isinstance(first, Damage) else first.last_offset
+        if found == offset:
+            continue
+        d.errors += 1
+        msg = f"index offset {offset} points at position {position}, where the log's batch ends at offset {found}"
+        if d.out.json_mode:
+            d.out.emit(Finding("error", "index_mismatch", str(path), msg, position=position, offset=offset).to_json())
+        else:
+            d.out.warn(f"{path}: {msg}")
 
 
 def _dump_txnindex(d: Dumper, path, kind: str, base) -> None:
@@ -478,8 +465,7 @@ def _dump_txnindex(d: Dumper, path, kind: str, base) -> None:
                       "first_offset": t.first_offset, "last_offset": t.last_offset,
                       "last_stable_offset": t.last_stable_offset})
         else:
-            out.line(f"version: {t.version} producerId: {t.producer_id} firstOffset: {t.first_offset} "
-                     f"lastOffset: {t.last_offset} lastStableOffset: {t.last_stable_offset}")
+            out.line(txn_entry_text(t))
 
 
 def _dump_snapshot(d: Dumper, path, kind: str, base) -> None:
@@ -504,10 +490,7 @@ def _dump_snapshot(d: Dumper, path, kind: str, base) -> None:
                       "last_sequence": e.last_sequence, "last_offset": e.last_offset,
                       "offset_delta": e.offset_delta})
         else:
-            txn = "OptionalLong.empty" if e.current_txn_first_offset < 0 else f"OptionalLong[{e.current_txn_first_offset}]"
-            out.line(f"producerId: {e.producer_id} producerEpoch: {e.producer_epoch} coordinatorEpoch: "
-                     f"{e.coordinator_epoch} currentTxnFirstOffset: {txn} lastTimestamp: {e.timestamp} "
-                     f"lastSequence: {e.last_sequence} lastOffset: {e.last_offset} offsetDelta: {e.offset_delta}")
+            out.line(snapshot_entry_text(e))
 
 
 # the small text files: kind -> (JSON objects of the parsed value, its text lines)
@@ -554,15 +537,22 @@ def _dump_other(d: Dumper, path, kind: str, base) -> None:
     _OTHER_FILES.get(kind, _dump_text_file)(d, path, kind, base)
 
 
-# kafka-dump-log.sh options kltool has no form for: a one-line hint instead of "no such option"
+# kafka-dump-log.sh's decoder classes: its default (what kltool prints: UTF-8 text) is accepted, others get a hint
+STRING_DECODER = "org.apache.kafka.tools.api.StringDecoder"
 _KAFKA_HINTS = {
-    "verify_index_only": "--verify-index-only: use `kltool verify PATH`, which checks every index entry against its "
-                         "log (and `kltool dump FILE.index` prints the entries)",
-    "key_decoder_class": "--key-decoder-class: kltool prints keys as UTF-8 text; use --encoding base64|hex, or "
-                         "--json and a decoder of your own",
-    "value_decoder_class": "--value-decoder-class: kltool prints values as UTF-8 text; use --encoding base64|hex, "
-                           "or --json and a decoder of your own",
+    "key_decoder_class": "--key-decoder-class: kltool prints keys as UTF-8 text (Kafka's StringDecoder, the only "
+                         "class accepted); use --encoding base64|hex, or --json and a decoder of your own",
+    "value_decoder_class": "--value-decoder-class: kltool prints values as UTF-8 text (Kafka's StringDecoder, the "
+                           "only class accepted); use --encoding base64|hex, or --json and a decoder of your own",
 }
+
+
+def _decoder_classes(key_decoder_class: str | None, value_decoder_class: str | None) -> bool:
+    """Whether a --*-decoder-class was given (kafka-dump-log: implies --print-data-log); only StringDecoder is."""
+    for name, given in (("key_decoder_class", key_decoder_class), ("value_decoder_class", value_decoder_class)):
+        if given is not None and given not in ("", STRING_DECODER):
+            raise UsageError(_KAFKA_HINTS[name])
+    return key_decoder_class is not None or value_decoder_class is not None
 
 
 def _kafka_decoder(offsets: bool, transaction_log: bool, cluster_metadata: bool, decoder: str) -> str | None:
@@ -592,7 +582,7 @@ def _dump_files(d: Dumper, files, alone: bool) -> None:
             pass
         try:
             if kind in ("log", "kraft_snapshot"):
-                _dump_log(d, path, base)
+                _dump_log(d, path, base, kind)
             elif kind == "unknown":
                 d.out.warn(f"{path}: ignoring a file kltool does not know")
             else:
@@ -620,7 +610,8 @@ def _dump_files(d: Dumper, files, alone: bool) -> None:
               help="How keys, values and header values are shown.")
 @click.option("--decoder", type=click.Choice(["auto", "none", "consumer-offsets", "transaction-state",
                                               "cluster-metadata"]), default="auto", show_default=True,
-              help="Decode Kafka's internal topics (auto: by topic name) into a 'decoded' field.")
+              help="Decode Kafka's internal topics (auto: by topic name): kafka-dump-log's 'key: {...} payload: {...}' "
+                   "in text, a 'decoded' field in JSON.")
 @click.option("--format", "fmt", metavar="FMT", help="Records as a kcat-style format string, e.g. "
               "'%t [%p] %o: %k=%s\\n' (%t %p %o %k %K %s %S %T %h; implies --records).")
 @click.option("--files", "files", multiple=True, metavar="F1,F2", help="kafka-dump-log's form of PATH (comma separated).")
@@ -644,33 +635,38 @@ def _dump_files(d: Dumper, files, alone: bool) -> None:
                    "transactional records either, and nothing from the last stable offset on (log dirs and "
                    "partition directories). Default: neither, the forensic view: every batch and record, markers "
                    "and aborted records included.")
-@click.option("--verify-index-only", is_flag=True, hidden=True)
-@click.option("--key-decoder-class", hidden=True)
-@click.option("--value-decoder-class", hidden=True)
+@click.option("--verify-index-only", is_flag=True, help="kafka-dump-log: for .index/.timeindex files, no entries; "
+              "an .index entry that does not point at a batch ending at its offset is reported.")
+@click.option("--max-message-size", type=click.IntRange(min=1), metavar="N", help="kafka-dump-log's option, "
+              "accepted and not needed: kltool reads records of any size up to --max-record-bytes.")
+@click.option("--key-decoder-class", metavar="CLASS", help=f"kafka-dump-log: only {STRING_DECODER} (UTF-8 text, "
+              "the default) is accepted; implies --print-data-log.")
+@click.option("--value-decoder-class", metavar="CLASS", help="kafka-dump-log: as --key-decoder-class.")
 @click.pass_obj
 def command(out, paths, topic, partition_spec, records, from_offset, to_offset, from_time, to_time, key, limit,
             encoding, decoder, fmt, files, print_data_log, deep_iteration, skip_record_metadata, offsets_decoder,
             transaction_log_decoder, cluster_metadata_decoder, max_bytes, index_sanity_check, max_record_bytes,
-            isolation_level, verify_index_only, key_decoder_class, value_decoder_class):
+            isolation_level, verify_index_only, max_message_size, key_decoder_class, value_decoder_class):
     """Print the batches (or --records) of log dirs, partitions, or files: .log, .index,
     .timeindex, .txnindex, .snapshot, checkpoint files, partition.metadata, meta.properties.
 
     Unlike kafka-dump-log, damage does not stop the dump: it is reported where it is and
     reading resumes at the next valid batch. kafka-dump-log's options work too (--files,
     --print-data-log, --deep-iteration, --skip-record-metadata, --offsets-decoder,
-    --transaction-log-decoder, --cluster-metadata-decoder, --max-bytes, --index-sanity-check).
+    --transaction-log-decoder, --cluster-metadata-decoder, --max-bytes, --index-sanity-check,
+    --verify-index-only, --max-message-size, --key/value-decoder-class StringDecoder), and with
+    them the output is kafka-dump-log's line for line (the README lists the differences).
     """
     from ..format.compression import set_limit
 
     set_limit(max_record_bytes)
-    for name, given in (("verify_index_only", verify_index_only), ("key_decoder_class", key_decoder_class),
-                        ("value_decoder_class", value_decoder_class)):
-        if given:
-            raise UsageError(_KAFKA_HINTS[name])
+    print_data_log = _decoder_classes(key_decoder_class, value_decoder_class) or print_data_log
     paths = list(paths) + [f.strip() for group in files for f in group.split(",") if f.strip()]
     if not paths:
         raise UsageError("Missing argument 'PATHS...' (log dirs, partition directories or files; or --files)")
     chosen = _kafka_decoder(offsets_decoder, transaction_log_decoder, cluster_metadata_decoder, decoder)
+    if chosen is None and decoder == "auto" and (deep_iteration or print_data_log):
+        decoder = "none"  # kafka-dump-log's options print kafka-dump-log's lines: it decodes only when told
     decoder = chosen or decoder
     if fmt == "":
         raise UsageError("--format is empty (e.g. '%k=%s\\n')")
@@ -694,7 +690,8 @@ def command(out, paths, topic, partition_spec, records, from_offset, to_offset, 
     sel = select(paths, topic, partition_spec)
     d = Dumper(out, records, encoding, limit, flt, decoder=decoder, payload=payload,
                skip_metadata=skip_record_metadata, fmt=None if fmt is None else compile_format(fmt),
-               max_bytes=max_bytes, tail=tail, index_sanity_only=index_sanity_check)
+               max_bytes=max_bytes, tail=tail, index_sanity_only=index_sanity_check,
+               verify_index_only=verify_index_only)
     if isolation_level is not None and sel.files:
         raise UsageError(f"--isolation-level reads a whole partition (its aborted transactions span segments): give "
                          f"its directory, not {sel.files[0]}")

@@ -66,7 +66,7 @@ def _offsets(rtype, name, key_name, key_schema, value_name=None, value_flex=0, v
 
 _OCK = "group:string, topic:string, partition:int32"
 _OCV = ("offset:int64, leaderEpoch:int32 v3+, metadata:string, commitTimestamp:int64, "
-        "expireTimestamp:int64 v1")
+        "expireTimestamp:int64 v1, topicId:uuid v4+ tag0")  # (topicId: Kafka 4.4, newer than the reference)
 _GMV = ("protocolType:string, generation:int32, protocol:string?, leader:string?, "
         "currentStateTimestamp:int64 v2+, members:[{memberId:string, groupInstanceId:string? v3+, "
         "clientId:string, clientHost:string, rebalanceTimeout:int32 v1+, sessionTimeout:int32, "
@@ -277,9 +277,10 @@ def _meta(api_key: int, type_name: str, msg_name: str, max_version: int, schema:
     _METADATA[api_key] = (type_name, Msg(msg_name, 0, max_version, schema))
 
 
-_meta(0, "REGISTER_BROKER_RECORD", "RegisterBrokerRecord", 3,
+_meta(0, "REGISTER_BROKER_RECORD", "RegisterBrokerRecord", 4,
       f"BrokerId:int32, IsMigratingZkBroker:bool v2+, IncarnationId:uuid, BrokerEpoch:int64, {_EP}, {_FEAT}, "
-      "Rack:string?, Fenced:bool, InControlledShutdown:bool v1+, LogDirs:[uuid] v3+ tag0 =[]")
+      "Rack:string?, Fenced:bool, InControlledShutdown:bool v1+, LogDirs:[uuid] v3+ tag0 =[], "
+      "CordonedLogDirs:[uuid]? v4+ tag1 =null")  # (v4: Kafka 4.4, newer than the reference)
 _meta(1, "UNREGISTER_BROKER_RECORD", "UnregisterBrokerRecord", 0, "BrokerId:int32, BrokerEpoch:int64")
 _meta(2, "TOPIC_RECORD", "TopicRecord", 0, "Name:string, TopicId:uuid")
 _meta(3, "PARTITION_RECORD", "PartitionRecord", 2,
@@ -305,9 +306,9 @@ _meta(12, "FEATURE_LEVEL_RECORD", "FeatureLevelRecord", 0, "Name:string, Feature
 _meta(14, "CLIENT_QUOTA_RECORD", "ClientQuotaRecord", 0,
       "Entity:[{EntityType:string, EntityName:string?}], Key:string, Value:float64, Remove:bool")
 _meta(15, "PRODUCER_IDS_RECORD", "ProducerIdsRecord", 0, "BrokerId:int32, BrokerEpoch:int64, NextProducerId:int64")
-_meta(17, "BROKER_REGISTRATION_CHANGE_RECORD", "BrokerRegistrationChangeRecord", 2,
+_meta(17, "BROKER_REGISTRATION_CHANGE_RECORD", "BrokerRegistrationChangeRecord", 3,
       "BrokerId:int32, BrokerEpoch:int64, Fenced:int8 tag0 =0, InControlledShutdown:int8 v1+ tag1 =0, "
-      "LogDirs:[uuid] v2+ tag2 =[]")
+      "LogDirs:[uuid] v2+ tag2 =[], CordonedLogDirs:[uuid]? v3+ tag3 =null")  # (v3: Kafka 4.4)
 _meta(18, "ACCESS_CONTROL_ENTRY_RECORD", "AccessControlEntryRecord", 0,
       "Id:uuid, ResourceType:int8, ResourceName:string, PatternType:int8, Principal:string, Host:string, "
       "Operation:int8, PermissionType:int8")

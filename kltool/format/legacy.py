@@ -101,6 +101,20 @@ def decode_legacy_records(h: BatchHeader, entry) -> RecordColumns:
     return cols
 
 
+def message_crcs(cols: RecordColumns) -> list[tuple[bool, int]]:
+    """For each message of a decoded v0/v1 group (:func:`decode_legacy_records`' columns: the shallow
+    message itself, or a wrapper's inner messages laid end to end): whether its CRC-32 matches and the
+    stored CRC, as kafka-dump-log prints them (``isValid: ... crc: ...``)."""
+    buf = cols.buffer
+    out = []
+    p = 0
+    for size in cols.sizes:
+        stored = struct.unpack_from(">I", buf, p + 12)[0]
+        out.append((legacy_crc(buf, p, size) == stored, stored))
+        p += size
+    return out
+
+
 def _inner_messages(h: BatchHeader, data: bytes) -> RecordColumns:
     """The inner messages of a decompressed wrapper, with their offsets as stored."""
     cols = RecordColumns(data)

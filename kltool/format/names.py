@@ -56,6 +56,15 @@ def parse_segment_file(name: str) -> tuple[int, str, str | None] | None:
     return (int(m.group(1)), m.group(2), m.group(3)) if m else None
 
 
+def kraft_snapshot_header(name: str) -> str | None:
+    """What kafka-dump-log prints before the batches of a KRaft snapshot file (``Snapshots.parse``'s
+    end offset and epoch; the bootstrap file's own line), or None for another file."""
+    if name == BOOTSTRAP_CHECKPOINT:
+        return "KRaft bootstrap snapshot"
+    m = KRAFT_SNAPSHOT.match(name)
+    return None if m is None else f"Snapshot end offset: {int(m.group(1))}, epoch: {int(m.group(2))}"
+
+
 def classify(path) -> tuple[str, int | None]:
     """(kind, base offset or None) of a single file, by its name. Kinds: log, index, timeindex, txnindex,
     snapshot, kraft_snapshot, offset_checkpoint, leader_epoch_checkpoint, partition_metadata,

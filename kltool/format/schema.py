@@ -284,7 +284,7 @@ def _default_json(f: _Field, version: int):
         if t[0] == "array":
             return []
         return {g.json: _default_json(g, version) for g in t[1] if g.present(version) and g.tag is None}
-    return {"bool": False, "string": "", "bytes": ""}.get(t, 0)
+    return {"bool": False, "string": "", "bytes": "", "uuid": "AAAAAAAAAAAAAAAAAAAAAA"}.get(t, 0)  # (Uuid.ZERO_UUID)
 
 
 def _read_tagged(r: Reader, fields: list[_Field], version: int, flex: bool) -> dict:

@@ -239,19 +239,7 @@ PyObject *format_v2(PyObject *self, PyObject *args, PyObject *kwargs) {
                 if ((t = text_value(&o, d + q[0], q[1] - q[0], ENC_TEXT)) < 0) goto done;
             }
             if (!t && OB_LIT(&o, "]")) goto done;
-            if (!t && rec.hc) {
-                if (OB_LIT(&o, " headers: [")) goto done;
-                for (int64_t h = 0; h < rec.hc && !t; h++) {
-                    Py_ssize_t *q = hb.h + 4 * h;
-                    if ((h && OB_LIT(&o, ", "))) goto done;
-                    if ((t = text_value(&o, d + q[0], q[1] - q[0], ENC_TEXT)) < 0) goto done;
-                    if (t) break;
-                    if (OB_LIT(&o, "=")) goto done;
-                    if (q[2] < 0) { if (OB_LIT(&o, "null")) goto done; }
-                    else if ((t = text_value(&o, d + q[2], q[3] - q[2], enc)) < 0) goto done;
-                }
-                if (!t && OB_LIT(&o, "]")) goto done;
-            }
+            /* (header values are not printed: kafka-dump-log prints the keys above, then key and payload) */
             if (!t && rec.ks >= 0) {
                 if (OB_LIT(&o, " key: ")) goto done;
                 if ((t = text_value(&o, d + rec.ks, rec.ke - rec.ks, enc)) < 0) goto done;

@@ -29,9 +29,10 @@ def spark():
     from kltool.spark import session
 
     # AQE off: it only adds planning time on data this small (saves ~0.5 s per report)
+    # pushdown forced on, as spark-report has it: every query here loads its own DataFrame
     s = session("local[2]", "kltool-tests", conf={"spark.sql.shuffle.partitions": "2",
                                                    "spark.sql.adaptive.enabled": "false",
-                                                   "spark.sql.codegen.wholeStage": "false"})
+                                                   "spark.sql.codegen.wholeStage": "false"}, pushdown=True)
     yield s
     s.stop()
 

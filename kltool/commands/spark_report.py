@@ -158,8 +158,9 @@ def command(out, report, paths, topic, partition_spec, master, confs, storage_op
 
         jvm_log = os.path.join(tempfile.gettempdir(), f"kltool-spark-{os.getpid()}.log")
         out.info(f"spark-report: starting Spark ({master}) ...")
+    # pushdown forced on: every report loads a DataFrame per query and scans it with one set of filters
     spark = existing if existing is not None else session(master, "kltool spark-report", jvm_log=jvm_log,
-                                                          conf=conf, ship=ship_kltool)
+                                                          conf=conf, ship=ship_kltool, pushdown=True)
     if existing is not None and ship_kltool:
         from ..spark import ship_kltool as _ship
 

@@ -57,8 +57,9 @@ Options (all strings, as Spark passes them):
     ``defaultParallelism``, as Spark's ``spark.sql.files.*``; ``maxPartitionBytes=0`` gives exactly one
     partition per segment (piece).
 
-Filters on ``topic``, ``partition``, ``offset`` and ``timestamp`` are pushed down when the session
-has ``spark.sql.python.filterPushdown.enabled`` (``register(spark, pushdown=True)``). A narrower
+Filters on ``topic``, ``partition``, ``offset`` and ``timestamp`` are pushed down where that cannot give
+a wrong answer (see :func:`register`: not on pyspark 4.3.0, which reuses a pushed plan in later scans,
+unless forced with ``register(spark, pushdown=True)`` by code that loads a DataFrame per query). A narrower
 schema given with ``.schema("offset LONG, timestamp TIMESTAMP")`` is read without decoding keys,
 values or headers.
 """
@@ -183,15 +184,38 @@ class KafkaLogPushdownDataSource(KafkaLogDataSource):
     pushdown = True
 
 
-def register(spark, *, pushdown: bool = False) -> None:
-    """Make ``spark.read.format("kafka-log")`` available in this session. With ``pushdown`` it also
-    turns on Python data source filter pushdown (``spark.sql.python.filterPushdown.enabled``, a
-    runtime SQL setting: pyspark refuses a reader that pushes filters while it is off).
+SCAN_BUILDER = "org.apache.spark.sql.execution.datasources.v2.python.PythonScanBuilder"
 
-    Off by default in your own sessions because pyspark 4.3.0 keeps the plan of the first filtered
-    query on a DataFrame for its later scans: ``df.where("offset > 5").count(); df.count()`` then
-    counts only offsets > 5. With pushdown, load a DataFrame per query (kltool's reports do).
+
+def pushdown_is_scan_scoped(spark) -> bool:
+    """True when the running Spark keeps what a filter pushdown planned (the partitions and the read
+    function) to the scan it was planned for. pyspark 4.3.0 stores it on the relation instead, shared
+    by every later scan of the same DataFrame, view or table, so that ``df.where("offset > 995").count();
+    df.count()`` counts only the offsets above 995, and a temp view, a union of two filtered halves or a
+    cache give the same wrong counts. Spark's fix moved the field into the scan builder; kltool looks for
+    it there (False when it cannot look: Spark Connect)."""
+    try:
+        jvm = spark.sparkContext._jvm
+        cls = jvm.java.lang.Class.forName(SCAN_BUILDER)
+        return any(f.getName() == "readInfo" for f in cls.getDeclaredFields())
+    except Exception:  # noqa: BLE001 (Spark Connect, a renamed class: not provably safe)
+        return False
+
+
+def register(spark, *, pushdown: bool | None = None) -> bool:
+    """Make ``spark.read.format("kafka-log")`` available in this session; returns whether filters are
+    pushed down.
+
+    ``pushdown`` None (the default): on only where Spark keeps a pushed plan to its own scan
+    (:func:`pushdown_is_scan_scoped`; not pyspark 4.3.0), so a DataFrame, a temp view or a cached
+    table queried with and without filters always gives Spark's answers. ``True`` forces it on (and
+    sets ``spark.sql.python.filterPushdown.enabled``, which pyspark needs for a reader that pushes
+    filters): only for code that loads a DataFrame per query and scans it once, as kltool's reports
+    do; on pyspark 4.3.0 any reuse of such a DataFrame gives wrong counts. ``False``: off. Without
+    pushdown the same rows are read through options (``startingOffsets``, ``assign``, ``topic``...).
     DataFrame partitions default to the cluster's ``defaultParallelism``, not the driver's CPUs."""
+    if pushdown is None:
+        pushdown = pushdown_is_scan_scoped(spark)
     base = KafkaLogPushdownDataSource if pushdown else KafkaLogDataSource
     if pushdown:
         spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
@@ -201,3 +225,4 @@ def register(spark, *, pushdown: bool = False) -> None:
         parallelism = None
     cls = type(f"{base.__name__}ForSession", (base,), {"default_min_partitions": parallelism})
     spark.dataSource.register(cls)
+    return pushdown

@@ -180,7 +180,9 @@ def kltool_zip(directory: str | None = None) -> str:
 
 def ship_kltool(spark) -> str:
     """Send kltool to the executors of ``spark`` (for Python environments without it): a zip of its
-    Python files added with ``addPyFile``. Returns the zip's path."""
+    Python files added with ``addPyFile``. Returns the zip's path. Their Python still needs pyarrow,
+    crc32c and, for compressed topics, lz4, zstandard and cramjam: a missing one fails the job with
+    one line naming it and the executor."""
     path = kltool_zip()
     spark.sparkContext.addPyFile(path)
     return path

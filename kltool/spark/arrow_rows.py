@@ -205,6 +205,20 @@ def _binary(t, n: int, ends: bytearray, data: bytearray, valid: bytearray | None
                                         pa.py_buffer(data)])
 
 
+def executor() -> str:
+    """This executor, for error messages: its host, pid and task."""
+    import socket
+
+    try:
+        from pyspark import TaskContext
+
+        tc = TaskContext.get()
+        task = f", task {tc.partitionId()}.{tc.attemptNumber()} of stage {tc.stageId()}" if tc else ""
+    except Exception:  # noqa: BLE001
+        task = ""
+    return f"executor on {socket.gethostname()} (pid {os.getpid()}{task})"
+
+
 class _Source:
     """Where an executor reads a planned segment (or split): the local file itself, or the byte range
     of an object-store segment copied into a local temporary file. Errors name the path and the
@@ -219,16 +233,7 @@ class _Source:
         self._tmp = None
 
     def _where(self) -> str:
-        import socket
-
-        try:
-            from pyspark import TaskContext
-
-            tc = TaskContext.get()
-            task = f", task {tc.partitionId()}.{tc.attemptNumber()} of stage {tc.stageId()}" if tc else ""
-        except Exception:  # noqa: BLE001
-            task = ""
-        return f"executor on {socket.gethostname()} (pid {os.getpid()}{task})"
+        return executor()
 
     def __enter__(self):
         from ..errors import KltoolError
@@ -534,7 +539,23 @@ def _project(batches, columns):
 
 def read_partition_rows(opts: dict, part: SegmentGroup | SegmentRead | list, columns: list[str] | None = None):
     """What one DataFrame partition holds, for ``opts['level']`` (also usable without Spark); only
-    ``columns`` (a narrower schema the user gave) when given."""
+    ``columns`` (a narrower schema the user gave) when given. A package the data needs that this
+    executor's Python lacks (a codec library, crc32c) fails the task with one line naming the package
+    and the executor: the data is never skipped as undecodable."""
+    import sys
+
+    from ..errors import MissingDependency
+
+    try:
+        yield from _partition_rows(opts, part, columns)
+    except MissingDependency as e:
+        raise MissingDependency(f"{e.message} (on the {executor()})") from None
+    except ImportError as e:  # kltool's own dependencies, on an executor that has kltool but not them
+        raise MissingDependency(f"kltool needs the {e.name} package, which the Python at {sys.executable} does "
+                                f"not have: pip install {e.name} (on the {executor()})") from None
+
+
+def _partition_rows(opts: dict, part, columns):
     opts = normalize_options(opts)
     level = (opts.get("level") or "records").lower()
     segs = part.value if isinstance(part, InputPartition) else part

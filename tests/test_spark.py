@@ -150,6 +150,35 @@ def test_counts_and_timeline(spark):
         assert (r.log_start_offset, r.log_end_offset) == (p.log_start_offset(), p.log_end_offset()), p
     tl = timeline(spark, [str(p) for p in paths]).collect()
     assert sum(r.records for r in tl) == len(allr)
+    assert all(r.damaged_bytes == 0 for r in got.values())
+
+
+def test_timeline_buckets_records_by_their_own_timestamps(spark, kl, tmp_path):
+    import datetime as dt
+    import json
+
+    from kltool.spark.reports import timeline
+
+    hour = 1_700_002_800_000  # a whole hour (UTC)
+    ld = tmp_path / "ld"
+    assert kl("create", ld, "tl", "-p", "1").code == 0
+    stamps = [hour - 60_000, hour + 60_000, hour + 120_000, hour + 3_600_000 + 5]  # batches of two
+    stdin = "".join(json.dumps({"value": "v", "timestamp": t}) + "\n" for t in stamps)
+    assert kl("append", ld, "tl", "-p", "0", "--batch-records", "2", stdin=stdin).code == 0
+    got = {int(r.time.replace(tzinfo=dt.UTC).timestamp() * 1000): (r.records, r.batches)
+           for r in timeline(spark, [str(ld)]).collect()}
+    assert {k: v[0] for k, v in got.items()} == {hour - 3_600_000: 1, hour: 2, hour + 3_600_000: 1}
+    assert {k: v[1] for k, v in got.items() if v[1]} == {hour: 1, hour + 3_600_000: 1}  # by max timestamp
+
+
+def test_counts_name_the_damaged_bytes(spark, kl):
+    from kltool.spark.reports import counts
+
+    d = ORACLE / "damaged-v2-zero-tail-0"
+    [r] = counts(spark, [str(d)]).collect()
+    verify = [x for x in kl("--json", "verify", d).json() if x["type"] == "summary"][0]
+    assert r.damaged_bytes == verify["damaged_bytes"] > 0
+    assert r.records == len(kltool_records([d]))
 
 
 def test_cli_writes_parquet(spark, kl, tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -13,6 +14,7 @@ from .test_spark_helpers import brute_offset_for_time, kltool_records
 pa = pytest.importorskip("pyarrow")
 pytest.importorskip("pyspark")
 
+from kltool.errors import CorruptDataError  # noqa: E402
 from kltool.format import build_batch  # noqa: E402
 from kltool.format.compression import LZ4, ZSTD  # noqa: E402
 from kltool.spark import datasource as ds  # noqa: E402
@@ -45,7 +47,7 @@ def rows_of(batches) -> list[tuple]:
 
 @pytest.mark.parametrize("d", DIRS, ids=lambda p: p.name)
 def test_records_equal_kltool_decoding(d):
-    got = rows_of(read_all({"path": str(d)}))
+    got = rows_of(read_all({"path": str(d), "failOnDataLoss": "false"}))  # damaged ones: kltool's skips
     assert got == kltool_records([d])
     assert got, "fixture read nothing"
 
@@ -97,7 +99,13 @@ def test_damaged_hole_is_skipped_and_counted(tmp_path):
         if i == 2:
             data += bytes(8192)  # a zero-filled hole between valid batches
     (pdir / "00000000000000000000.log").write_bytes(bytes(data))
-    rows = rows_of(read_all({"path": str(pdir)}))
+    with pytest.raises(CorruptDataError) as e:  # Spark's failOnDataLoss=true: one line, file and position
+        read_all({"path": str(pdir)})
+    dmg = [r for b in read_all({"path": str(pdir), "level": "damage"}) for r in b.to_pylist()]
+    hole = dmg[0]["position"]
+    assert str(e.value).startswith(f"{pdir / '00000000000000000000.log'} at byte {hole}: zero_run, 8192 unreadable bytes")
+    assert len(str(e.value).splitlines()) == 1 and "failOnDataLoss=false" in str(e.value)
+    rows = rows_of(read_all({"path": str(pdir), "failOnDataLoss": "false"}))
     assert [r[2] for r in rows] == list(range(30))
     assert rows == kltool_records([pdir])
     dmg = [r for b in read_all({"path": str(pdir), "level": "damage"}) for r in b.to_pylist()]
@@ -155,3 +163,41 @@ def test_header_keys_that_are_not_utf8_are_replaced_like_java(tmp_path):
     (b,) = read_all({"path": str(pdir)})
     assert b.column("headers").to_pylist() == [[{"key": "\ufffdk", "value": b"x"}, {"key": "ok", "value": None}], None]
     assert b.column("key").to_pylist() == [None, b"k"] and b.column("value").to_pylist() == [b"v", None]
+
+
+@pytest.mark.parametrize("name", ["damaged-v2-crc-0", "damaged-v2-zero-tail-0", "damaged-v2-bad-magic-0",
+                                  "damaged-v2-torn-payload-0"])
+def test_damaged_data_fails_the_read_unless_failondataloss_is_false(name, caplog):
+    d = ORACLE / name
+    with pytest.raises(CorruptDataError) as e:
+        read_all({"path": str(d)})
+    msg = str(e.value)
+    assert len(msg.splitlines()) == 1 and msg.startswith(str(d)) and " at byte " in msg and "data lost" in msg
+    with caplog.at_level("WARNING", logger="kltool.spark"):
+        rows = rows_of(read_all({"path": str(d), "failOnDataLoss": "false"}))
+    assert rows == kltool_records([d])
+    assert "damaged bytes" in caplog.text and "failOnDataLoss=false" in caplog.text
+
+
+def test_a_clean_log_reads_with_the_default():
+    assert len(rows_of(read_all({"path": str(ORACLE / "v2-multi-segment-0")}))) == 1200
+
+
+def test_subscribe_subscribe_pattern_and_offsets_by_timestamp():
+    paths = json.dumps([str(ORACLE / n) for n in ("v2-multi-segment-0", "v2-txn-0", "v1-gzip-0")])
+
+    def topics(**kw):
+        return sorted({r[0] for r in rows_of(read_all({"paths": paths, **kw}))})
+
+    assert topics(subscribe="v2-txn,v1-gzip") == ["v1-gzip", "v2-txn"]
+    assert topics(subscribePattern="v2-.*") == ["v2-multi-segment", "v2-txn"]
+    assert topics(subscribePattern="v2") == []  # the whole name, as Java's Pattern.matches
+    d = ORACLE / "v2-multi-segment-0"
+    stamps = sorted(r[3] for r in kltool_records([d]))
+    t = stamps[700]
+    by_ts = rows_of(read_all({"path": str(d), "startingOffsetsByTimestamp": json.dumps({"v2-multi-segment": {"0": t}})}))
+    assert by_ts == rows_of(read_all({"path": str(d), "startingTimestamp": str(t)}))
+    assert by_ts and by_ts[0][2] == brute_offset_for_time([d], t)[("v2-multi-segment", 0)][0]
+    end = rows_of(read_all({"path": str(d), "endingOffsetsByTimestamp": json.dumps({"v2-multi-segment": {"0": t}})}))
+    assert end == rows_of(read_all({"path": str(d), "endingTimestamp": str(t)}))
+    assert len(end) + len(by_ts) == 1200

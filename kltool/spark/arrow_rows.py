@@ -297,9 +297,12 @@ class _Source:
 
 
 def read_records(part: SegmentRead, *, include_control: bool = False, include_headers: bool = True,
-                 chunk_rows: int = DEFAULT_ROWS_PER_BATCH, chunk_bytes: int = 32 << 20, columns: list[str] | None = None):
+                 chunk_rows: int = DEFAULT_ROWS_PER_BATCH, chunk_bytes: int = 32 << 20, columns: list[str] | None = None,
+                 fail_on_data_loss: bool = True):
     """pyarrow.RecordBatches of the records of one segment in [part.start, part.end); only
-    ``columns`` when given (keys, values and headers are not copied out when not asked for)."""
+    ``columns`` when given (keys, values and headers are not copied out when not asked for).
+    Damaged bytes on the way (see :class:`DataLoss`) fail the read, or with ``fail_on_data_loss`` False
+    are skipped with a warning."""
     want_kv = columns is None or "key" in columns or "value" in columns
     include_headers = include_headers and (columns is None or "headers" in columns)
     from ..storage.read import RecordFilter
@@ -313,6 +316,7 @@ def read_records(part: SegmentRead, *, include_control: bool = False, include_he
         src.start = seg.position_for_offset(start)
     flt = RecordFilter(from_offset=start, to_offset=None if end is None else end - 1)  # end is exclusive
     with src:
+        src.loss = DataLoss(part.file, fail_on_data_loss, src.shift)
         yield from _records_of(src, part, flt, start, end, include_control, include_headers, want_kv, chunk_rows,
                                chunk_bytes, columns)
 
@@ -331,6 +335,7 @@ def _records_of(src, part, flt, start, end, include_control, include_headers, wa
         want -= {"key", "value"}
     C = speedups.C
     out = _Rows(want, part.topic, part.partition, columns, chunk_rows, chunk_bytes)
+    out.loss = getattr(src, "loss", None) or DataLoss(part.file, True, src.shift)
     stop = src.stop
     for item in src.walk(with_data=True, runs=C is not None, hold_limit=HOLD):
         if isinstance(item, BatchRun):
@@ -361,7 +366,8 @@ def _records_of(src, part, flt, start, end, include_control, include_headers, wa
             if status == 3 or clipped:
                 break
             continue
-        if not hasattr(item, "crc_valid"):  # Damage: skipped (see level=damage)
+        if not hasattr(item, "crc_valid"):  # Damage (see level=damage)
+            out.loss.region(item)
             continue
         if (yield from _add_batch(out, item, flt, start, end, include_control)) == 3:
             break
@@ -369,12 +375,52 @@ def _records_of(src, part, flt, start, end, include_control, include_headers, wa
             yield out.flush()
     if len(out.chunk):
         yield out.flush()
+    out.loss.warn()
+
+
+class DataLoss:
+    """What a read of ``file`` could not return: unreadable regions, batches with a bad CRC and batches
+    that do not decode, in the range read. Like Spark's Kafka source, ``failOnDataLoss`` (``fail``, the
+    default) fails the read at the first with one line naming the file and the byte position; without
+    it they are skipped and one warning (on the executor's log) gives the bytes and records lost."""
+
+    def __init__(self, file: str, fail: bool, shift: int = 0):
+        self.file, self.fail, self.shift = file, fail, shift
+        self.bytes = self.records = self.batches = self.regions = 0
+
+    def _lost(self, position: int, what: str):
+        from ..errors import CorruptDataError
+
+        raise CorruptDataError(f"{what}: data lost (failOnDataLoss=false skips it and warns)", path=self.file,
+                               position=position + self.shift)
+
+    def region(self, d) -> None:
+        if self.fail:
+            self._lost(d.position, f"{d.kind}, {d.length} unreadable bytes")
+        self.bytes += d.length
+        self.regions += 1
+
+    def batch(self, h, why: str) -> None:
+        if self.fail:
+            self._lost(h.position, f"batch {h.base_offset}..{h.last_offset} {why}")
+        self.bytes += h.size
+        self.batches += 1
+        self.records += h.count or 0
+
+    def warn(self) -> None:
+        if self.bytes:
+            import logging
+
+            logging.getLogger("kltool.spark").warning(
+                "%s: skipped %d damaged bytes (%d unreadable regions, %d batches with a bad CRC or undecodable "
+                "holding up to %d records) (failOnDataLoss=false)", self.file, self.bytes, self.regions,
+                self.batches, self.records)
 
 
 class _Rows:
     """The chunk of rows being filled, and how it becomes the next pyarrow.RecordBatch."""
 
-    __slots__ = ("want", "topic", "partition", "columns", "max_rows", "max_bytes", "chunk")
+    __slots__ = ("want", "topic", "partition", "columns", "max_rows", "max_bytes", "chunk", "loss")
 
     def __init__(self, want, topic, partition, columns, max_rows, max_bytes):
         self.want, self.topic, self.partition, self.columns = want, topic, partition, columns
@@ -400,12 +446,15 @@ def _add_batch(out: _Rows, h, flt, start, end, include_control):
     from ..format import speedups
     from ..storage.scan import records_of
 
-    if not h.crc_valid or (h.is_control and not include_control):
-        return 0
     if start is not None and h.last_offset < start:
         return 0
     if end is not None and h.magic == 2 and h.base_offset >= end:
         return 3
+    if not h.crc_valid:
+        out.loss.batch(h, f"has a bad CRC (stored {h.crc})")
+        return 0
+    if h.is_control and not include_control:
+        return 0
     tt = TIMESTAMP_TYPE_IDS.get(h.timestamp_type, -1)
     try:
         groups = records_of(h)
@@ -433,8 +482,8 @@ def _add_batch(out: _Rows, h, flt, start, end, include_control):
                 out.chunk.add(cols, idx, tt)
                 if out.full():
                     yield out.flush()
-    except CorruptDataError:
-        return 0  # an undecodable batch (the records before the damage are kept): `kltool verify --deep` names it
+    except CorruptDataError as e:  # an undecodable batch (the records before the damage are kept)
+        out.loss.batch(h, f"does not decode ({e.message})")
     return 0
 
 
@@ -568,7 +617,8 @@ def _partition_rows(opts: dict, part, columns):
         if level == "records":
             yield from read_records(seg, include_control=_bool(opts.get("includecontrol"), False),
                                     include_headers=_bool(opts.get("includeheaders"), True),
-                                    chunk_rows=_int(opts, "maxrecordsperbatch") or DEFAULT_ROWS_PER_BATCH, columns=columns)
+                                    chunk_rows=_int(opts, "maxrecordsperbatch") or DEFAULT_ROWS_PER_BATCH, columns=columns,
+                                    fail_on_data_loss=_bool(opts.get("failondataloss"), True))
         elif level == "batches":
             yield from _project(read_batches(seg), columns)
         else:

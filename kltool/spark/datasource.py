@@ -11,9 +11,9 @@ Each DataFrame partition reads segments (``.log`` files) with the batch walker
 its ``.index``, small ones are packed together the way Spark's file sources pack files
 (``maxPartitionBytes``, ``openCostInBytes``, ``minPartitions``). Paths are local or URIs on object
 stores (:mod:`kltool.storage.uri`: ``s3://``, ``s3a://``, ``gs://``, ``abfs://``, ``hdfs://``): planning
-lists them by name, executors copy the byte range they read into a local temporary file. Damaged regions
-are skipped and valid batches after them are still read (``level=damage`` lists them). Rows are
-produced as ``pyarrow.RecordBatch`` chunks.
+lists them by name, executors copy the byte range they read into a local temporary file. Damaged data
+fails the query unless ``failOnDataLoss`` is false (``level=damage`` lists it). Rows are produced as
+``pyarrow.RecordBatch`` chunks.
 
 Options (all strings, as Spark passes them):
 
@@ -26,8 +26,9 @@ Options (all strings, as Spark passes them):
     ``storage.secret_key``, ``storage.region``, ... (else the usual environment and config files).
 ``topic``, ``partition``
     A topic glob (``orders*``) and partition numbers (``0,2,5-7``).
-``assign``
-    Spark's JSON list of partitions to read: ``{"orders":[0,1],"audit":[2]}``.
+``assign`` / ``subscribe`` / ``subscribePattern``
+    Spark's: a JSON list of partitions to read (``{"orders":[0,1],"audit":[2]}``), topic names
+    (``orders,audit``), a regular expression the whole topic name matches; at most one of the three.
 ``level``
     ``records`` (default; Spark's Kafka-source schema), ``batches`` (one row per batch, headers only),
     ``damage`` (one row per unreadable region or CRC-invalid batch), ``segments`` (one row per segment).
@@ -38,11 +39,23 @@ Options (all strings, as Spark passes them):
 ``startingTimestamp`` / ``endingTimestamp``
     Epoch ms: per partition, start at (end before) the first offset whose timestamp is >= it, found
     through the time and offset indexes like the broker's ListOffsets.
+``startingOffsetsByTimestamp`` / ``endingOffsetsByTimestamp``
+    Spark's JSON of epoch ms per partition (``{"t":{"0":1700000000000}}``): the same per partition.
+``kafka.isolation.level``
+    ``read_uncommitted`` (default); ``read_committed`` is refused for now (not yet read as a consumer
+    would). Spark's other ``kafka.*`` settings and broker-only options (``kafka.bootstrap.servers``,
+    ``fetchOffset.numRetries``, ...) are accepted and have no effect on files; any other unknown option,
+    and a malformed value, is an error when the DataFrame is created.
 ``respectLogStartOffset``
     ``false`` to also return records below a partition's log start offset (its
     ``log-start-offset-checkpoint`` entry): Kafka treats them as deleted. Records level only.
 ``includeControl``
     ``true`` to also return control records (transaction markers); a Kafka consumer never sees them.
+``failOnDataLoss``
+    ``true`` (the default, as Spark's Kafka source): damaged bytes in what the records level reads (an
+    unreadable region, a batch with a bad CRC, a batch that does not decode) fail the query with one line
+    naming the file and the byte position. ``false``: skip them (the valid batches after them are still
+    read), with one warning per segment on the executor's log giving the bytes and records lost.
 ``includeHeaders``
     ``false`` to leave ``headers`` null without decoding them (faster).
 ``allStates``
@@ -90,6 +103,7 @@ from .options import (  # noqa: F401
     Pushed,
     _int,
     _push,
+    check_options,
     normalize_options,
     option_paths,
     storage_options,
@@ -152,11 +166,7 @@ class KafkaLogDataSource(DataSource):
     def __init__(self, options):
         super().__init__(options)
         self.options = normalize_options(options)
-        level = (self.options.get("level") or "records").lower()
-        if level not in SCHEMAS:
-            from ..errors import UsageError
-
-            raise UsageError(f"kafka-log: option level must be one of {', '.join(SCHEMAS)}, not {level!r}")
+        check_options(self.options)
 
     @classmethod
     def name(cls) -> str:

@@ -17,9 +17,11 @@ from .options import (
     _bool,
     _int,
     _spark_offsets,
+    by_timestamp,
     normalize_options,
     option_paths,
     storage_options,
+    topic_matcher,
 )
 
 
@@ -79,6 +81,11 @@ def plan_segments(opts, pushed: Pushed | None = None) -> list[SegmentRead]:
 
     opts = normalize_options(opts)
     records = (opts.get("level") or "records").lower() == "records"
+    if str(opts.get("kafka.isolation.level") or "").lower() == "read_committed":
+        from ..errors import UsageError
+
+        raise UsageError("kafka-log: kafka.isolation.level=read_committed is not supported yet (aborted "
+                         "transactions would be read): leave it out, or filter with `kltool transactions`")
     all_paths = option_paths(opts)
     remote = [p for p in all_paths if is_remote(p)]
     if remote:
@@ -121,6 +128,13 @@ class _Bounds:
         self.m_start = _spark_offsets(opts.get("startingoffsets"), "startingOffsets")
         self.m_end = _spark_offsets(opts.get("endingoffsets"), "endingOffsets")
         self.t_start, self.t_end = _int(opts, "startingtimestamp"), _int(opts, "endingtimestamp")
+        self.mt_start = by_timestamp(opts.get("startingoffsetsbytimestamp"), "startingOffsetsByTimestamp") or {}
+        self.mt_end = by_timestamp(opts.get("endingoffsetsbytimestamp"), "endingOffsetsByTimestamp") or {}
+
+    def times(self, key):
+        """(timestamp, is_start) bounds of partition ``key``: one for all, then its own."""
+        return ((self.t_start, True), (self.t_end, False), (self.mt_start.get(key), True),
+                (self.mt_end.get(key), False))
 
 
 def _check_remote_bounds(opts, uri) -> None:
@@ -128,9 +142,11 @@ def _check_remote_bounds(opts, uri) -> None:
 
     m_start = _spark_offsets(opts.get("startingoffsets"), "startingOffsets")
     latest = m_start == LATEST or isinstance(m_start, dict) and LATEST in m_start.values()
-    if _int(opts, "startingtimestamp") is not None or _int(opts, "endingtimestamp") is not None or latest:
-        raise UsageError(f"{uri}: startingTimestamp/endingTimestamp and startingOffsets latest are not "
-                         "supported for object-store paths; filter on the timestamp column instead")
+    times = ("startingtimestamp", "endingtimestamp", "startingoffsetsbytimestamp", "endingoffsetsbytimestamp")
+    if any(opts.get(k) not in (None, "") for k in times) or latest:
+        raise UsageError(f"{uri}: timestamps (startingTimestamp, startingOffsetsByTimestamp, ...) and "
+                         "startingOffsets latest are not supported for object-store paths; filter on the "
+                         "timestamp column instead")
 
 
 @dataclass
@@ -156,6 +172,9 @@ def _local_partitions(opts, paths):
     from ..format.topics import parse_partition_dir_name
 
     partitions, files = _selection(opts, paths) if paths else ([], [])
+    wanted = topic_matcher(opts)
+    if wanted is not None:
+        partitions, files = [p for p in partitions if wanted(p.topic)], []
     planned = [_Planned(p.topic, p.partition, str(p.path),
                         [(s.base_offset, str(s.log_path), _Size(s), None) for s in p.segments],
                         p.log_start_offset() if p.segments else None, p.log_end_offset,
@@ -202,11 +221,13 @@ def _remote_partitions(opts, uris):
     sel = select_remote(uris, opts.get("topic") or None, parts, storage,
                         all_states=_bool(opts.get("allstates"), False), strict=False)
     wanted = _assigned(opts)
+    subscribed = topic_matcher(opts)
     planned = [_Planned(p.topic, p.partition, p.directory, [(s.base_offset, s.log, s.size, s.index) for s in p.segments],
                         p.log_start_offset() if p.segments else None, storage=storage)
-               for p in sel.partitions if wanted is None or (p.topic, p.partition) in wanted]
+               for p in sel.partitions if (wanted is None or (p.topic, p.partition) in wanted)
+               and (subscribed is None or subscribed(p.topic))]
     lone = []
-    if wanted is None:
+    if wanted is None and subscribed is None:
         g_start, g_end = _int(opts, "startingoffset"), _int(opts, "endingoffset")
         for uri, size in sel.files:
             m = REMOTE_SEGMENT_FILE.match(uri.rsplit("/", 1)[-1])
@@ -227,7 +248,7 @@ def _offset_range(p: _Planned, b: _Bounds, records: bool, opts) -> tuple[int | N
             v = p.log_start if v == EARLIEST else p.log_end()
         start, end = _narrow(start, end, v, is_start)
     if p.for_time is not None:
-        for ts, is_start in ((b.t_start, True), (b.t_end, False)):
+        for ts, is_start in b.times(key):
             if ts is None:
                 continue
             hit = p.for_time(ts)

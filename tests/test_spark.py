@@ -323,3 +323,24 @@ def test_split_segments_through_spark(spark):
     assert whole.rdd.getNumPartitions() == 1 and split.rdd.getNumPartitions() >= 4
     cols = ["offset", F.unix_millis("timestamp").alias("ts"), "key", "value"]
     assert sorted(map(tuple, split.select(cols).collect())) == sorted(map(tuple, whole.select(cols).collect()))
+
+
+def test_schema_edge_cases(spark):
+    from kltool.errors import UsageError
+    from kltool.spark import spark_error
+
+    d = str(ORACLE / "v2-txn-0")
+    spark.conf.set("spark.sql.timestampType", "TIMESTAMP_NTZ")  # Spark's Kafka source declares timestamp_ltz too
+    try:
+        df = spark.read.format("kafka-log").load(d)
+        assert dict(df.dtypes)["timestamp"] == "timestamp" and df.count() == 12
+        assert len(df.select("timestamp").collect()) == 12
+    finally:
+        spark.conf.unset("spark.sql.timestampType")
+    got = spark.read.format("kafka-log").schema("OFFSET LONG, Partition INT").load(d).select("offset").collect()
+    assert sorted(r.offset for r in got) == sorted(r[2] for r in kltool_records([ORACLE / "v2-txn-0"]))
+    with pytest.raises(Exception) as ei:
+        spark.read.format("kafka-log").schema("offset INT, value STRING").load(d).count()
+    err = spark_error(ei.value)
+    assert isinstance(err, UsageError) and "offset is int, the source gives bigint" in str(err), err
+    assert len(str(err).splitlines()) == 1

@@ -201,3 +201,67 @@ def test_subscribe_subscribe_pattern_and_offsets_by_timestamp():
     end = rows_of(read_all({"path": str(d), "endingOffsetsByTimestamp": json.dumps({"v2-multi-segment": {"0": t}})}))
     assert end == rows_of(read_all({"path": str(d), "endingTimestamp": str(t)}))
     assert len(end) + len(by_ts) == 1200
+
+
+def test_user_schemas_are_checked_at_planning_and_names_are_case_insensitive():
+    from pyspark.sql import types as T
+
+    from kltool.errors import UsageError
+    from kltool.spark.datasource import user_columns
+
+    s = T.StructType([T.StructField("OFFSET", T.LongType()), T.StructField("Timestamp", T.TimestampType())])
+    assert user_columns("records", s) == (["offset", "timestamp"], ["OFFSET", "Timestamp"])
+    assert user_columns("records", T.StructType([T.StructField("offset", T.LongType(), False)])) == (["offset"], None)
+    for fields, words in (
+            ([T.StructField("offset", T.IntegerType())], "offset is int, the source gives bigint"),
+            ([T.StructField("value", T.StringType())], "value is string, the source gives binary"),
+            ([T.StructField("key", T.BinaryType(), False)], "key is NOT NULL but may be null"),
+            ([T.StructField("timestamp", T.TimestampNTZType())], "the source gives timestamp (timestamp_ltz)"),
+            ([T.StructField("nope", T.LongType())], "no column nope")):
+        with pytest.raises(UsageError) as e:
+            user_columns("records", T.StructType(fields))
+        assert words in str(e.value) and len(str(e.value).splitlines()) == 1
+    with pytest.raises(UsageError, match="no column _metadata"):
+        user_columns("batches", T.StructType([T.StructField("_metadata", T.StringType())]))
+    d = ORACLE / "v2-multi-segment-0"
+    reader = ds.KafkaLogReader(ds.normalize_options({"path": str(d)}), ["offset"])
+    reader.aliases = ["OFFSET"]
+    assert [b.schema.names for p in reader.partitions() for b in reader.read(p)][0] == ["OFFSET"]
+
+
+def test_provenance_columns_name_the_log_dir_file_and_batch_position():
+    d = ORACLE / "v2-multi-segment-0"
+    cols = [*ds.ARROW_RECORD_SCHEMA.names, "_metadata"]
+    reader = ds.KafkaLogReader(ds.normalize_options({"path": str(d), "includeMetadata": "true"}), cols)
+    rows = [r for p in reader.partitions() for b in reader.read(p) for r in b.to_pylist()]
+    assert len(rows) == 1200
+    batches = [r for b in read_all({"path": str(d), "level": "batches"}) for r in b.to_pylist()]
+    where = {}
+    for b in batches:
+        for o in range(b["base_offset"], b["last_offset"] + 1):
+            where[o] = (b["file"], b["position"])
+    for r in rows:
+        m = r["_metadata"]
+        assert (m["file"], m["position"]) == where[r["offset"]]
+        assert m["log_dir"] == str(d.parent)
+    plain = rows_of(read_all({"path": str(d)}))
+    assert [(r["offset"], r["value"]) for r in rows] == [(x[2], x[6]) for x in plain]  # the same records
+    ddl = ds.KafkaLogDataSource({"path": str(d), "includeMetadata": "true"}).schema()
+    assert ddl.endswith("_metadata struct<log_dir: string, file: string, position: long>")
+
+
+def test_replica_copies_in_two_log_dirs(tmp_path, kl, caplog):
+    import shutil as sh
+
+    src = ORACLE / "v2-multi-segment-0"
+    for broker in ("b1", "b2"):
+        sh.copytree(src, tmp_path / broker / "v2-multi-segment-0")
+    # broker 2's copy is ahead: one more record
+    assert kl("append", tmp_path / "b2", "v2-multi-segment", "-p", "0", stdin='{"value": "late"}\n').code == 0
+    paths = json.dumps([str(tmp_path / "b1"), str(tmp_path / "b2")])
+    with caplog.at_level("WARNING", logger="kltool.spark"):
+        both = rows_of(read_all({"paths": paths}))
+    assert len(both) == 1200 + 1201  # every copy, and a warning naming them
+    assert "v2-multi-segment-0 is in 2 log dirs" in caplog.text and "replicas=one" in caplog.text
+    one = rows_of(read_all({"paths": paths, "replicas": "one"}))
+    assert [r[2] for r in one] == list(range(1201)) and one[-1][6] == b"late"

@@ -14,7 +14,7 @@ from .options import DEFAULT_ROWS_PER_BATCH, _bool, _int, normalize_options
 from .planning import SegmentGroup, SegmentRead
 
 # Spark's Kafka source (KafkaRecordToRowConverter.kafkaSchema with includeHeaders=true).
-RECORD_SCHEMA = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
+RECORD_SCHEMA = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp_ltz, "
                  "timestampType int, headers array<struct<key: string, value: binary>>")
 BATCH_SCHEMA = ("topic string, partition int, segment long, position long, size int, base_offset long, "
                 "last_offset long, count int, magic int, compression string, crc_valid boolean, "
@@ -34,6 +34,11 @@ ARROW_RECORD_SCHEMA = pa.schema([
     ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()), ("partition", pa.int32()),
     ("offset", pa.int64()), ("timestamp", _TS), ("timestampType", pa.int32()), ("headers", _HEADERS),
 ])
+# Provenance of each record (option includeMetadata, or ``_metadata`` in a user schema), like the
+# ``_metadata`` column of Spark's file sources: the log dir, the segment file, the batch's byte position.
+METADATA_DDL = "_metadata struct<log_dir: string, file: string, position: long>"
+_METADATA = pa.struct([("log_dir", pa.string()), ("file", pa.string()), ("position", pa.int64())])
+METADATA_FIELD = pa.field("_metadata", _METADATA)
 ARROW_BATCH_SCHEMA = pa.schema([
     ("topic", pa.string()), ("partition", pa.int32()), ("segment", pa.int64()), ("position", pa.int64()),
     ("size", pa.int32()), ("base_offset", pa.int64()), ("last_offset", pa.int64()), ("count", pa.int32()),
@@ -68,7 +73,7 @@ class _RecordChunk:
     (``_speedups.arrow_v2``) and the Python loop (:meth:`add`) append to the same buffers, and only
     to those of the columns asked for (``want``)."""
 
-    __slots__ = ("bufs", "rows", "nbytes")
+    __slots__ = ("bufs", "rows", "nbytes", "positions")
 
     def __init__(self, want):
         def new(*inits):
@@ -90,6 +95,7 @@ class _RecordChunk:
         self.bufs = tuple(b)
         self.rows = 0
         self.nbytes = 0
+        self.positions = array("q") if "_metadata" in want else None  # each row's batch position
 
     def __len__(self):
         return self.rows
@@ -138,8 +144,15 @@ class _RecordChunk:
         self.rows += n
         self.nbytes += len(buf)
 
-    def to_arrow(self, topic: str | None, partition: int | None, columns: list[str] | None = None) -> pa.RecordBatch:
-        """The chunk as a RecordBatch of ``columns`` (default: all of Spark's Kafka-source schema)."""
+    def mark(self, position: int, rows_before: int) -> None:
+        """The rows added since there were ``rows_before`` came from the batch at ``position``."""
+        if self.positions is not None:
+            self.positions.extend(array("q", [position]) * (self.rows - rows_before))
+
+    def to_arrow(self, topic: str | None, partition: int | None, columns: list[str] | None = None,
+                 where: tuple[str, str] | None = None) -> pa.RecordBatch:
+        """The chunk as a RecordBatch of ``columns`` (default: all of Spark's Kafka-source schema);
+        ``where``: (log dir, file) for ``_metadata``."""
         n = self.rows
         b = self.bufs
 
@@ -155,10 +168,13 @@ class _RecordChunk:
             "timestamp": lambda: pc.multiply_checked(ints(_TSS, pa.int64()), 1000).cast(_TS),
             "timestampType": lambda: ints(_TYPES, pa.int32()),
             "headers": lambda: self._headers(n) if b[_HE] is not None and len(b[_HKE]) > 4 else pa.nulls(n, _HEADERS),
+            "_metadata": lambda: pa.StructArray.from_arrays(
+                [pa.repeat(pa.scalar(where[0], pa.string()), n), pa.repeat(pa.scalar(where[1], pa.string()), n),
+                 pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(self.positions)])], fields=list(_METADATA)),
         }
         if columns is None:
             return pa.RecordBatch.from_arrays([make[f.name]() for f in ARROW_RECORD_SCHEMA], schema=ARROW_RECORD_SCHEMA)
-        schema = pa.schema([ARROW_RECORD_SCHEMA.field(c) for c in columns])
+        schema = pa.schema([METADATA_FIELD if c == "_metadata" else ARROW_RECORD_SCHEMA.field(c) for c in columns])
         return pa.RecordBatch.from_arrays([make[c]() for c in columns], schema=schema)
 
     def _headers(self, n: int) -> pa.Array:
@@ -334,10 +350,13 @@ def _records_of(src, part, flt, start, end, include_control, include_headers, wa
     if not want_kv:
         want -= {"key", "value"}
     C = speedups.C
-    out = _Rows(want, part.topic, part.partition, columns, chunk_rows, chunk_bytes)
+    log_dir = os.path.dirname(part.partition_dir.rstrip("/")) if part.partition_dir else None
+    out = _Rows(want, part.topic, part.partition, columns, chunk_rows, chunk_bytes, (log_dir, part.file))
     out.loss = getattr(src, "loss", None) or DataLoss(part.file, True, src.shift)
+    out.shift = src.shift
     stop = src.stop
-    for item in src.walk(with_data=True, runs=C is not None, hold_limit=HOLD):
+    runs = C is not None and "_metadata" not in want  # provenance: every batch through _add_batch
+    for item in src.walk(with_data=True, runs=runs, hold_limit=HOLD):
         if isinstance(item, BatchRun):
             buf, i = item.window()
             first = i
@@ -420,18 +439,20 @@ class DataLoss:
 class _Rows:
     """The chunk of rows being filled, and how it becomes the next pyarrow.RecordBatch."""
 
-    __slots__ = ("want", "topic", "partition", "columns", "max_rows", "max_bytes", "chunk", "loss")
+    __slots__ = ("want", "topic", "partition", "columns", "max_rows", "max_bytes", "chunk", "loss", "shift", "where")
 
-    def __init__(self, want, topic, partition, columns, max_rows, max_bytes):
+    def __init__(self, want, topic, partition, columns, max_rows, max_bytes, where=None):
         self.want, self.topic, self.partition, self.columns = want, topic, partition, columns
         self.max_rows, self.max_bytes = max_rows, max_bytes
         self.chunk = _RecordChunk(want)
+        self.shift = 0
+        self.where = where
 
     def full(self) -> bool:
         return len(self.chunk) >= self.max_rows or self.chunk.nbytes >= self.max_bytes
 
     def flush(self):
-        batch = self.chunk.to_arrow(self.topic, self.partition, self.columns)
+        batch = self.chunk.to_arrow(self.topic, self.partition, self.columns, self.where)
         self.chunk = _RecordChunk(self.want)
         return batch
 
@@ -456,6 +477,7 @@ def _add_batch(out: _Rows, h, flt, start, end, include_control):
     if h.is_control and not include_control:
         return 0
     tt = TIMESTAMP_TYPE_IDS.get(h.timestamp_type, -1)
+    pos = h.position + out.shift
     try:
         groups = records_of(h)
         if isinstance(groups, tuple):  # a usual batch: decoded whole
@@ -473,13 +495,18 @@ def _add_batch(out: _Rows, h, flt, start, end, include_control):
                 if got is not None:
                     chunk.rows += got
                     chunk.nbytes += len(cols.buffer)
+                    chunk.mark(pos, chunk.rows - got)
                     return 0
+            before = out.chunk.rows
             out.chunk.add(cols, idx, tt)
+            out.chunk.mark(pos, before)
             return 0
         for cols in groups:
             idx = flt.indices(cols) if len(cols) else None
             if idx:
+                before = out.chunk.rows
                 out.chunk.add(cols, idx, tt)
+                out.chunk.mark(pos, before)
                 if out.full():
                     yield out.flush()
     except CorruptDataError as e:  # an undecodable batch (the records before the damage are kept)

@@ -41,6 +41,15 @@ Options (all strings, as Spark passes them):
     through the time and offset indexes like the broker's ListOffsets.
 ``startingOffsetsByTimestamp`` / ``endingOffsetsByTimestamp``
     Spark's JSON of epoch ms per partition (``{"t":{"0":1700000000000}}``): the same per partition.
+``replicas``
+    ``all`` (default): a partition found in several log dirs (replicas of several brokers, a backup of a
+    whole cluster) gives the rows of every copy, with a warning naming them. ``one``: only the copy a
+    consumer would read, the one with the highest leader epoch, then the highest log end offset (local
+    paths).
+``includeMetadata``
+    ``true`` adds ``_metadata struct<log_dir, file, position>`` to the records level: the log dir, the
+    segment file and the byte position of each record's batch, like the ``_metadata`` of Spark's file
+    sources (also given by naming ``_metadata`` in a user schema).
 ``kafka.isolation.level``
     ``read_uncommitted`` (default); ``read_committed`` is refused for now (not yet read as a consumer
     would). Spark's other ``kafka.*`` settings and broker-only options (``kafka.bootstrap.servers``,
@@ -74,7 +83,9 @@ Filters on ``topic``, ``partition``, ``offset`` and ``timestamp`` are pushed dow
 a wrong answer (see :func:`register`: not on pyspark 4.3.0, which reuses a pushed plan in later scans,
 unless forced with ``register(spark, pushdown=True)`` by code that loads a DataFrame per query). A narrower
 schema given with ``.schema("offset LONG, timestamp TIMESTAMP")`` is read without decoding keys,
-values or headers.
+values or headers; its names may be in any case, and a type other than the source's (or NOT NULL on a
+column that may be null) is an error at planning. ``timestamp`` is declared ``timestamp_ltz``, as Spark's
+Kafka source does, so sessions with ``spark.sql.timestampType=TIMESTAMP_NTZ`` read it too.
 """
 from __future__ import annotations
 
@@ -88,6 +99,9 @@ from .arrow_rows import (  # noqa: F401 (the names tests, bench and README use f
     ARROW_RECORD_SCHEMA,
     ARROW_SCHEMAS,
     ARROW_SEGMENT_SCHEMA,
+    METADATA_DDL,
+    METADATA_FIELD,
+    RECORD_SCHEMA,
     SCHEMAS,
     read_batches,
     read_damage,
@@ -123,6 +137,8 @@ class KafkaLogReader(DataSourceReader):
 
     default_min_partitions: int | None = None
 
+    aliases: list[str] | None = None  # the user schema's names, where their case differs from the columns'
+
     def __init__(self, options: dict, columns: list[str] | None = None, default_min_partitions: int | None = None):
         self.options = options
         self.columns = columns
@@ -142,7 +158,10 @@ class KafkaLogReader(DataSourceReader):
         return [SegmentGroup(g) for g in groups]
 
     def read(self, partition):
-        return read_partition_rows(self.options, partition, self.columns)
+        rows = read_partition_rows(self.options, partition, self.columns)
+        if self.aliases is None:
+            return rows
+        return (b.rename_columns(self.aliases) for b in rows)
 
 
 class KafkaLogPushdownReader(KafkaLogReader):
@@ -173,21 +192,57 @@ class KafkaLogDataSource(DataSource):
         return NAME
 
     def schema(self) -> str:
-        return SCHEMAS[(self.options.get("level") or "records").lower()]
+        level = (self.options.get("level") or "records").lower()
+        if level == "records" and str(self.options.get("includemetadata") or "").lower() == "true":
+            return f"{RECORD_SCHEMA}, {METADATA_DDL}"
+        return SCHEMAS[level]
 
     def reader(self, schema) -> DataSourceReader:
         level = (self.options.get("level") or "records").lower()
-        full = ARROW_SCHEMAS[level].names
-        names = list(schema.fieldNames()) if hasattr(schema, "fieldNames") else list(full)
-        unknown = [n for n in names if n not in full]
-        if unknown:
-            from ..errors import UsageError
-
-            raise UsageError(f"kafka-log (level {level}): no column {', '.join(unknown)}; "
-                             f"the columns are {', '.join(full)}")
-        columns = None if names == list(full) else names
+        columns, aliases = user_columns(level, schema)
         cls = KafkaLogPushdownReader if self.pushdown else KafkaLogReader
-        return cls(self.options, columns, self.default_min_partitions)
+        r = cls(self.options, columns, self.default_min_partitions)
+        r.aliases = aliases
+        return r
+
+
+# Columns that may hold null (a record without key, value or headers; a lone segment outside a partition
+# directory has no topic or partition): a user schema may not declare them NOT NULL.
+_NULLABLE = {"key", "value", "headers", "topic", "partition", "_metadata"}
+
+
+def user_columns(level: str, schema) -> tuple[list[str] | None, list[str] | None]:
+    """The columns a schema asks for (None: all, in the source's order) and the names to give them
+    where the schema spells them in another case (Spark's column names are case-insensitive). A
+    column the level does not have, a type other than the source's or NOT NULL on a column that
+    may be null is one UsageError line, on the driver, before anything is read."""
+    from ..errors import UsageError
+
+    full = ARROW_SCHEMAS[level]
+    if not hasattr(schema, "fields"):
+        return None, None
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    known = {f.name.lower(): f for f in full}
+    if level == "records":
+        known["_metadata"] = METADATA_FIELD
+    names, bad = [], []
+    for f in schema.fields:
+        a = known.get(f.name.lower())
+        if a is None:
+            raise UsageError(f"kafka-log (level {level}): no column {f.name}; the columns are "
+                             f"{', '.join(full.names)}" + (" and _metadata" if level == "records" else ""))
+        want = from_arrow_type(a.type)
+        if f.dataType != want:
+            bad.append(f"{f.name} is {f.dataType.simpleString()}, the source gives {want.simpleString()}"
+                       + (" (timestamp_ltz)" if want.typeName() == "timestamp" else ""))
+        elif not f.nullable and a.name in _NULLABLE:
+            bad.append(f"{f.name} is NOT NULL but may be null")
+        names.append(a.name)
+    if bad:
+        raise UsageError(f"kafka-log (level {level}): schema does not match the source: {'; '.join(bad)}")
+    user = [f.name for f in schema.fields]
+    return (None if names == full.names else names), (user if user != names else None)
 
 
 class KafkaLogPushdownDataSource(KafkaLogDataSource):

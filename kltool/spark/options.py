@@ -31,7 +31,8 @@ def _int(opts, name):
 
 
 # Every option the source takes (lower case, as looked up), and the kinds of value checked at planning.
-BOOL_OPTIONS = {"respectlogstartoffset", "includecontrol", "includeheaders", "allstates", "failondataloss"}
+BOOL_OPTIONS = {"respectlogstartoffset", "includecontrol", "includeheaders", "allstates", "failondataloss",
+                "includemetadata"}
 INT_OPTIONS = {"startingoffset", "endingoffset", "startingtimestamp", "endingtimestamp", "maxrecordsperbatch",
                "splitbytes", "maxpartitionbytes", "opencostinbytes", "minpartitions"}
 OPTIONS = BOOL_OPTIONS | INT_OPTIONS | {

@@ -175,6 +175,7 @@ def _local_partitions(opts, paths):
     wanted = topic_matcher(opts)
     if wanted is not None:
         partitions, files = [p for p in partitions if wanted(p.topic)], []
+    partitions = _replicas(partitions, str(opts.get("replicas") or "all").lower())
     planned = [_Planned(p.topic, p.partition, str(p.path),
                         [(s.base_offset, str(s.log_path), _Size(s), None) for s in p.segments],
                         p.log_start_offset() if p.segments else None, p.log_end_offset,
@@ -192,6 +193,41 @@ def _local_partitions(opts, paths):
             pass
         lone.append(SegmentRead(str(f), topic, part, base, g_start, g_end, f.stat().st_size, str(f.parent)))
     return planned, lone
+
+
+def _replicas(partitions: list, mode: str) -> list:
+    """The copies of one partition found in several log dirs (replicas on several brokers, backups of a
+    whole cluster): ``mode`` ``all`` keeps every copy (with a warning naming them: each gives rows, see the
+    provenance columns), ``one`` the copy a consumer would read, the one with the highest leader epoch,
+    then the highest log end offset."""
+    by_key: dict = {}
+    for p in partitions:
+        by_key.setdefault((p.topic, p.partition), []).append(p)
+    dups = {k: ps for k, ps in by_key.items() if len(ps) > 1}
+    if not dups:
+        return partitions
+    if mode == "all":
+        import logging
+
+        for (t, n), ps in sorted(dups.items()):
+            logging.getLogger("kltool.spark").warning(
+                "%s-%d is in %d log dirs (%s): rows come from every copy; option replicas=one keeps the leader's",
+                t, n, len(ps), ", ".join(str(p.path.parent) for p in ps))
+        return partitions
+    keep = {id(max(ps, key=_replica_rank)) for ps in dups.values()}
+    return [p for p in partitions if (p.topic, p.partition) not in dups or id(p) in keep]
+
+
+def _replica_rank(p) -> tuple[int, int]:
+    """(leader epoch, log end offset) of a copy: the epoch from its leader-epoch-checkpoint and its last batch."""
+    from ..storage.epochs import checkpoint_epochs
+
+    epochs = set(checkpoint_epochs(p.path))
+    segs = p.segments
+    last = segs[-1].last_batch() if segs else None
+    if last is not None and getattr(last, "partition_leader_epoch", None) is not None:
+        epochs.add(last.partition_leader_epoch)
+    return max(epochs, default=-1), p.log_end_offset()
 
 
 class _Size:
@@ -220,6 +256,10 @@ def _remote_partitions(opts, uris):
     parts = parse_partitions(opts.get("partition")) if opts.get("partition") else None
     sel = select_remote(uris, opts.get("topic") or None, parts, storage,
                         all_states=_bool(opts.get("allstates"), False), strict=False)
+    if str(opts.get("replicas") or "all").lower() == "one":
+        from ..errors import UsageError
+
+        raise UsageError(f"{uris[0]}: replicas=one needs local paths (the copies' leader epochs and log ends)")
     wanted = _assigned(opts)
     subscribed = topic_matcher(opts)
     planned = [_Planned(p.topic, p.partition, p.directory, [(s.base_offset, s.log, s.size, s.index) for s in p.segments],

@@ -289,5 +289,57 @@ def register(spark, *, pushdown: bool | None = None) -> bool:
     except Exception:  # Spark Connect: no SparkContext
         parallelism = None
     cls = type(f"{base.__name__}ForSession", (base,), {"default_min_partitions": parallelism})
-    spark.dataSource.register(cls)
+    sc = _context(spark)
+    python = worker_python(spark)
+    saved = getattr(sc, "pythonExec", None)
+    if sc is not None and python is not None:
+        sc.pythonExec = python  # what the registered source's workers run (planning on the driver, executors)
+    try:
+        spark.dataSource.register(cls)
+    finally:
+        if sc is not None and saved is not None:
+            sc.pythonExec = saved
     return pushdown
+
+
+def _context(spark):
+    try:
+        return spark.sparkContext
+    except Exception:  # noqa: BLE001 (Spark Connect: no SparkContext, the server's Python runs the source)
+        return None
+
+
+def worker_python(spark) -> str | None:
+    """The Python the source's workers run. pyspark gives a registered data source the interpreter
+    ``PYSPARK_PYTHON`` named when the context started, else ``python3`` on PATH; the session's
+    ``spark.pyspark.python`` is not consulted for it, so a venv not on PATH failed with a long Py4J trace.
+    Here: ``PYSPARK_PYTHON`` as it was, else ``spark.pyspark.python``, else (the default ``python3``) this
+    interpreter when ``python3`` cannot import kltool. A choice that cannot import kltool and pyarrow is
+    one line saying what to set (SparkUnavailable)."""
+    import shutil
+    import subprocess
+    import sys
+
+    from . import SparkUnavailable
+
+    sc = _context(spark)
+    if sc is None:
+        return None
+    current = getattr(sc, "pythonExec", None) or "python3"
+    conf = sc.getConf().get("spark.pyspark.python", None)
+    if not os.environ.get("PYSPARK_PYTHON") and conf:
+        current = conf
+    if os.path.realpath(shutil.which(current) or current) == os.path.realpath(sys.executable):
+        return current
+    probe = "import kltool.spark.datasource, pyarrow"
+    try:
+        ok = subprocess.run([current, "-c", probe], capture_output=True, timeout=120).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        ok = False
+    if ok:
+        return current
+    if current == "python3" and not os.environ.get("PYSPARK_PYTHON") and not conf:
+        return sys.executable  # pyspark's default: this interpreter has kltool and pyarrow
+    raise SparkUnavailable(f"Spark's Python workers would run {current}, which cannot import kltool and pyarrow: "
+                           f"set PYSPARK_PYTHON (or spark.pyspark.python) to a Python with kltool[spark] installed, "
+                           f"such as {sys.executable}")

@@ -265,3 +265,25 @@ def test_replica_copies_in_two_log_dirs(tmp_path, kl, caplog):
     assert "v2-multi-segment-0 is in 2 log dirs" in caplog.text and "replicas=one" in caplog.text
     one = rows_of(read_all({"paths": paths, "replicas": "one"}))
     assert [r[2] for r in one] == list(range(1201)) and one[-1][6] == b"late"
+
+
+def test_read_committed_skips_aborted_transactions_and_stops_at_the_last_stable_offset(tmp_path):
+    import shutil as sh
+
+    d = ORACLE / "v2-txn-0"  # pid 2000 committed (0-2, 6-7), 2001 aborted (3-4), 5 plain, 2002 committed (10-13)
+
+    def offsets(path, **kw):
+        return [r[2] for r in rows_of(read_all({"path": str(path), **kw}))]
+
+    assert offsets(d) == [0, 1, 2, 3, 4, 5, 6, 7, 10, 11, 12, 13]
+    assert offsets(d, **{"kafka.isolation.level": "read_committed"}) == [0, 1, 2, 5, 6, 7, 10, 11, 12, 13]
+    assert offsets(d, splitBytes="100", **{"kafka.isolation.level": "read_committed"}) == [
+        0, 1, 2, 5, 6, 7, 10, 11, 12, 13]
+    # without its COMMIT marker, pid 2002's transaction is open: nothing from its first offset on
+    open_txn = tmp_path / "v2-txn-0"
+    sh.copytree(d, open_txn)
+    last = [b for b in read_all({"path": str(d), "level": "batches"}) for b in b.to_pylist()][-1]
+    log = open_txn / "00000000000000000000.log"
+    log.write_bytes(log.read_bytes()[:last["position"]])
+    assert offsets(open_txn, **{"kafka.isolation.level": "read_committed"}) == [0, 1, 2, 5, 6, 7]
+    assert offsets(open_txn) == [0, 1, 2, 3, 4, 5, 6, 7, 10, 11, 12, 13]

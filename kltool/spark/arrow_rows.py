@@ -355,7 +355,9 @@ def _records_of(src, part, flt, start, end, include_control, include_headers, wa
     out.loss = getattr(src, "loss", None) or DataLoss(part.file, True, src.shift)
     out.shift = src.shift
     stop = src.stop
-    runs = C is not None and "_metadata" not in want  # provenance: every batch through _add_batch
+    out.aborted = part.aborted
+    # provenance and read_committed: every batch through _add_batch
+    runs = C is not None and "_metadata" not in want and not part.aborted
     for item in src.walk(with_data=True, runs=runs, hold_limit=HOLD):
         if isinstance(item, BatchRun):
             buf, i = item.window()
@@ -439,7 +441,8 @@ class DataLoss:
 class _Rows:
     """The chunk of rows being filled, and how it becomes the next pyarrow.RecordBatch."""
 
-    __slots__ = ("want", "topic", "partition", "columns", "max_rows", "max_bytes", "chunk", "loss", "shift", "where")
+    __slots__ = ("want", "topic", "partition", "columns", "max_rows", "max_bytes", "chunk", "loss", "shift", "where",
+                 "aborted")
 
     def __init__(self, want, topic, partition, columns, max_rows, max_bytes, where=None):
         self.want, self.topic, self.partition, self.columns = want, topic, partition, columns
@@ -447,6 +450,7 @@ class _Rows:
         self.chunk = _RecordChunk(want)
         self.shift = 0
         self.where = where
+        self.aborted = None
 
     def full(self) -> bool:
         return len(self.chunk) >= self.max_rows or self.chunk.nbytes >= self.max_bytes
@@ -455,6 +459,11 @@ class _Rows:
         batch = self.chunk.to_arrow(self.topic, self.partition, self.columns, self.where)
         self.chunk = _RecordChunk(self.want)
         return batch
+
+
+def _aborted(aborted, h) -> bool:
+    pid, base = h.producer_id, h.base_offset
+    return any(p == pid and first <= base <= marker for p, first, marker in aborted)
 
 
 def _add_batch(out: _Rows, h, flt, start, end, include_control):
@@ -476,6 +485,8 @@ def _add_batch(out: _Rows, h, flt, start, end, include_control):
         return 0
     if h.is_control and not include_control:
         return 0
+    if out.aborted and h.is_transactional and not h.is_control and _aborted(out.aborted, h):
+        return 0  # read_committed: an aborted transaction's records
     tt = TIMESTAMP_TYPE_IDS.get(h.timestamp_type, -1)
     pos = h.position + out.shift
     try:

@@ -51,8 +51,10 @@ Options (all strings, as Spark passes them):
     segment file and the byte position of each record's batch, like the ``_metadata`` of Spark's file
     sources (also given by naming ``_metadata`` in a user schema).
 ``kafka.isolation.level``
-    ``read_uncommitted`` (default); ``read_committed`` is refused for now (not yet read as a consumer
-    would). Spark's other ``kafka.*`` settings and broker-only options (``kafka.bootstrap.servers``,
+    ``read_uncommitted`` (default) or ``read_committed``: as a consumer with that isolation level, no
+    record of an aborted transaction and nothing from the first offset of a transaction still open at the
+    log's end (the last stable offset); found by a walk of the partition's batch headers on the driver
+    (local paths). Spark's other ``kafka.*`` settings and broker-only options (``kafka.bootstrap.servers``,
     ``fetchOffset.numRetries``, ...) are accepted and have no effect on files; any other unknown option,
     and a malformed value, is an error when the DataFrame is created.
 ``respectLogStartOffset``

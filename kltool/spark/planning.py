@@ -41,6 +41,7 @@ class SegmentRead:
     position: int = 0  # byte to start reading at (a batch start: 0, an index seek, a split point)
     stop: int | None = None  # read the batches that start before this byte (a split's end); None: to the end
     storage: dict | None = None  # storage options, for object-store URIs
+    aborted: tuple | None = None  # read_committed: (producer id, first offset, marker offset) of aborted txns
 
 
 def offset_for_time(p, timestamp: int) -> tuple[int, int] | None:
@@ -81,15 +82,14 @@ def plan_segments(opts, pushed: Pushed | None = None) -> list[SegmentRead]:
 
     opts = normalize_options(opts)
     records = (opts.get("level") or "records").lower() == "records"
-    if str(opts.get("kafka.isolation.level") or "").lower() == "read_committed":
-        from ..errors import UsageError
-
-        raise UsageError("kafka-log: kafka.isolation.level=read_committed is not supported yet (aborted "
-                         "transactions would be read): leave it out, or filter with `kltool transactions`")
     all_paths = option_paths(opts)
     remote = [p for p in all_paths if is_remote(p)]
     if remote:
         _check_remote_bounds(opts, remote[0])
+        if _committed_only(opts):
+            from ..errors import UsageError
+
+            raise UsageError(f"{remote[0]}: kafka.isolation.level=read_committed needs local paths")
     if records and pushed is not None and not pushed.empty():
         opts = _narrowed(opts, pushed)
     bounds = _Bounds(opts)
@@ -164,6 +164,8 @@ class _Planned:
     log_end: object = None  # () -> int
     for_time: object = None  # (timestamp) -> (offset, timestamp) | None
     storage: dict | None = None
+    aborted: tuple | None = None  # read_committed (see committed())
+    stable_end: int | None = None  # read_committed: the last stable offset, where reading stops
 
 
 def _local_partitions(opts, paths):
@@ -180,6 +182,9 @@ def _local_partitions(opts, paths):
                         [(s.base_offset, str(s.log_path), _Size(s), None) for s in p.segments],
                         p.log_start_offset() if p.segments else None, p.log_end_offset,
                         lambda ts, p=p: offset_for_time(p, ts)) for p in partitions]
+    if _committed_only(opts) and (opts.get("level") or "records").lower() == "records":
+        for pl, p in zip(planned, partitions, strict=True):
+            pl.aborted, pl.stable_end = committed(p)
     lone = []
     g_start, g_end = _int(opts, "startingoffset"), _int(opts, "endingoffset")
     for f in files:
@@ -309,8 +314,32 @@ def _narrow(start, end, v, is_start):
     return start, (v if end is None else min(end, v))
 
 
+def _committed_only(opts) -> bool:
+    return str(opts.get("kafka.isolation.level") or "").lower() == "read_committed"
+
+
+def committed(p) -> tuple[tuple, int]:
+    """What a read_committed consumer of local partition ``p`` skips: the aborted transactions as
+    (producer id, first offset, ABORT marker offset), and the last stable offset (the first offset of
+    the earliest transaction still open at the log's end, else the log end offset), past which it reads
+    nothing. Found the broker's way: every batch header fed, in log order, to the one producer state
+    (control batches' markers decoded)."""
+    from ..storage.producer_state import ProducerStateManager, control_of
+
+    psm = ProducerStateManager()
+    for seg in p.segments:
+        for h in seg.batches():
+            if h.crc_valid:
+                psm.update(h, control_of(seg.log_path, h) if h.is_control else None)
+    aborted = tuple((a.producer_id, a.first_offset, a.last_offset) for a in psm.aborted)
+    opened = psm.open_txns.values()
+    return aborted, (min(opened) if opened else p.log_end_offset())
+
+
 def _plan_partition(p: _Planned, b: _Bounds, records: bool, opts) -> list[SegmentRead]:
     start, end = _offset_range(p, b, records, opts)
+    if p.stable_end is not None:
+        end = p.stable_end if end is None else min(end, p.stable_end)
     if start is not None and end is not None and start >= end:
         return []
     out: list[SegmentRead] = []
@@ -326,7 +355,7 @@ def _plan_partition(p: _Planned, b: _Bounds, records: bool, opts) -> list[Segmen
             pos = _seek(_remote_index(index, base, p.storage), base, start,
                         lambda at, u=file: _remote_head(u, at, p.storage))
         out.append(SegmentRead(file, p.topic, p.partition, base, start, end, int(size), p.directory, p.log_start,
-                               position=pos, storage=p.storage))
+                               position=pos, storage=p.storage, aborted=p.aborted or None))
     return out
 
 
@@ -408,7 +437,7 @@ def split_segments(reads: list[SegmentRead], target: int) -> list[SegmentRead]:
         for a, b in zip(bounds, bounds[1:], strict=False):
             out.append(SegmentRead(r.file, r.topic, r.partition, r.segment, r.start, r.end,
                                    (r.bytes if b is None else b) - a, r.partition_dir, r.log_start_offset,
-                                   position=a, stop=b, storage=r.storage))
+                                   position=a, stop=b, storage=r.storage, aborted=r.aborted))
     return out
 
 

@@ -77,3 +77,30 @@ def test_pushdown_is_on_by_default_only_where_spark_keeps_a_pushed_plan_to_its_s
     finally:
         register(spark)
     assert shapes(spark) == EXPECTED
+
+
+def test_planning_errors_are_one_line(spark, tmp_path):
+    """A missing path, a bad option value or JSON, an unknown option, a wrong schema: one line from
+    Spark, the kltool error's, no Python traceback."""
+    from pyspark.errors import PySparkException
+
+    d = str(MULTI)
+    cases = [
+        (lambda: spark.read.format("kafka-log").load("/nonexistent/kafka-logs").count(), "no such file"),
+        (lambda: spark.read.format("kafka-log").option("startingOffsets", "{oops").load(d).count(), "startingOffsets"),
+        (lambda: spark.read.format("kafka-log").option("maxRecordsPerBatch", "lots").load(d).count(),
+         "maxrecordsperbatch must be an integer"),
+        (lambda: spark.read.format("kafka-log").option("startingOffsetz", "1").load(d).count(), "unknown option"),
+        (lambda: spark.read.format("kafka-log").schema("offset INT").load(d).count(), "offset is int"),
+        (lambda: spark.read.format("kafka-log").load(str(tmp_path / "nothing-*")).count(), "glob matches no"),
+    ]
+    for run, words in cases:
+        with pytest.raises(PySparkException) as e:
+            run()
+        msg = str(e.value)
+        assert words in msg and "Traceback" not in msg, msg
+        assert len([ln for ln in msg.splitlines() if ln.strip()]) <= 2, msg  # Spark's line + kltool's
+
+
+def test_a_glob_path_reads_what_it_matches(spark):
+    assert spark.read.format("kafka-log").load(str(MULTI.parent / "v2-multi-seg*")).count() == ALL

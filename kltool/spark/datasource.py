@@ -134,6 +134,47 @@ from .planning import (  # noqa: F401
 )
 
 
+def _internal(e: BaseException):
+    """An unexpected exception (a kltool bug) as one line that still says where it was raised."""
+    import traceback
+
+    from ..errors import KltoolError
+
+    frames = traceback.extract_tb(e.__traceback__)
+    at = f" at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
+    return KltoolError(f"internal error in kltool (a bug, please report it): {type(e).__name__}: {e}{at}")
+
+
+def _one_line(f):
+    """Spark shows an exception from a data source's worker with its traceback unless the worker's
+    environment has SPARK_HIDE_TRACEBACK (``register`` sets it): kltool's errors are one line that names
+    the file and position; anything else becomes one line naming the bug's place."""
+    import functools
+
+    from ..errors import KltoolError
+
+    @functools.wraps(f)
+    def wrapper(*a, **k):
+        try:
+            return f(*a, **k)
+        except KltoolError:
+            raise
+        except Exception as e:  # noqa: BLE001
+            raise _internal(e) from None
+    return wrapper
+
+
+def _rows_one_line(rows):
+    from ..errors import KltoolError
+
+    try:
+        yield from rows
+    except KltoolError:
+        raise
+    except Exception as e:  # noqa: BLE001
+        raise _internal(e) from None
+
+
 class KafkaLogReader(DataSourceReader):
     """Reads the planned segments; ``columns``: a narrower schema the user gave (``.schema(...)``)."""
 
@@ -147,6 +188,7 @@ class KafkaLogReader(DataSourceReader):
         self.pushed = Pushed()
         self.default_min_partitions = default_min_partitions
 
+    @_one_line
     def partitions(self):
         opts = self.options
         segs = plan_segments(opts, self.pushed)
@@ -160,7 +202,7 @@ class KafkaLogReader(DataSourceReader):
         return [SegmentGroup(g) for g in groups]
 
     def read(self, partition):
-        rows = read_partition_rows(self.options, partition, self.columns)
+        rows = _rows_one_line(read_partition_rows(self.options, partition, self.columns))
         if self.aliases is None:
             return rows
         return (b.rename_columns(self.aliases) for b in rows)
@@ -184,6 +226,7 @@ class KafkaLogDataSource(DataSource):
     pushdown = False
     default_min_partitions: int | None = None
 
+    @_one_line
     def __init__(self, options):
         super().__init__(options)
         self.options = normalize_options(options)
@@ -193,12 +236,14 @@ class KafkaLogDataSource(DataSource):
     def name(cls) -> str:
         return NAME
 
+    @_one_line
     def schema(self) -> str:
         level = (self.options.get("level") or "records").lower()
         if level == "records" and str(self.options.get("includemetadata") or "").lower() == "true":
             return f"{RECORD_SCHEMA}, {METADATA_DDL}"
         return SCHEMAS[level]
 
+    @_one_line
     def reader(self, schema) -> DataSourceReader:
         level = (self.options.get("level") or "records").lower()
         columns, aliases = user_columns(level, schema)
@@ -294,13 +339,22 @@ def register(spark, *, pushdown: bool | None = None) -> bool:
     sc = _context(spark)
     python = worker_python(spark)
     saved = getattr(sc, "pythonExec", None)
+    env = getattr(sc, "environment", None)
+    hide = None if env is None else env.get("SPARK_HIDE_TRACEBACK")
     if sc is not None and python is not None:
         sc.pythonExec = python  # what the registered source's workers run (planning on the driver, executors)
+    if env is not None:
+        env["SPARK_HIDE_TRACEBACK"] = "1"  # the workers' errors: one line (see _one_line)
     try:
         spark.dataSource.register(cls)
     finally:
         if sc is not None and saved is not None:
             sc.pythonExec = saved
+        if env is not None:
+            if hide is None:
+                env.pop("SPARK_HIDE_TRACEBACK", None)
+            else:
+                env["SPARK_HIDE_TRACEBACK"] = hide
     return pushdown
 
 

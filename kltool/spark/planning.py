@@ -94,7 +94,7 @@ def plan_segments(opts, pushed: Pushed | None = None) -> list[SegmentRead]:
         opts = _narrowed(opts, pushed)
     bounds = _Bounds(opts)
     # local paths as absolute ones, as Spark qualifies file-source paths: executors run elsewhere
-    local = [os.path.abspath(local_path(p)) for p in all_paths if not is_remote(p)]
+    local = [q for p in all_paths if not is_remote(p) for q in _expand(os.path.abspath(local_path(p)), p)]
     out: list[SegmentRead] = []
     for parts, lone in (_local_partitions(opts, local), _remote_partitions(opts, remote)):
         for p in parts:
@@ -106,6 +106,21 @@ def plan_segments(opts, pushed: Pushed | None = None) -> list[SegmentRead]:
     if records:
         out = split_segments(out, _split_bytes(opts))
     return out
+
+
+def _expand(path: str, given: str) -> list[str]:
+    """A local path with glob characters that does not exist as named: its matches (as Spark's file
+    sources expand a glob), in order; none is a one-line error."""
+    if os.path.exists(path) or not any(c in path for c in "*?["):
+        return [path]
+    import glob
+
+    found = sorted(glob.glob(path))
+    if not found:
+        from ..errors import UsageError
+
+        raise UsageError(f"{given}: the glob matches no file or directory")
+    return found
 
 
 def _narrowed(opts: dict, pushed: Pushed) -> dict:

@@ -14,7 +14,7 @@ from .test_spark_helpers import brute_offset_for_time, kltool_records
 pa = pytest.importorskip("pyarrow")
 pytest.importorskip("pyspark")
 
-from kltool.errors import CorruptDataError  # noqa: E402
+from kltool.errors import CorruptDataError, UsageError  # noqa: E402
 from kltool.format import build_batch  # noqa: E402
 from kltool.format.compression import LZ4, ZSTD  # noqa: E402
 from kltool.spark import datasource as ds  # noqa: E402
@@ -287,3 +287,15 @@ def test_read_committed_skips_aborted_transactions_and_stops_at_the_last_stable_
     log.write_bytes(log.read_bytes()[:last["position"]])
     assert offsets(open_txn, **{"kafka.isolation.level": "read_committed"}) == [0, 1, 2, 5, 6, 7]
     assert offsets(open_txn) == [0, 1, 2, 3, 4, 5, 6, 7, 10, 11, 12, 13]
+
+
+def test_a_starting_timestamp_past_every_record(tmp_path):
+    d = ORACLE / "v2-multi-segment-0"
+    late = str(max(r[3] for r in kltool_records([d])) + 1)
+    assert rows_of(read_all({"path": str(d), "startingTimestamp": late})) == []  # kltool's default: nothing
+    for opts in ({"startingTimestamp": late}, {"startingOffsetsByTimestamp": json.dumps({"v2-multi-segment": {"0": int(late)}})}):
+        with pytest.raises(UsageError, match=f"v2-multi-segment-0: no record with a timestamp at or after {late}"):
+            read_all({"path": str(d), "startingOffsetsByTimestampStrategy": "error", **opts})
+    # a pushed timestamp filter finding nothing reads nothing, whatever the strategy
+    p = ds.Pushed(time_min=int(late))
+    assert ds.plan_segments({"path": str(d), "startingOffsetsByTimestampStrategy": "error"}, p) == []

@@ -41,6 +41,9 @@ Options (all strings, as Spark passes them):
     through the time and offset indexes like the broker's ListOffsets.
 ``startingOffsetsByTimestamp`` / ``endingOffsetsByTimestamp``
     Spark's JSON of epoch ms per partition (``{"t":{"0":1700000000000}}``): the same per partition.
+``startingOffsetsByTimestampStrategy``
+    What a start timestamp after every record of a partition does: ``latest`` (kltool's default: read
+    nothing there) or ``error`` (Spark's default: fail the query in one line).
 ``replicas``
     ``all`` (default): a partition found in several log dirs (replicas of several brokers, a backup of a
     whole cluster) gives the rows of every copy, with a warning naming them. ``one``: only the copy a

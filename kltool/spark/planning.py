@@ -123,11 +123,14 @@ def _expand(path: str, given: str) -> list[str]:
     return found
 
 
+PUSHED_TIME = " pushed timestamp"  # (not an option name: a pushed filter finding no record reads nothing)
+
+
 def _narrowed(opts: dict, pushed: Pushed) -> dict:
     """``opts`` with the offset and time bounds the pushed filters allow (records level)."""
     opts = dict(opts)
     for key, v, pick in (("startingoffset", pushed.offset_min, max), ("endingoffset", pushed.offset_end, min),
-                         ("startingtimestamp", pushed.time_min, max)):
+                         (PUSHED_TIME, pushed.time_min, max)):
         if v is not None:
             g = _int(opts, key)
             opts[key] = str(v if g is None else pick(g, v))
@@ -145,11 +148,15 @@ class _Bounds:
         self.t_start, self.t_end = _int(opts, "startingtimestamp"), _int(opts, "endingtimestamp")
         self.mt_start = by_timestamp(opts.get("startingoffsetsbytimestamp"), "startingOffsetsByTimestamp") or {}
         self.mt_end = by_timestamp(opts.get("endingoffsetsbytimestamp"), "endingOffsetsByTimestamp") or {}
+        self.t_pushed = _int(opts, PUSHED_TIME)
+        self.strict = str(opts.get("startingoffsetsbytimestampstrategy") or "latest").lower() == "error"
 
     def times(self, key):
-        """(timestamp, is_start) bounds of partition ``key``: one for all, then its own."""
-        return ((self.t_start, True), (self.t_end, False), (self.mt_start.get(key), True),
-                (self.mt_end.get(key), False))
+        """(timestamp, is_start, strict) bounds of partition ``key``: one for all, its own, a pushed
+        filter's; ``strict``: a start with no record at or after it is an error (Spark's
+        startingOffsetsByTimestampStrategy=error) rather than nothing to read."""
+        return ((self.t_start, True, self.strict), (self.t_end, False, False), (self.mt_start.get(key), True, self.strict),
+                (self.mt_end.get(key), False, False), (self.t_pushed, True, False))
 
 
 def _check_remote_bounds(opts, uri) -> None:
@@ -308,11 +315,16 @@ def _offset_range(p: _Planned, b: _Bounds, records: bool, opts) -> tuple[int | N
             v = p.log_start if v == EARLIEST else p.log_end()
         start, end = _narrow(start, end, v, is_start)
     if p.for_time is not None:
-        for ts, is_start in b.times(key):
+        for ts, is_start, strict in b.times(key):
             if ts is None:
                 continue
             hit = p.for_time(ts)
             if hit is None and is_start:
+                if strict:
+                    from ..errors import UsageError
+
+                    raise UsageError(f"{p.topic}-{p.partition}: no record with a timestamp at or after {ts} "
+                                     "(startingOffsetsByTimestampStrategy=error; latest reads nothing there)")
                 return 0, 0  # no record at or after ts: nothing to read here
             start, end = _narrow(start, end, p.log_end() if hit is None else hit[0], is_start)
     segs = p.segments

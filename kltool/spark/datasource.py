@@ -374,12 +374,12 @@ def worker_python(spark) -> str | None:
     ``spark.pyspark.python`` is not consulted for it, so a venv not on PATH failed with a long Py4J trace.
     Here: ``PYSPARK_PYTHON`` as it was, else ``spark.pyspark.python``, else (the default ``python3``) this
     interpreter when ``python3`` cannot import kltool. A choice that cannot import kltool and pyarrow is
-    one line saying what to set (SparkUnavailable)."""
+    one line saying what to set (MissingDependency)."""
     import shutil
     import subprocess
     import sys
 
-    from . import SparkUnavailable
+    from ..errors import MissingDependency
 
     sc = _context(spark)
     if sc is None:
@@ -399,6 +399,6 @@ def worker_python(spark) -> str | None:
         return current
     if current == "python3" and not os.environ.get("PYSPARK_PYTHON") and not conf:
         return sys.executable  # pyspark's default: this interpreter has kltool and pyarrow
-    raise SparkUnavailable(f"Spark's Python workers would run {current}, which cannot import kltool and pyarrow: "
+    raise MissingDependency(f"Spark's Python workers would run {current}, which cannot import kltool and pyarrow: "
                            f"set PYSPARK_PYTHON (or spark.pyspark.python) to a Python with kltool[spark] installed, "
                            f"such as {sys.executable}")

@@ -372,9 +372,9 @@ def worker_python(spark) -> str | None:
     """The Python the source's workers run. pyspark gives a registered data source the interpreter
     ``PYSPARK_PYTHON`` named when the context started, else ``python3`` on PATH; the session's
     ``spark.pyspark.python`` is not consulted for it, so a venv not on PATH failed with a long Py4J trace.
-    Here: ``PYSPARK_PYTHON`` as it was, else ``spark.pyspark.python``, else (the default ``python3``) this
-    interpreter when ``python3`` cannot import kltool. A choice that cannot import kltool and pyarrow is
-    one line saying what to set (MissingDependency)."""
+    Here: ``PYSPARK_PYTHON`` as it was, else ``spark.pyspark.python`` (both the user's choice: kltool may
+    reach it shipped, see ship_kltool), else pyspark's default ``python3`` when it can import kltool and
+    pyarrow, else this interpreter. When none can, one line says what to set (MissingDependency)."""
     import shutil
     import subprocess
     import sys
@@ -384,21 +384,23 @@ def worker_python(spark) -> str | None:
     sc = _context(spark)
     if sc is None:
         return None
-    current = getattr(sc, "pythonExec", None) or "python3"
     conf = sc.getConf().get("spark.pyspark.python", None)
-    if not os.environ.get("PYSPARK_PYTHON") and conf:
-        current = conf
-    if os.path.realpath(shutil.which(current) or current) == os.path.realpath(sys.executable):
+    if os.environ.get("PYSPARK_PYTHON"):
+        return getattr(sc, "pythonExec", None) or os.environ["PYSPARK_PYTHON"]
+    if conf:
+        return conf
+    current = getattr(sc, "pythonExec", None) or "python3"
+    found = shutil.which(current)
+    if found and os.path.realpath(found) == os.path.realpath(sys.executable):
         return current
-    probe = "import kltool.spark.datasource, pyarrow"
     try:
-        ok = subprocess.run([current, "-c", probe], capture_output=True, timeout=120).returncode == 0
+        ok = found is not None and subprocess.run([found, "-c", "import kltool.spark.datasource, pyarrow"],
+                                                  capture_output=True, timeout=120).returncode == 0
     except (OSError, subprocess.SubprocessError):
         ok = False
     if ok:
         return current
-    if current == "python3" and not os.environ.get("PYSPARK_PYTHON") and not conf:
-        return sys.executable  # pyspark's default: this interpreter has kltool and pyarrow
+    if sys.executable:
+        return sys.executable  # this interpreter has kltool and pyarrow: it is running this
     raise MissingDependency(f"Spark's Python workers would run {current}, which cannot import kltool and pyarrow: "
-                           f"set PYSPARK_PYTHON (or spark.pyspark.python) to a Python with kltool[spark] installed, "
-                           f"such as {sys.executable}")
+                            "set PYSPARK_PYTHON (or spark.pyspark.python) to a Python with kltool[spark] installed")

@@ -20,9 +20,9 @@ REPO = Path(__file__).resolve().parents[1]
 CODECS = ("lz4", "zstandard", "cramjam")
 
 
-def python_without(tmp_path: Path, *packages: str) -> str:
+def python_without(tmp_path: Path, *packages: str, kltool: str = str(REPO)) -> str:
     """A script that runs this Python with every installed package but ``packages`` (and kltool from
-    the repository): an executor's interpreter that lacks them."""
+    ``kltool``: the repository, or a shipped zip): an executor's interpreter that lacks them."""
     site = Path(next(p for p in sys.path if p.endswith("site-packages")))
     farm = tmp_path / "site"
     farm.mkdir()
@@ -32,7 +32,7 @@ def python_without(tmp_path: Path, *packages: str) -> str:
             continue
         (farm / entry.name).symlink_to(entry)
     script = tmp_path / "python"
-    script.write_text(f'#!/bin/sh\nPYTHONPATH="{farm}:{REPO}${{PYTHONPATH:+:$PYTHONPATH}}" exec "{sys.executable}" -S "$@"\n')
+    script.write_text(f'#!/bin/sh\nPYTHONPATH="{farm}:{kltool}${{PYTHONPATH:+:$PYTHONPATH}}" exec "{sys.executable}" -S "$@"\n')
     script.chmod(0o755)
     return str(script)
 
@@ -59,6 +59,24 @@ def test_reading_compressed_records_without_the_codec_is_an_error_naming_it(tmp_
     assert "compressed data needs the " in out and "(on the executor on " in out and "pip install" in out
     if package:
         assert f"needs the {package} package" in out
+
+
+def test_a_shipped_kltool_without_crc32c_is_an_error_naming_it(tmp_path):
+    pytest.importorskip("pyarrow")
+    pytest.importorskip("pyspark")
+    from kltool.spark import kltool_zip
+
+    zipped = kltool_zip(str(tmp_path))  # no C accelerator: crc32c comes from the crc32c package
+    py = python_without(tmp_path, "crc32c", kltool=zipped)
+    code = ("import sys\nfrom kltool.spark import datasource as ds\nfrom kltool.errors import KltoolError\n"
+            "r = ds.KafkaLogReader(ds.normalize_options({'path': sys.argv[1]}))\n"
+            "try:\n    print(sum(b.num_rows for p in r.partitions() for b in r.read(p)))\n"
+            "except KltoolError as e:\n    print(type(e).__name__, e)\n")
+    r = subprocess.run([py, "-c", code, str(ORACLE / "v2-gzip-headers-0")], capture_output=True, text=True,
+                       cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("MissingDependency kltool needs the crc32c package"), r.stdout
+    assert "pip install crc32c" in r.stdout and "(on the executor on " in r.stdout
 
 
 def test_dump_without_the_codec_fails_in_one_line(tmp_path):

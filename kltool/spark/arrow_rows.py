@@ -629,8 +629,6 @@ def read_partition_rows(opts: dict, part: SegmentGroup | SegmentRead | list, col
     ``columns`` (a narrower schema the user gave) when given. A package the data needs that this
     executor's Python lacks (a codec library, crc32c) fails the task with one line naming the package
     and the executor: the data is never skipped as undecodable."""
-    import sys
-
     from ..errors import MissingDependency
 
     try:
@@ -638,8 +636,17 @@ def read_partition_rows(opts: dict, part: SegmentGroup | SegmentRead | list, col
     except MissingDependency as e:
         raise MissingDependency(f"{e.message} (on the {executor()})") from None
     except ImportError as e:  # kltool's own dependencies, on an executor that has kltool but not them
-        raise MissingDependency(f"kltool needs the {e.name} package, which the Python at {sys.executable} does "
-                                f"not have: pip install {e.name} (on the {executor()})") from None
+        raise missing_package(e) from None
+
+
+def missing_package(e: ImportError):
+    """kltool's own dependency (crc32c, ...) missing in this worker's Python, as one line."""
+    import sys
+
+    from ..errors import MissingDependency
+
+    return MissingDependency(f"kltool needs the {e.name} package, which the Python at {sys.executable} does "
+                             f"not have: pip install {e.name} (on the {executor()})")
 
 
 def _partition_rows(opts: dict, part, columns):

@@ -138,11 +138,16 @@ from .planning import (  # noqa: F401
 
 
 def _internal(e: BaseException):
-    """An unexpected exception (a kltool bug) as one line that still says where it was raised."""
+    """An unexpected exception (a kltool bug) as one line that still says where it was raised; a package
+    missing in this worker's Python as one line naming it."""
     import traceback
 
     from ..errors import KltoolError
 
+    if isinstance(e, ImportError) and e.name:
+        from .arrow_rows import missing_package
+
+        return missing_package(e)
     frames = traceback.extract_tb(e.__traceback__)
     at = f" at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
     return KltoolError(f"internal error in kltool (a bug, please report it): {type(e).__name__}: {e}{at}")

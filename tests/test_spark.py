@@ -179,6 +179,8 @@ def test_counts_name_the_damaged_bytes(spark, kl):
     verify = [x for x in kl("--json", "verify", d).json() if x["type"] == "summary"][0]
     assert r.damaged_bytes == verify["damaged_bytes"] > 0
     assert r.records == len(kltool_records([d]))
+    res = kl("spark-report", "counts", d)
+    assert res.code == 0 and f"damaged-v2-zero-tail-0: {r.damaged_bytes} damaged bytes were not read" in res.err, res
 
 
 def test_cli_writes_parquet(spark, kl, tmp_path):

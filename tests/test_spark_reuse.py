@@ -104,3 +104,14 @@ def test_planning_errors_are_one_line(spark, tmp_path):
 
 def test_a_glob_path_reads_what_it_matches(spark):
     assert spark.read.format("kafka-log").load(str(MULTI.parent / "v2-multi-seg*")).count() == ALL
+
+
+def test_readstream_says_it_is_not_supported(spark):
+    df = spark.readStream.format("kafka-log").load(str(MULTI))
+    with pytest.raises(Exception) as e:
+        q = df.writeStream.format("memory").queryName("kafka_log_stream").start()
+        try:
+            q.processAllAvailable()
+        finally:
+            q.stop()
+    assert "kafka-log reads batches only: use spark.read (readStream is not supported)" in str(e.value)

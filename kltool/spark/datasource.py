@@ -260,6 +260,26 @@ class KafkaLogDataSource(DataSource):
         r.aliases = aliases
         return r
 
+    def streamReader(self, schema):  # noqa: N802 (pyspark's name)
+        """``spark.readStream``: not supported, said in one line when the query starts (pyspark asks no
+        earlier). A reader that refuses its first call: raising here would be hidden by pyspark 4.3.0's
+        worker, whose clean-up then fails with an UnboundLocalError of its own."""
+        from pyspark.sql.datasource import DataSourceStreamReader
+
+        class _NoStreaming(DataSourceStreamReader):
+            def initialOffset(self):  # noqa: N802
+                from ..errors import UsageError
+
+                raise UsageError("kafka-log reads batches only: use spark.read (readStream is not supported)")
+
+            latestOffset = initialOffset  # noqa: N815
+            read = initialOffset
+
+            def stop(self):
+                pass
+
+        return _NoStreaming()
+
 
 # Columns that may hold null (a record without key, value or headers; a lone segment outside a partition
 # directory has no topic or partition): a user schema may not declare them NOT NULL.

@@ -7,7 +7,7 @@ import click
 
 from ..storage.transactions import producer_json
 from .common import format_time, paths_argument, selection_options
-from .transactions import emit_findings, load_states, state_options
+from .transactions import count_findings, emit_findings, load_states, state_options
 
 
 @click.command("producers")
@@ -39,9 +39,10 @@ def command(out, paths, topic, partition_spec, now_, scan_all):
                              format_time(p.timestamp), p.coordinator_epoch,
                              "-" if p.current_txn_first_offset is None else p.current_txn_first_offset,
                              "expired" if r.expired(p) else ""])
-    errors, warnings = emit_findings(out, results)
+    errors, warnings = count_findings(results)
     n = sum(len(r.producers) for r in results)
     if out.json_mode:
+        emit_findings(out, results)
         out.emit({"type": "summary", "partitions": len(results), "producers": n, "errors": errors,
                   "warnings": warnings,
                   "snapshots": {f"{r.topic}-{r.partition}": None if r.snapshot is None else r.snapshot.name
@@ -52,6 +53,7 @@ def command(out, paths, topic, partition_spec, now_, scan_all):
                 "txn start", "note"]
         out.table(cols, rows, justify={c: "right" for c in ("part", "producer", "epoch", "last seq", "last offset",
                                                               "coord epoch", "txn start")})
+    emit_findings(out, results)
     srcs = sorted({"snapshot + log" if r.snapshot is not None else "log only" for r in results})
     out.line(f"producers: {len(results)} partitions, {n} producers ({', '.join(srcs) or '-'}"
              f"{', every segment' if scan_all else ''}); {errors} errors, {warnings} warnings")

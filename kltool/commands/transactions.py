@@ -51,17 +51,15 @@ def load_states(out, paths, topic, partition_spec, now_, scan_all, timeout_ms, c
         yield partition_transactions(p, now=now, max_transaction_timeout_ms=timeout_ms, scan_all=scan_all)
 
 
-def emit_findings(out, results) -> tuple[int, int]:
-    errors = warnings = 0
+def count_findings(results) -> tuple[int, int]:
+    fs = [f for r in results for f in r.findings]
+    return sum(f.severity == "error" for f in fs), sum(f.severity == "warning" for f in fs)
+
+
+def emit_findings(out, results) -> None:
     for r in results:
         for f in r.findings:
-            errors += f.severity == "error"
-            warnings += f.severity == "warning"
-            if out.json_mode:
-                out.emit(f.to_json())
-            else:
-                out.line(f.line())
-    return errors, warnings
+            out.emit(f.to_json()) if out.json_mode else out.line(f.line())
 
 
 @click.command("transactions")
@@ -102,7 +100,7 @@ def command(out, paths, topic, partition_spec, now_, scan_all, timeout_min, abor
             if aborted:
                 for a in r.aborted:
                     out.emit(a.to_json(r.topic, r.partition))
-    errors, warnings = emit_findings(out, results)
+    errors, warnings = count_findings(results)
     summary = {"type": "summary", "partitions": len(results), "open_transactions": len(opened),
                "hanging_transactions": len(hanging),
                "aborted_transactions": sum(len(r.aborted) for r in results),
@@ -110,6 +108,7 @@ def command(out, paths, topic, partition_spec, now_, scan_all, timeout_min, abor
                "incomplete_partitions": sum(1 for r in results if not r.complete), "errors": errors,
                "warnings": warnings}
     if out.json_mode:
+        emit_findings(out, results)
         out.emit(summary)
     else:
         rows = [[r.topic, r.partition, r.last_stable_offset, r.high_watermark, r.log_end_offset, len(r.open),
@@ -132,6 +131,7 @@ def command(out, paths, topic, partition_spec, now_, scan_all, timeout_min, abor
                     out.line(f"{r.topic}-{r.partition}: aborted producer {a.producer_id} offsets {a.first_offset}.."
                              f"{a.last_offset} (LSO {a.last_stable_offset}) in {a.segment}: "
                              f"{'indexed' if a.indexed else 'NOT in the .txnindex'}")
+        emit_findings(out, results)
         out.line(f"transactions: {len(results)} partitions, {len(opened)} open, {len(hanging)} hanging (idle > "
                  f"{timeout_min} min), {summary['stuck_partitions']} with LSO below the high watermark; "
                  f"{errors} errors, {warnings} warnings")

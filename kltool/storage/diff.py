@@ -230,6 +230,8 @@ class PartitionDiff:
     epochs_a: str = ""
     epochs_b: str = ""
     damaged: bool = False
+    findings: list = field(default_factory=list)  # (filled by :meth:`compare`)
+    batch_diffs: list = field(default_factory=list)  # the first ``keep`` of them (filled by :meth:`compare`)
 
     @property
     def identical(self) -> bool:
@@ -261,6 +263,15 @@ class PartitionDiff:
             else:
                 self.epochs_b = source
         return caches[0], caches[1], notes
+
+    def compare(self, keep: int = 100) -> PartitionDiff:
+        """:meth:`run` to the end, keeping the findings and the first ``keep`` batch pairs; returns self."""
+        for item in self.run():
+            if isinstance(item, Finding):
+                self.findings.append(item)
+            elif len(self.batch_diffs) < keep:
+                self.batch_diffs.append(item)
+        return self
 
     def run(self) -> Iterator[BatchDiff | Finding]:
         self.log_end_a, self.log_end_b = self.a.log_end_offset(), self.b.log_end_offset()

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from kltool.format import names as fn
 from kltool.format.batch import build_end_txn_marker, build_v2_batch
 from kltool.format.index import encode_txn_index, parse_txn_index
-from kltool.format.snapshot import ProducerEntry, encode_snapshot
+from kltool.format.snapshot import ProducerEntry, encode_snapshot, parse_snapshot
 from kltool.storage import scan
 from kltool.storage.partition import Partition
 from kltool.storage.producer_state import control_of
@@ -304,3 +304,50 @@ def test_cli_bad_input_is_one_line(kl, tmp_path):
     assert r.code == 2 and len(r.err.strip().splitlines()) == 1
     r = kl("transactions", part, "--now", "yesterday-ish")
     assert r.code == 2 and len(r.err.strip().splitlines()) == 1
+
+
+# --------------------------------------------------------------------------------- which snapshot, the broker's way
+
+
+def test_without_snapshots_a_clean_shutdown_starts_empty_and_a_crash_replays_everything(tmp_path):
+    part, leo = scenario(tmp_path, segment_bytes=400)
+    for s in part.glob("*.snapshot"):
+        s.unlink()
+    r = partition_transactions(Partition(part), now=TS0)  # no .kafka_cleanshutdown: the whole log
+    assert r.snapshot_offset == 0 and [t.producer_id for t in r.open] == [3] and r.complete
+    (part.parent / fn.CLEAN_SHUTDOWN_FILE).write_text("")
+    from kltool.storage.logdir import open_partition
+
+    r = partition_transactions(open_partition(part), now=TS0)
+    assert r.snapshot_offset == leo and not r.open and not r.producers and not r.complete
+    assert [f.kind for f in r.findings] == ["state_incomplete"]
+    assert "clean shutdown" in r.findings[0].message
+
+
+def test_stray_and_below_log_start_snapshots_are_skipped(tmp_path):
+    part, _leo = scenario(tmp_path, segment_bytes=400, close_snapshot=False)
+    p = Partition(part)
+    bases = p.base_offsets
+    good = partition_transactions(p, now=TS0)
+    stray = part / f"{fn.filename_prefix(bases[-2] + 1)}.snapshot"  # not a segment base, below the last one
+    stray.write_bytes(encode_snapshot([]))
+    r = partition_transactions(Partition(part), now=TS0)
+    assert [(f.kind, f.file) for f in r.findings] == [("snapshot_skipped", str(stray))]
+    assert r.producers == good.producers and r.snapshot == good.snapshot
+
+
+def test_scan_all_compares_every_snapshot_with_the_log(tmp_path):
+    part, _leo = scenario(tmp_path, segment_bytes=400)
+    p = Partition(part)
+    assert p.segments
+    off, older = sorted(p.snapshots)[1]
+    assert partition_transactions(Partition(part), now=TS0, scan_all=True).findings == []
+    entries = [ProducerEntry(e.producer_id, e.producer_epoch, e.last_sequence + 1, e.last_offset, e.offset_delta,
+                             e.timestamp, e.coordinator_epoch, e.current_txn_first_offset)
+               for e in parse_snapshot(older.read_bytes()).entries]
+    older.write_bytes(encode_snapshot(entries))
+    r = partition_transactions(Partition(part), now=TS0, scan_all=True)
+    assert {f.kind for f in r.findings} == {"snapshot_disagrees"} and all(f.file == str(older) for f in r.findings)
+    assert "last_sequence" in r.findings[0].message
+    # the broker's start-up reads only the latest: the older one is not its business
+    assert partition_transactions(Partition(part), now=TS0).findings == []

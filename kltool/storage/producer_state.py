@@ -238,21 +238,48 @@ class ProducerStateManager:
 class SnapshotChoice:
     """Which ``.snapshot`` the broker loads at start-up (:func:`latest_snapshot`): ``offset`` (the replay
     starts there), ``path`` and ``entries`` (None and [] when none is usable: ``offset`` is then where
-    the broker starts from empty state), and ``skipped``: (path, reason) of the newer snapshots it
-    passes over (above the log end offset, unreadable, corrupt)."""
+    the broker starts from empty state), ``skipped``: (path, reason) of the snapshots it passes over
+    (stray, out of range, unreadable, corrupt), and ``note``: how the start was chosen without one."""
 
     offset: int
     path: Path | None
     entries: list
     skipped: list
+    note: str = ""
 
 
-def latest_snapshot(partition, log_end_offset: int) -> SnapshotChoice:
+def latest_snapshot(partition, log_end_offset: int, *, log_start_offset: int | None = None,
+                    clean_shutdown: bool | None = None) -> SnapshotChoice:
     """The latest valid snapshot at or below the log end offset (a corrupt one is passed over, as the
-    broker deletes it and tries the next older one). Without one, the broker starts from empty state
-    at the second-to-last segment's base offset (the last two segments are replayed)."""
+    broker deletes it and tries the next older one).
+
+    With ``log_start_offset`` given, the broker's load exactly (``LogLoader.load``,
+    ``ProducerStateManager.removeStraySnapshots`` and ``truncateAndReload``, ``UnifiedLog
+    .rebuildProducerState``): a snapshot whose offset is no segment's base offset is stray (only the
+    largest stray survives, when it is at or past the last segment's base), one at or below the log start
+    offset is deleted; without a usable one the state starts empty at the log start offset (the whole
+    log is replayed), except after a clean shutdown (``clean_shutdown``) with no snapshot file at all,
+    where the broker takes empty snapshots and starts empty at the log end offset (nothing replayed).
+
+    Without ``log_start_offset`` (the writer's resume): every snapshot file counts, and without one the
+    state starts empty at the second-to-last segment's base offset."""
+    segs = partition.segments
+    snaps = sorted(partition.snapshots)
     skipped = []
-    for off, spath in sorted(partition.snapshots, reverse=True):
+    usable = snaps
+    if log_start_offset is not None:
+        bases = {s.base_offset for s in segs}
+        strays = [off for off, _p in snaps if off not in bases]
+        kept_stray = strays[-1] if strays and (not segs or strays[-1] >= segs[-1].base_offset) else None
+        usable = []
+        for off, spath in snaps:
+            if off not in bases and off != kept_stray:
+                skipped.append((spath, f"its offset {off} is no segment's base offset (a stray snapshot)"))
+            elif off <= log_start_offset and segs:
+                skipped.append((spath, f"its offset {off} is at or below the log start offset {log_start_offset}"))
+            else:
+                usable.append((off, spath))
+    for off, spath in reversed(usable):
         if off > log_end_offset:
             skipped.append((spath, f"its offset {off} is above the log end offset {log_end_offset}"))
             continue
@@ -265,9 +292,15 @@ def latest_snapshot(partition, log_end_offset: int) -> SnapshotChoice:
             skipped.append((spath, str(e)))
             continue
         return SnapshotChoice(off, spath, snap.entries, skipped)
-    segs = partition.segments
-    start = segs[-2].base_offset if len(segs) >= 2 else (segs[0].base_offset if segs else log_end_offset)
-    return SnapshotChoice(start, None, [], skipped)
+    if log_start_offset is None:
+        start = segs[-2].base_offset if len(segs) >= 2 else (segs[0].base_offset if segs else log_end_offset)
+        return SnapshotChoice(start, None, [], skipped)
+    if clean_shutdown and not snaps:
+        return SnapshotChoice(log_end_offset, None, [], skipped,
+                              "a clean shutdown and no snapshot: the broker starts with empty producer state at "
+                              "the log end offset and reads no batch")
+    return SnapshotChoice(log_start_offset, None, [], skipped,
+                          "no usable snapshot: the broker replays the log from the log start offset")
 
 
 def control_of(path_or_data, h: BatchHeader) -> dict | None:

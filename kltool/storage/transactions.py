@@ -237,17 +237,18 @@ def partition_transactions(p, *, now: int, max_transaction_timeout_ms: int = DEF
     hw, hw_source = _high_watermark(p, leo)
     findings: list[Finding] = []
     if scan_all:
-        start = segs[0].base_offset if segs else leo
+        start, note = log_start, "--scan-all"
         state, snap_path, seeded = ProducerStateManager(), None, start == 0
         watch = _Watch(seeded, hw)
         _replay_checking_snapshots(p, state, watch, start, leo, log_start)
     else:
-        choice = latest_snapshot(p, leo)
+        clean = p.logdir is not None and p.logdir.clean_shutdown
+        choice = latest_snapshot(p, leo, log_start_offset=log_start, clean_shutdown=clean)
         for path, why in choice.skipped:
             findings.append(Finding("warning", "snapshot_skipped", str(path),
                                     f"the broker skips (and deletes) this snapshot at start-up: {why}"))
-        start, snap_path = choice.offset, choice.path
-        seeded = snap_path is not None or start == (segs[0].base_offset if segs else 0) == 0
+        start, snap_path, note = choice.offset, choice.path, choice.note
+        seeded = snap_path is not None or start == 0
         state = ProducerStateManager(choice.entries)
         watch = _Watch(seeded, hw)
         if start < leo:
@@ -259,9 +260,9 @@ def partition_transactions(p, *, now: int, max_transaction_timeout_ms: int = DEF
                               hw_source, hw, start, snap_path, scan_all, dict(state.producers))
     if not seeded:
         findings.append(Finding("warning", "state_incomplete", str(p.path),
-                                f"no usable producer snapshot: the state starts empty at offset {start} (as the "
-                                f"broker's does); a transaction begun before it and silent since is not seen"
-                                + ("" if scan_all else "; --scan-all reads every segment")))
+                                f"{note}: the state starts empty at offset {start} (as the broker's does); a "
+                                f"transaction begun before it and silent since is not seen"
+                                + ("" if scan_all or start == log_start else "; --scan-all reads every segment")))
     r.complete = seeded and not watch.damaged
     _open_transactions(r, p, state, watch)
     unstable = [t.first_offset for t in r.open] + [first for first, _m in watch.unreplicated]

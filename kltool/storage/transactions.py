@@ -40,6 +40,7 @@ __all__ = ["DEFAULT_MAX_TRANSACTION_TIMEOUT_MS", "PRODUCER_ID_EXPIRATION_MS", "O
 
 DEFAULT_MAX_TRANSACTION_TIMEOUT_MS = 15 * 60 * 1000  # transaction.max.timeout.ms; find-hanging's default
 PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms
+LOOKUP_CHUNK = 64 << 10  # a lookup reads a few batches, not a walker's 4 MiB chunk
 SNAPSHOT_CHECK_LIMIT = 1000  # producers of the latest snapshot checked against their batches (startup mode)
 
 
@@ -213,16 +214,15 @@ def _high_watermark(p, leo: int) -> tuple[int, str]:
 
 
 def batch_at(p, offset: int) -> BatchHeader | None:
-    """The CRC-valid batch holding ``offset``, found through the indexes (None: no batch holds it)."""
-    from .read import read_partition
-
-    for _seg, item in read_partition(p, from_offset=offset, to_offset=offset, with_data=False):
-        if not isinstance(item, BatchHeader):
-            continue
-        if item.base_offset > offset:
-            return None
-        if item.crc_valid and item.base_offset <= offset <= item.last_offset:
-            return item
+    """The CRC-valid batch holding ``offset``, found the broker's way (segment by base offset, the offset
+    index, a short scan read in small chunks); None when no batch holds it."""
+    for seg in p.segments_from(offset):
+        start = seg.position_for_offset(offset) if seg.base_offset < offset else 0
+        for h in seg.batches(start=start, chunk_size=LOOKUP_CHUNK):
+            if h.base_offset > offset:
+                return None
+            if h.crc_valid and h.last_offset >= offset:
+                return h if h.base_offset <= offset else None
     return None
 
 

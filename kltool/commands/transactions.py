@@ -7,6 +7,7 @@ import time
 
 import click
 
+from ..errors import UsageError
 from ..storage.transactions import DEFAULT_MAX_TRANSACTION_TIMEOUT_MS, partition_transactions
 from .common import format_time, parse_time, partitions_of_files, paths_argument, select, selection_options
 
@@ -28,6 +29,23 @@ def _ms(ms: int | None) -> str:
     return "-" + out if neg else out
 
 
+FIND_HANGING = ("Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch", "StartOffset", "LastTimestamp",
+                "Duration(min)")
+
+
+def kafka_table(headers, rows) -> list[str]:
+    """kafka-transactions.sh's table (``TransactionsCommand.prettyPrintTable``): each cell padded to its
+    column's width and followed by a tab, the header first."""
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    return ["".join(c.ljust(w) + "\t" for c, w in zip(r, widths, strict=True)) for r in [list(headers), *rows]]
+
+
+def format_option(what: str):
+    return click.option("--format", "fmt", type=click.Choice(["table", "kafka"]), default="table", show_default=True,
+                        help=f"kafka: the table kafka-transactions.sh {what} prints (tab-separated columns), for "
+                             f"comparing with the live broker.")
+
+
 def state_options(f):
     """--now and --scan-all, shared by transactions and producers."""
     f = click.option("--scan-all", is_flag=True, help="Read every segment from the first (not only the latest "
@@ -42,8 +60,6 @@ def load_states(out, paths, topic, partition_spec, now_, scan_all, timeout_ms, c
     """The PartitionTransactions of every selected partition (normal directories only), in order."""
     now = int(time.time() * 1000) if now_ is None else parse_time(now_)
     sel = partitions_of_files(out, select(paths, topic, partition_spec), command)
-    from ..errors import UsageError
-
     parts = [p for p in sel.partitions if p.kind == "normal"]
     if not parts:
         raise UsageError(f"{command} needs a log dir or partition directories: none found in " + ", ".join(paths))
@@ -72,8 +88,9 @@ def emit_findings(out, results) -> None:
                    "as kafka-transactions.sh find-hanging takes it).")
 @click.option("--aborted", is_flag=True, help="Also list the aborted transactions of the range read, each with "
               "whether its segment's .txnindex has it.")
+@format_option("find-hanging")
 @click.pass_obj
-def command(out, paths, topic, partition_spec, now_, scan_all, timeout_min, aborted):
+def command(out, paths, topic, partition_spec, now_, scan_all, timeout_min, aborted, fmt):
     """Open and hanging transactions, the last stable offset (LSO) and the aborted ranges against each
     segment's .txnindex, per partition, as the broker sees them after start-up: the latest producer
     snapshot and the log after it (--scan-all: every segment).
@@ -87,11 +104,20 @@ def command(out, paths, topic, partition_spec, now_, scan_all, timeout_min, abor
       kltool transactions /var/lib/kafka/data --topic orders
       kltool transactions /var/lib/kafka/data/orders-3 --now 2024-05-01T12:00:00Z
       kltool --json transactions /data --max-transaction-timeout 5 --scan-all
+      kltool transactions /data --topic orders --format kafka   # find-hanging's table
     """
+    if fmt == "kafka" and out.json_mode:
+        raise UsageError("--format kafka and --json are two output formats: give one")
     results = list(load_states(out, paths, topic, partition_spec, now_, scan_all, timeout_min * 60000,
                                "transactions"))
     opened = [t for r in results for t in r.open]
     hanging = [t for t in opened if t.hanging]
+    if fmt == "kafka":  # find-hanging's table (duration in whole minutes since the last timestamp)
+        rows = [[t.topic, str(t.partition), str(t.producer_id), str(t.producer_epoch), str(t.coordinator_epoch),
+                 str(t.first_offset), str(t.last_timestamp), str(t.idle_ms // 60000)]
+                for t in sorted(hanging, key=lambda t: (t.topic, t.partition, t.producer_id))]
+        out.write_lines(kafka_table(FIND_HANGING, rows))
+        return 1 if hanging else 0
     if out.json_mode:
         for r in results:
             out.emit(r.to_json())

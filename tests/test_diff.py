@@ -201,3 +201,14 @@ def test_property_matches_brute_force(tmp_path_factory, common, extra_a, extra_b
     # B follows A: it keeps its common prefix, and with A at a newer epoch loses all it wrote alone
     if bump and extra_a:
         assert d.truncation_offset == 3 * common and d.lost.batches == extra_b
+
+
+def test_two_partitions_of_other_names_are_refused_unless_their_topic_id_matches(tmp_path):
+    a = logdir(tmp_path, "a", topics=("t", "u"))
+    (a / "u-0" / "partition.metadata").unlink()  # (an old ZooKeeper-era dir has none)
+    with pytest.raises(UsageError, match="t-0 and u-0"):
+        pair_partitions(select([str(a / "t-0")], None, None), select([str(a / "u-0")], None, None))
+    shutil.copytree(a / "t-0", tmp_path / "renamed" / "t2-0")
+    pairs, _a, _b = pair_partitions(select([str(a / "t-0")], None, None),
+                                    select([str(tmp_path / "renamed" / "t2-0")], None, None))
+    assert len(pairs) == 1

@@ -35,6 +35,11 @@ def _text(out, d: PartitionDiff, shown: list) -> None:
         for x in shown:
             out.line(f"    {x.base_offset}..{x.last_offset}: crc {x.crc_a} / {x.crc_b}, {x.size_a} / {x.size_b} bytes, "
                      f"leader epoch {x.epoch_a} / {x.epoch_b}")
+    def epochs(cache):
+        return " ".join(f"{e}@{o}" for e, o in cache) or "none"
+
+    out.line(f"  leader epochs (epoch@start offset): A {epochs(d.cache_a)} ({d.epochs_a}), "
+             f"B {epochs(d.cache_b)} ({d.epochs_b})")
     out.line(f"  B as A's follower truncates to {d.truncation_offset} ({d.truncation_rule})")
     out.line(f"  and loses:    {_span(d.lost)}")
 

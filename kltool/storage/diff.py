@@ -173,9 +173,9 @@ def _derived_cache(p) -> list[tuple[int, int]]:
 
 
 def pair_partitions(sel_a, sel_b) -> tuple[list[tuple], list, list]:
-    """([(A partition, B partition)], only in A, only in B): two partition directories are a pair whatever
-    their names; otherwise partitions pair by topic and number. Two copies with different topic ids
-    (``partition.metadata``) are refused (UsageError)."""
+    """([(A partition, B partition)], only in A, only in B): two partition directories are a pair (when
+    their names differ, only if their topic ids say they are one); otherwise partitions pair by topic and
+    number. Two copies with different topic ids (``partition.metadata``) are refused (UsageError)."""
     def normal(sel):
         return {(p.topic, p.partition): p for p in sel.partitions if p.kind == "normal"}
 
@@ -192,6 +192,9 @@ def pair_partitions(sel_a, sel_b) -> tuple[list[tuple], list, list]:
         if ida is not None and idb is not None and ida != idb:
             raise UsageError(f"not copies of the same partition: topic id {ida} in {pa.path / fn.PARTITION_METADATA}"
                              f", {idb} in {pb.path / fn.PARTITION_METADATA}")
+        if (pa.topic, pa.partition) != (pb.topic, pb.partition) and (ida is None or ida != idb):
+            raise UsageError(f"not copies of the same partition: {pa.topic}-{pa.partition} and {pb.topic}-"
+                             f"{pb.partition}, and no topic id (partition.metadata) says they are one", path=pb.path)
     return pairs, only_a, only_b
 
 
@@ -229,6 +232,8 @@ class PartitionDiff:
     truncation_rule: str = ""
     epochs_a: str = ""
     epochs_b: str = ""
+    cache_a: list = field(default_factory=list)  # [(epoch, start offset)] as the broker loads it
+    cache_b: list = field(default_factory=list)
     damaged: bool = False
     findings: list = field(default_factory=list)  # (filled by :meth:`compare`)
     batch_diffs: list = field(default_factory=list)  # the first ``keep`` of them (filled by :meth:`compare`)
@@ -243,6 +248,7 @@ class PartitionDiff:
                 "log_end_offset_a": self.log_end_a, "log_end_offset_b": self.log_end_b,
                 "truncation_offset": self.truncation_offset, "truncation_rule": self.truncation_rule,
                 "leader_epochs_a": self.epochs_a, "leader_epochs_b": self.epochs_b,
+                "epoch_cache_a": [list(e) for e in self.cache_a], "epoch_cache_b": [list(e) for e in self.cache_b],
                 "common": self.common.to_json(), "only_a": self.only_a.to_json(), "only_b": self.only_b.to_json(),
                 "differing_batches": self.differing_batches, "follower_loses": self.lost.to_json(),
                 "complete": not self.damaged}
@@ -276,6 +282,7 @@ class PartitionDiff:
     def run(self) -> Iterator[BatchDiff | Finding]:
         self.log_end_a, self.log_end_b = self.a.log_end_offset(), self.b.log_end_offset()
         ca, cb, notes = self._caches()
+        self.cache_a, self.cache_b = ca, cb
         yield from notes
         self.truncation_offset, self.truncation_rule = follower_truncation(
             ca, self.log_end_a, cb, self.log_end_b, _high_watermark(self.b, self.log_end_b))

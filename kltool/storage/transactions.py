@@ -113,7 +113,7 @@ class PartitionTransactions:
     open: list[OpenTransaction] = field(default_factory=list)
     aborted: list[AbortedRange] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
-    complete: bool = True  # no damage in the range read and the state before it is known
+    complete: bool = True  # no damage in the range read, and the state before it known (or all the log read)
 
     @property
     def hanging(self) -> list[OpenTransaction]:
@@ -258,12 +258,12 @@ def partition_transactions(p, *, now: int, max_transaction_timeout_ms: int = DEF
     findings += watch.findings
     r = PartitionTransactions(p.topic, p.partition, p.path, now, max_transaction_timeout_ms, log_start, leo, hw,
                               hw_source, hw, start, snap_path, scan_all, dict(state.producers))
-    if not seeded:
-        findings.append(Finding("warning", "state_incomplete", str(p.path),
+    if not seeded:  # (a note when the broker reads all there is: its answer is this one)
+        findings.append(Finding("info" if start == log_start else "warning", "state_incomplete", str(p.path),
                                 f"{note}: the state starts empty at offset {start} (as the broker's does); a "
                                 f"transaction begun before it and silent since is not seen"
                                 + ("" if scan_all or start == log_start else "; --scan-all reads every segment")))
-    r.complete = seeded and not watch.damaged
+    r.complete = (seeded or start == log_start) and not watch.damaged
     _open_transactions(r, p, state, watch)
     unstable = [t.first_offset for t in r.open] + [first for first, _m in watch.unreplicated]
     r.last_stable_offset = min([hw, *unstable])

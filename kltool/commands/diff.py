@@ -72,8 +72,11 @@ def command(out, a, b, topic, partition_spec):
 
     if not sel_a.partitions or not sel_b.partitions:
         raise UsageError("diff compares partition directories or log dirs", path=a if not sel_a.partitions else b)
-    pairs, only_a, only_b = pair_partitions(sel_a, sel_b)
+    notes: list[Finding] = []
+    pairs, only_a, only_b = pair_partitions(sel_a, sel_b, notes)
     differ = errors = 0
+    for f in notes:
+        out.emit(f.to_json()) if out.json_mode else out.line(f.line())
     for side, parts in (("A", only_a), ("B", only_b)):
         for p in parts:
             differ += 1

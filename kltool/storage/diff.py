@@ -172,10 +172,23 @@ def _derived_cache(p) -> list[tuple[int, int]]:
 # ---------------------------------------------------------------------------------------------- pairing
 
 
-def pair_partitions(sel_a, sel_b) -> tuple[list[tuple], list, list]:
+def _topic_id(p, notes: list | None) -> str | None:
+    """The partition's topic id; None when it has no ``partition.metadata`` or it cannot be read (a warning
+    in ``notes`` then: the copies are compared, their identity unproven)."""
+    try:
+        return p.metadata_topic_id()
+    except (OSError, UnicodeDecodeError, CorruptDataError) as e:
+        if notes is not None:
+            notes.append(Finding("warning", "partition_metadata", str(p.path / fn.PARTITION_METADATA),
+                                 f"unreadable, the topic id unknown: {e}"))
+        return None
+
+
+def pair_partitions(sel_a, sel_b, notes: list | None = None) -> tuple[list[tuple], list, list]:
     """([(A partition, B partition)], only in A, only in B): two partition directories are a pair (when
     their names differ, only if their topic ids say they are one); otherwise partitions pair by topic and
-    number. Two copies with different topic ids (``partition.metadata``) are refused (UsageError)."""
+    number. Two copies with different topic ids (``partition.metadata``) are refused (UsageError); an
+    unreadable ``partition.metadata`` is a warning in ``notes``."""
     def normal(sel):
         return {(p.topic, p.partition): p for p in sel.partitions if p.kind == "normal"}
 
@@ -188,7 +201,7 @@ def pair_partitions(sel_a, sel_b) -> tuple[list[tuple], list, list]:
         only_a = [a[k] for k in sorted(a.keys() - b.keys())]
         only_b = [b[k] for k in sorted(b.keys() - a.keys())]
     for pa, pb in pairs:
-        ida, idb = pa.metadata_topic_id(), pb.metadata_topic_id()
+        ida, idb = _topic_id(pa, notes), _topic_id(pb, notes)
         if ida is not None and idb is not None and ida != idb:
             raise UsageError(f"not copies of the same partition: topic id {ida} in {pa.path / fn.PARTITION_METADATA}"
                              f", {idb} in {pb.path / fn.PARTITION_METADATA}")

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from kltool.errors import UsageError
 from kltool.format.batch import build_v2_batch
 from kltool.storage import scan
-from kltool.storage.diff import PartitionDiff, end_offset_for, follower_truncation, pair_partitions
+from kltool.storage.diff import PartitionDiff, pair_partitions
+from kltool.storage.epoch_cache import end_offset_for, follower_truncation
 from kltool.storage.partition import Partition
 from kltool.storage.select import select
 from kltool.storage.topic_config import TopicConfig

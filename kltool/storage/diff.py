@@ -14,10 +14,8 @@ Reported per partition (:class:`PartitionDiff`):
 * what both have, and what only A and only B have (offsets, records, bytes, time range), and each pair
   of batches with the same offsets and different content (:class:`BatchDiff`);
 * ``truncation_offset``: where the broker truncates B when B follows A, by Kafka's OffsetsForLeaderEpoch
-  rule (``LeaderEpochFileCache.endOffsetFor`` on both sides, ``AbstractFetcherThread
-  .getOffsetTruncationState``, repeated while the follower does not know the epoch the leader answers
-  with), from each side's leader-epoch cache (``leader-epoch-checkpoint``, or the batches' epochs when
-  it is missing), and ``lost``: the batches of B at and after it, which that truncation removes. Where
+  rule (:mod:`kltool.storage.epoch_cache`), from each side's leader-epoch cache
+  (``leader-epoch-checkpoint``, or the batches' epochs when it is missing), and ``lost``: the batches of B at and after it, which that truncation removes. Where
   the epoch rule keeps data that differs (truncation above the divergence), a finding says so.
 """
 
@@ -29,13 +27,12 @@ from dataclasses import dataclass, field
 from ..errors import CorruptDataError, UsageError
 from ..format import names as fn
 from ..format.records import BatchHeader
+from .epoch_cache import derived_cache, follower_truncation, leader_epoch_cache
 from .findings import Finding
 from .scan import Damage
+from .transactions import high_watermark
 
-__all__ = ["SideStats", "BatchDiff", "PartitionDiff", "pair_partitions", "end_offset_for", "follower_truncation",
-           "leader_epoch_cache"]
-
-UNDEFINED = -1  # UNDEFINED_EPOCH / UNDEFINED_EPOCH_OFFSET
+__all__ = ["SideStats", "BatchDiff", "PartitionDiff", "pair_partitions"]
 
 
 class SideStats:
@@ -86,89 +83,6 @@ class BatchDiff:
                 "size_b": self.size_b, "leader_epoch_a": self.epoch_a, "leader_epoch_b": self.epoch_b}
 
 
-# --------------------------------------------------------------------------------- the leader-epoch rule
-
-
-def end_offset_for(cache: list[tuple[int, int]], requested: int, log_end_offset: int) -> tuple[int, int]:
-    """``LeaderEpochFileCache.endOffsetFor``: (epoch, end offset) for ``requested`` on a replica whose
-    cache is ``cache`` [(epoch, start offset)] ascending and whose log ends at ``log_end_offset``."""
-    if requested == UNDEFINED or not cache:
-        return UNDEFINED, UNDEFINED
-    if cache[-1][0] == requested:
-        return requested, log_end_offset
-    higher = next(((e, s) for e, s in cache if e > requested), None)
-    if higher is None:
-        return UNDEFINED, UNDEFINED
-    floor = None
-    for e, s in cache:
-        if e <= requested:
-            floor = (e, s)
-    if floor is None:
-        return requested, higher[1]
-    return floor[0], higher[1]
-
-
-def follower_truncation(leader: list[tuple[int, int]], leader_leo: int, follower: list[tuple[int, int]],
-                        follower_leo: int, follower_hw: int) -> tuple[int, str]:
-    """Where the follower truncates (offset, how it was found), by the rule its fetcher applies to the
-    leader's answers (``getOffsetTruncationState``), asking again with its latest epoch while the leader
-    answers with an epoch the follower does not know."""
-    cache, leo = list(follower), follower_leo
-    for _ in range(len(follower) + 2):
-        if not cache:
-            return min(follower_hw, leo), "the follower has no leader epoch: it truncates to its high watermark"
-        asked = cache[-1][0]
-        epoch, end = end_offset_for(leader, asked, leader_leo)
-        if end == UNDEFINED:
-            return leo, (f"the leader knows no epoch at or below {asked}: the follower keeps its log "
-                         f"(A cannot be B's leader)")
-        if epoch == UNDEFINED:
-            return min(end, leo), f"the leader answers end offset {end} without an epoch"
-        f_epoch, f_end = end_offset_for(cache, epoch, leo)
-        if f_end == UNDEFINED:
-            return min(end, leo), (f"the follower tracks no epoch at or below the leader's {epoch}: "
-                                   f"min(leader end offset {end}, log end)")
-        if f_epoch != epoch:
-            leo = min(f_end, leo)
-            cache = [(e, s) for e, s in cache if s < leo]
-            continue
-        return min(f_end, end, leo), (f"epoch {epoch}: ends at {end} on the leader and {f_end} on the "
-                                      f"follower (asked for epoch {asked})")
-    return leo, "no answer"  # (unreachable: each round shortens the follower's cache)
-
-
-def leader_epoch_cache(p, leo: int, log_start: int) -> tuple[list[tuple[int, int]] | None, str]:
-    """The leader-epoch cache the broker loads: ``leader-epoch-checkpoint`` with entries at or past the log
-    end dropped and the one covering the log start moved to it (``truncateFromEnd``/``truncateFromStart``);
-    (None, why) when it is missing or unreadable."""
-    from ..format.checkpoints import parse_leader_epoch_checkpoint
-
-    path = p.path / fn.LEADER_EPOCH_CHECKPOINT
-    try:
-        entries = parse_leader_epoch_checkpoint(path.read_text(encoding="utf-8"), path=str(path))
-    except FileNotFoundError:
-        return None, "missing"
-    except (OSError, UnicodeDecodeError, CorruptDataError) as e:
-        return None, f"unreadable: {e}"
-    entries = [(e, s) for e, s in entries if s < leo]
-    kept = [(e, s) for e, s in entries if s > log_start]
-    below = [(e, s) for e, s in entries if s <= log_start]
-    if below:
-        kept.insert(0, (below[-1][0], log_start))
-    return kept, "checkpoint"
-
-
-def _derived_cache(p) -> list[tuple[int, int]]:
-    """The cache as recovery rebuilds it from the batches: (epoch, base offset) where the epoch rises."""
-    out: list[tuple[int, int]] = []
-    for seg in p.segments:
-        for h in seg.batches():
-            if h.crc_valid and h.magic == 2 and h.partition_leader_epoch >= 0 and \
-                    (not out or h.partition_leader_epoch > out[-1][0]):
-                out.append((h.partition_leader_epoch, h.base_offset))
-    return out
-
-
 # ---------------------------------------------------------------------------------------------- pairing
 
 
@@ -212,17 +126,6 @@ def pair_partitions(sel_a, sel_b, notes: list | None = None) -> tuple[list[tuple
 
 
 # ------------------------------------------------------------------------------------------- the walk
-
-
-def _high_watermark(p, leo: int) -> int:
-    if p.logdir is not None:
-        try:
-            hw = p.logdir.checkpoint(fn.REPLICATION_OFFSET_CHECKPOINT).get((p.topic, p.partition))
-        except CorruptDataError:
-            hw = None
-        if hw is not None:
-            return min(hw, leo)
-    return leo
 
 
 @dataclass
@@ -275,7 +178,7 @@ class PartitionDiff:
                 notes.append(Finding("info", "leader_epochs_derived", str(p.path / fn.LEADER_EPOCH_CHECKPOINT),
                                      f"leader-epoch-checkpoint {source}: {name}'s epochs are read from its batches "
                                      f"(as the broker's recovery rebuilds them)"))
-                cache, source = _derived_cache(p), "batches"
+                cache, source = derived_cache(p), "batches"
             caches.append(cache)
             if name == "A":
                 self.epochs_a = source
@@ -298,7 +201,7 @@ class PartitionDiff:
         self.cache_a, self.cache_b = ca, cb
         yield from notes
         self.truncation_offset, self.truncation_rule = follower_truncation(
-            ca, self.log_end_a, cb, self.log_end_b, _high_watermark(self.b, self.log_end_b))
+            ca, self.log_end_a, cb, self.log_end_b, high_watermark(self.b, self.log_end_b)[0])
         sink: list[Finding] = []
         yield from self._merge(self._batches(self.a, sink), self._batches(self.b, sink), sink)
         yield from sink

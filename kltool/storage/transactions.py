@@ -202,7 +202,9 @@ class _Watch:
             self.aborted.setdefault(seg.base_offset, []).append(result)
 
 
-def _high_watermark(p, leo: int) -> tuple[int, str]:
+def high_watermark(p, leo: int) -> tuple[int, str]:
+    """(high watermark, where it came from): the partition's line in ``replication-offset-checkpoint``, at
+    most the log end offset, else the log end offset."""
     if p.logdir is not None:
         try:
             hw = p.logdir.checkpoint(fn.REPLICATION_OFFSET_CHECKPOINT).get((p.topic, p.partition))
@@ -234,7 +236,7 @@ def partition_transactions(p, *, now: int, max_transaction_timeout_ms: int = DEF
     segs = p.segments
     leo = p.log_end_offset()
     log_start = p.log_start_offset()
-    hw, hw_source = _high_watermark(p, leo)
+    hw, hw_source = high_watermark(p, leo)
     findings: list[Finding] = []
     if scan_all:
         start, note = log_start, "--scan-all"

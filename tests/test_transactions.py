@@ -377,3 +377,39 @@ def test_format_kafka_prints_kafka_transactions_tables(kl, tmp_path):
     assert [ln.split()[0] for ln in r.out.splitlines()[1:]] == ["3"]
     r = kl("--json", "producers", part, "--format", "kafka")
     assert r.code == 2 and "two output formats" in r.err
+
+
+# ------------------------------------------------------------------------------ a real Kafka 4.4 broker's log dir
+
+BROKER = FIXTURES / "forensics" / "kafka4.4-kraft-transactions"
+
+
+def test_producers_equal_describe_producers_of_the_live_broker(kl):
+    """fixtures/forensics/kafka4.4-kraft-transactions: a KRaft broker (Apache Kafka 4.4.0) with committed,
+    aborted and fenced transactions, two producers killed mid-transaction, a crash and restarts; its
+    describe-producers output was taken from the live broker just before its last clean stop."""
+    now = (BROKER / "now.txt").read_text().strip()
+    r = kl("producers", BROKER / "logdir" / "t-0", "--format", "kafka", "--now", now)
+    assert r.code == 0, r
+    assert r.out == (BROKER / "describe-producers.txt").read_text()
+    # both ways of reading agree, and the broker's .txnindex and snapshot agree with the log
+    for scan_all in (False, True):
+        res = partition_transactions(Partition(BROKER / "logdir" / "t-0"), now=int(now), scan_all=scan_all)
+        assert [f for f in res.findings if f.severity != "info"] == [], res.findings
+        assert {t.producer_id: t.first_offset for t in res.open} == {3: 24, 1000: 35}
+        assert res.last_stable_offset == 24 and res.high_watermark == 46
+
+
+def test_find_hanging_candidates_of_the_live_broker(kl):
+    """find-hanging lists the open transactions idle longer than the timeout whose transactional id the
+    coordinator no longer knows as ongoing there. Offline only the first half is visible: kltool's
+    hanging list at --max-transaction-timeout 0 is describe-producers' open transactions, a superset of
+    find-hanging's (empty here: the coordinator still had both as Ongoing, list-transactions.txt)."""
+    now = (BROKER / "now.txt").read_text().strip()
+    r = kl("transactions", BROKER / "logdir", "--now", now, "--max-transaction-timeout", "0", "--format", "kafka")
+    rows = [ln.split() for ln in r.out.splitlines()[1:]]
+    described = {ln.split()[0]: ln.split()[5] for ln in (BROKER / "describe-producers.txt").read_text().splitlines()[1:]}
+    assert {(row[2], row[5]) for row in rows} == {(pid, off) for pid, off in described.items() if off != "None"}
+    assert (BROKER / "find-hanging.txt").read_text().splitlines()[1:] == []
+    assert {"txn-hang", "txn-hang2"} <= {ln.split()[0] for ln in (BROKER / "list-transactions.txt").read_text()
+                                         .splitlines() if "Ongoing" in ln}

@@ -4,6 +4,7 @@ point, against a brute-force comparison of every batch."""
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -21,6 +22,7 @@ from kltool.storage.write.create import create_topic
 from kltool.storage.write.writer import PartitionWriter
 
 TS0 = 1_700_000_000_000
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "forensics"
 
 
 def append(part, n_batches: int, *, epoch: int, tag: bytes, ts: int = TS0, segment_bytes: int = 1 << 20) -> int:
@@ -132,7 +134,10 @@ def test_kafkas_truncation_rule():
     # (40) and asks again with epoch 0
     assert follower_truncation(cache, 100, [(0, 0), (2, 40), (3, 60)], 80, 0)[0] == 30
     # no epochs on the follower: its high watermark
-    assert follower_truncation(cache, 100, [], 80, 25) == (25, follower_truncation(cache, 100, [], 80, 25)[1])
+    assert follower_truncation(cache, 100, [], 80, 25)[0] == 25
+    # the follower's latest epoch is above all the leader knows: its log end, cut to the leader's (out of range)
+    assert follower_truncation([(0, 0), (1, 30)], 60, [(0, 0), (5, 40)], 50, 0)[0] == 50
+    assert follower_truncation([(0, 0), (1, 30)], 45, [(0, 0), (5, 40)], 50, 0)[0] == 45
 
 
 def test_different_topic_ids_are_refused(tmp_path, kl):
@@ -213,3 +218,26 @@ def test_two_partitions_of_other_names_are_refused_unless_their_topic_id_matches
     pairs, _a, _b = pair_partitions(select([str(a / "t-0")], None, None),
                                     select([str(tmp_path / "renamed" / "t2-0")], None, None))
     assert len(pairs) == 1
+
+
+def test_the_brokers_own_truncation_of_a_copy_put_back_as_follower(kl):
+    """fixtures/forensics/kafka4.4-epoch-truncation (two Apache Kafka 4.4.0 brokers): the leader's partition
+    copied while it ran, 5 more records produced to the leader, the copy given 3 batches at a new leader
+    epoch by kltool's writer, put back as the follower's replica. The follower broker logged "Truncating to
+    offset 15" (follower-broker.log) and kept follower-after/: what kltool predicts, including the
+    divergent records it keeps (its epoch 1 is one the leader never had)."""
+    base = FIX / "kafka4.4-epoch-truncation"
+    d = run(base / "leader" / "u-0", base / "follower-before" / "u-0")
+    logged = (base / "follower-broker.log").read_text()
+    assert f"Truncating to offset {d.truncation_offset} " in logged and d.truncation_offset == 15
+    kept = [(h.base_offset, h.last_offset, h.crc) for s in Partition(base / "follower-after" / "u-0").segments
+            for h in scan.batches(s.log_path)]
+    before = [(h.base_offset, h.last_offset, h.crc) for s in Partition(base / "follower-before" / "u-0").segments
+              for h in scan.batches(s.log_path)]
+    lost = [b for b in before if b not in kept]
+    assert kept == before[:len(kept)]
+    assert (d.lost.batches, d.lost.first_offset, d.lost.last_offset) == (len(lost), lost[0][0], lost[-1][1])
+    assert d.diverge_offset == 10 and [x.kind for x in d.items if getattr(x, "kind", "") == "divergence_kept"]
+    r = kl("--json", "diff", base / "leader" / "u-0", base / "follower-before" / "u-0")
+    (div,) = [o for o in r.json() if o["type"] == "divergence"]
+    assert div["truncation_offset"] == 15 and div["follower_loses"]["records"] == 6

@@ -43,18 +43,20 @@ def follower_truncation(leader: list[tuple[int, int]], leader_leo: int, follower
                         follower_leo: int, follower_hw: int) -> tuple[int, str]:
     """Where the follower truncates (offset, how it was found), by the rule its fetcher applies to the
     leader's answers (``getOffsetTruncationState``), asking again with its latest epoch while the leader
-    answers with an epoch the follower does not know."""
+    answers with an epoch the follower does not know. Where the rule keeps the follower's initial fetch
+    offset (its log end, or its high watermark when it has no leader epoch) and that lies past the leader's
+    log end, the fetch is out of range and the follower truncates to the leader's log end
+    (``fetchOffsetAndTruncate``)."""
     cache, leo = list(follower), follower_leo
     for _ in range(len(follower) + 2):
         if not cache:
-            return min(follower_hw, leo), "the follower has no leader epoch: it truncates to its high watermark"
+            return _out_of_range(min(follower_hw, leo), leader_leo,
+                                 "the follower has no leader epoch: it truncates to its high watermark")
         asked = cache[-1][0]
         epoch, end = end_offset_for(leader, asked, leader_leo)
         if end == UNDEFINED:
-            return leo, (f"the leader knows no epoch at or below {asked}: the follower keeps its log "
-                         f"(A cannot be B's leader)")
-        if epoch == UNDEFINED:
-            return min(end, leo), f"the leader answers end offset {end} without an epoch"
+            return _out_of_range(leo, leader_leo, f"the leader knows no epoch at or below {asked}: the follower "
+                                                  f"keeps its initial fetch offset, its log end")
         f_epoch, f_end = end_offset_for(cache, epoch, leo)
         if f_end == UNDEFINED:
             return min(end, leo), (f"the follower tracks no epoch at or below the leader's {epoch}: "
@@ -66,6 +68,12 @@ def follower_truncation(leader: list[tuple[int, int]], leader_leo: int, follower
         return min(f_end, end, leo), (f"epoch {epoch}: ends at {end} on the leader and {f_end} on the "
                                       f"follower (asked for epoch {asked})")
     return leo, "no answer"  # (unreachable: each round shortens the follower's cache)
+
+
+def _out_of_range(offset: int, leader_leo: int, why: str) -> tuple[int, str]:
+    if offset > leader_leo:
+        return leader_leo, f"{why}; past the leader's log end {leader_leo}, the fetch is out of range: truncate there"
+    return offset, why
 
 
 def leader_epoch_cache(p, leo: int, log_start: int) -> tuple[list[tuple[int, int]] | None, str]:

@@ -241,3 +241,22 @@ def test_the_brokers_own_truncation_of_a_copy_put_back_as_follower(kl):
     r = kl("--json", "diff", base / "leader" / "u-0", base / "follower-before" / "u-0")
     (div,) = [o for o in r.json() if o["type"] == "divergence"]
     assert div["truncation_offset"] == 15 and div["follower_loses"]["records"] == 6
+
+
+def test_a_real_unclean_election(kl):
+    """fixtures/forensics/kafka4.4-unclean-election (Apache Kafka 4.4.0: a controller and two brokers, topic u
+    with unclean.leader.election.enable): 10 records on both replicas, the follower stopped, 5 more on the
+    leader alone, the leader stopped, the out-of-sync follower elected (epoch 2) and given 3 records, the old
+    leader started again as its follower. Its broker logged "Truncating to offset 10" and ended equal to
+    the new leader: kltool's truncation point, and its "loses" are exactly the 5 records only it had."""
+    base = FIX / "kafka4.4-unclean-election"
+    d = run(base / "new-leader" / "u-0", base / "old-leader-before" / "u-0")
+    assert "Truncating to offset 10 " in (base / "follower-broker.log").read_text()
+    assert (d.diverge_offset, d.truncation_offset) == (10, 10)
+    assert (d.lost.records, d.lost.first_offset, d.lost.last_offset) == (5, 10, 14)
+    assert (d.only_a.records, d.only_b.records, d.common.records) == (3, 5, 10)
+    assert not [x for x in d.items if getattr(x, "severity", None) in ("error", "warning")]
+    after = run(base / "new-leader" / "u-0", base / "old-leader-after" / "u-0")
+    assert after.identical and after.common.records == 13
+    diverge, bb = brute(base / "new-leader" / "u-0", base / "old-leader-before" / "u-0")
+    assert diverge == 10 and sum(x[4] for x in bb if x[1] >= 10) == d.lost.records

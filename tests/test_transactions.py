@@ -413,3 +413,17 @@ def test_find_hanging_candidates_of_the_live_broker(kl):
     assert (BROKER / "find-hanging.txt").read_text().splitlines()[1:] == []
     assert {"txn-hang", "txn-hang2"} <= {ln.split()[0] for ln in (BROKER / "list-transactions.txt").read_text()
                                          .splitlines() if "Ongoing" in ln}
+
+
+def test_log_start_inside_transactions_reads_like_the_broker_without_false_findings(tmp_path):
+    """No snapshot and a log start offset (12) inside open transactions: the broker replays from 12 with empty
+    state, as kltool does; ABORTs of transactions begun before 12 cannot be checked and give no finding."""
+    part, _leo = scenario(tmp_path, close_snapshot=False)
+    (part.parent / "log-start-offset-checkpoint").write_text("0\n1\nt 0 12\n")
+    from kltool.storage.logdir import open_partition
+
+    r = partition_transactions(open_partition(part), now=TS0)
+    assert r.snapshot_offset == 12 and r.complete
+    assert [f.kind for f in r.findings] == ["state_incomplete"] and r.findings[0].severity == "info"
+    # the batch holding offset 12 (10..13) is read whole, as the broker's segment.read(12) gives it
+    assert {t.producer_id: t.first_offset for t in r.open} == {3: 10}

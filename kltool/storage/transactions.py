@@ -291,7 +291,7 @@ def _check_txn_indexes(r: PartitionTransactions, p, segs, start: int, watch: _Wa
     """Each segment's ``.txnindex`` (entries whose marker is at or above ``start``) against the aborted
     transactions the replay met in it."""
     out: list[Finding] = []
-    exact_lso = r.complete
+    exact_lso = watch.seeded and not watch.damaged  # (other producers' transactions all known)
     for i, seg in enumerate(segs):
         nxt = segs[i + 1].base_offset if i + 1 < len(segs) else None
         if nxt is not None and nxt <= start:

@@ -178,6 +178,27 @@ class Logs:
         for p in self.partitions:
             yield _partition_offsets(p, target=time, modes=modes, warnings=warnings)
 
+    def transactions(self, *, now: int | None = None, max_transaction_timeout_ms: int = 15 * 60_000,
+                     scan_all: bool = False) -> list:
+        """``kltool transactions`` and ``kltool producers``: per partition a ``PartitionTransactions``
+        (``.open``, ``.hanging``, ``.last_stable_offset``, ``.producers``, ``.aborted``, ``.findings``),
+        from the latest snapshot and the log after it as the broker rebuilds it (``scan_all``: every
+        segment); ``now`` in epoch ms (default: now)."""
+        from .storage.transactions import partition_transactions
+
+        now = int(time.time() * 1000) if now is None else now
+        return [partition_transactions(p, now=now, max_transaction_timeout_ms=max_transaction_timeout_ms,
+                                       scan_all=scan_all) for p in self.partitions if p.kind == "normal"]
+
+    def diff(self, other: Logs) -> list:
+        """``kltool diff``: this copy (A, the leader) against ``other`` (B, the follower), a ``PartitionDiff``
+        per pair of partitions (``.diverge_offset``, ``.truncation_offset``, ``.only_a``, ``.only_b``,
+        ``.lost``, ``.findings``); different topic ids raise UsageError."""
+        from .storage.diff import PartitionDiff, pair_partitions
+
+        pairs, _only_a, _only_b = pair_partitions(self.selection, other.selection)
+        return [PartitionDiff(a, b).compare() for a, b in pairs]
+
     # -- writing (each locks the log dirs it changes) -----------------------------------------------
     def repair(self, *, dry_run: bool = True, backup_dir=None, like_broker: bool = False,
                index_interval_bytes: int | None = None, progress=None, on_action=None):

@@ -26,6 +26,9 @@ COMMANDS = {
     "append": ("kltool.commands.append", "Append records as real batches (every codec, rolling, indexes)."),
     "offsets": ("kltool.commands.offsets", "Offsets by time, earliest/latest, true record counts."),
     "retention": ("kltool.commands.retention", "Apply time, size and start-offset retention offline."),
+    "transactions": ("kltool.commands.transactions", "Open and hanging transactions, LSO, aborted ranges vs .txnindex."),
+    "producers": ("kltool.commands.producers", "Producer state as the broker rebuilds it (snapshot + log)."),
+    "diff": ("kltool.commands.diff", "Where two copies of a partition or log dir diverge, and what each lacks."),
     "spark-report": ("kltool.commands.spark_report", "Batch analytics on a local or remote Spark."),
     "completion": ("kltool.commands.completion", "Print the shell completion script (bash, zsh, fish)."),
 }

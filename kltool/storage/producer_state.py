@@ -25,7 +25,7 @@ from ..format.index import AbortedTxn, encode_aborted_txn
 from ..format.records import BatchHeader
 from ..format.snapshot import ProducerEntry, encode_snapshot, parse_snapshot
 
-__all__ = ["ProducerStateEntry", "ProducerStateManager", "control_of"]
+__all__ = ["ProducerStateEntry", "ProducerStateManager", "SnapshotChoice", "control_of", "latest_snapshot"]
 
 
 @dataclass(slots=True)
@@ -190,39 +190,117 @@ class ProducerStateManager:
         replay of the batches after it (``UnifiedLog.rebuildProducerState``). Without one, the last two
         segments are replayed (the broker assumes empty state before them). Aborted transactions met
         in the replay are in the ``.txnindex`` files already and are not kept."""
-        snap_off, state = None, None
-        for off, spath in sorted(partition.snapshots, reverse=True):
-            if off > log_end_offset:
-                continue
-            try:
-                snap = parse_snapshot(spath.read_bytes(), strict=True)
-            except (OSError, CorruptDataError):
-                continue
-            snap_off, state = off, cls(snap.entries)
-            break
-        segs = partition.segments
-        if state is None:
-            state = cls()
-            snap_off = segs[-2].base_offset if len(segs) >= 2 else (segs[0].base_offset if segs else log_end_offset)
-        if snap_off < log_end_offset:
-            state._replay(segs, snap_off)
-        return state, snap_off
+        snap = latest_snapshot(partition, log_end_offset)
+        state = cls(snap.entries if snap.path is not None else ())
+        if snap.offset < log_end_offset:
+            state.replay(partition.segments, snap.offset)
+        state.take()
+        return state, snap.offset
 
-    def _replay(self, segs, from_offset: int) -> None:
-        """Feed the batches at and above ``from_offset`` (what a snapshot does not cover yet); aborted
-        transactions met are in the ``.txnindex`` files already and are dropped."""
+    def replay(self, segs, from_offset: int, watch=None, until: int | None = None) -> None:
+        """Feed the batches at and above ``from_offset`` of segments ``segs`` (what a snapshot does not
+        cover yet) through :meth:`update`, each segment walked from the offset index's entry at or below
+        ``from_offset``. Batches the broker's state ignores (no producer id, v0/v1) are skipped; a batch
+        :meth:`update` refuses keeps the state as it was (data the broker accepted once).
+
+        ``watch(seg, item, before, result)``, when given, sees every item of the walk in the range: a
+        :class:`~kltool.storage.scan.Damage` or a batch whose CRC fails (``before`` and ``result`` None,
+        not fed), and each batch fed, with ``before`` the producer's open transaction's first offset
+        before it (None: none) and ``result`` what :meth:`update` returned (an AbortedTxn or None) or the
+        CorruptDataError it raised."""
         for i, seg in enumerate(segs):
             nxt = segs[i + 1].base_offset if i + 1 < len(segs) else None
             if nxt is not None and nxt <= from_offset:
                 continue
-            for h in seg.batches():
+            if until is not None and seg.base_offset >= until:
+                return
+            start = seg.position_for_offset(from_offset) if seg.base_offset < from_offset else 0
+            for h in seg.walk(start=start):
+                if until is not None and isinstance(h, BatchHeader) and h.base_offset >= until:
+                    return
+                if not isinstance(h, BatchHeader) or not h.crc_valid:
+                    if watch is not None:
+                        watch(seg, h, None, None)
+                    continue
                 if h.last_offset < from_offset or h.magic < 2 or h.producer_id < 0:
                     continue
+                p = self.producers.get(h.producer_id)
+                before = None if p is None else p.current_txn_first_offset
                 try:
-                    self.update(h, control_of(seg.log_path, h) if h.is_control else None)
-                except CorruptDataError:
-                    pass  # data the broker accepted once; keep the state we have
-        self.take()
+                    result = self.update(h, control_of(seg.log_path, h) if h.is_control else None)
+                except CorruptDataError as e:
+                    result = e  # data the broker accepted once; keep the state we have
+                if watch is not None:
+                    watch(seg, h, before, result)
+
+
+@dataclass(slots=True)
+class SnapshotChoice:
+    """Which ``.snapshot`` the broker loads at start-up (:func:`latest_snapshot`): ``offset`` (the replay
+    starts there), ``path`` and ``entries`` (None and [] when none is usable: ``offset`` is then where
+    the broker starts from empty state), ``skipped``: (path, reason) of the snapshots it passes over
+    (stray, out of range, unreadable, corrupt), and ``note``: how the start was chosen without one."""
+
+    offset: int
+    path: Path | None
+    entries: list
+    skipped: list
+    note: str = ""
+
+
+def latest_snapshot(partition, log_end_offset: int, *, log_start_offset: int | None = None,
+                    clean_shutdown: bool | None = None) -> SnapshotChoice:
+    """The latest valid snapshot at or below the log end offset (a corrupt one is passed over, as the
+    broker deletes it and tries the next older one).
+
+    With ``log_start_offset`` given, the broker's load exactly (``LogLoader.load``,
+    ``ProducerStateManager.removeStraySnapshots`` and ``truncateAndReload``, ``UnifiedLog
+    .rebuildProducerState``): a snapshot whose offset is no segment's base offset is stray (only the
+    largest stray survives, when it is at or past the last segment's base), one at or below the log start
+    offset is deleted; without a usable one the state starts empty at the log start offset (the whole
+    log is replayed), except after a clean shutdown (``clean_shutdown``) with no snapshot file at all,
+    where the broker takes empty snapshots and starts empty at the log end offset (nothing replayed).
+
+    Without ``log_start_offset`` (the writer's resume): every snapshot file counts, and without one the
+    state starts empty at the second-to-last segment's base offset."""
+    segs = partition.segments
+    snaps = sorted(partition.snapshots)
+    skipped = []
+    usable = snaps
+    if log_start_offset is not None:
+        bases = {s.base_offset for s in segs}
+        strays = [off for off, _p in snaps if off not in bases]
+        kept_stray = strays[-1] if strays and (not segs or strays[-1] >= segs[-1].base_offset) else None
+        usable = []
+        for off, spath in snaps:
+            if off not in bases and off != kept_stray:
+                skipped.append((spath, f"its offset {off} is no segment's base offset (a stray snapshot)"))
+            elif off <= log_start_offset and segs:
+                skipped.append((spath, f"its offset {off} is at or below the log start offset {log_start_offset}"))
+            else:
+                usable.append((off, spath))
+    for off, spath in reversed(usable):
+        if off > log_end_offset:
+            skipped.append((spath, f"its offset {off} is above the log end offset {log_end_offset}"))
+            continue
+        try:
+            snap = parse_snapshot(spath.read_bytes(), strict=True)
+        except OSError as e:
+            skipped.append((spath, e.strerror or str(e)))
+            continue
+        except CorruptDataError as e:
+            skipped.append((spath, str(e)))
+            continue
+        return SnapshotChoice(off, spath, snap.entries, skipped)
+    if log_start_offset is None:
+        start = segs[-2].base_offset if len(segs) >= 2 else (segs[0].base_offset if segs else log_end_offset)
+        return SnapshotChoice(start, None, [], skipped)
+    if clean_shutdown and not snaps:
+        return SnapshotChoice(log_end_offset, None, [], skipped,
+                              "a clean shutdown and no snapshot: the broker starts with empty producer state at "
+                              "the log end offset and reads no batch")
+    return SnapshotChoice(log_start_offset, None, [], skipped,
+                          "no usable snapshot: the broker replays the log from the log start offset")
 
 
 def control_of(path_or_data, h: BatchHeader) -> dict | None:

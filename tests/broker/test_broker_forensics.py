@@ -75,7 +75,17 @@ def _transaction(b, tid: str, n: int, commit: bool) -> None:
 
 
 def _txn_tool(b, *args: str) -> str:
-    return run_tool("org.apache.kafka.tools.TransactionsCommand", "--bootstrap-server", b.bootstrap, *args).stdout
+    """TransactionsCommand against the broker; tried again for a few seconds after a start (a leader or the
+    coordinator may still be loading)."""
+    for attempt in range(5):
+        try:
+            return run_tool("org.apache.kafka.tools.TransactionsCommand", "--bootstrap-server", b.bootstrap,
+                            *args).stdout
+        except RuntimeError:
+            if attempt == 4:
+                raise
+            time.sleep(2)
+    raise AssertionError("unreachable")
 
 
 def _describe_producers(b) -> tuple[str, int]:
@@ -192,7 +202,11 @@ def test_transactions_and_producers_equal_kafka_transactions(live, tmp_path):
     b.stop()
     shutil.rmtree(b.partition_dir("__transaction_state", 0))
     b.start()
-    hanging, fh_now = _find_hanging(b)
+    for _ in range(10):  # the coordinator reloads its (now empty) partition: wait until find-hanging names one
+        hanging, fh_now = _find_hanging(b)
+        if hanging:
+            break
+        time.sleep(1)
     b.stop()
     _opened, _aborted, rows = _kl_transactions(b.logdir, fh_now)
     assert [r[:7] for r in hanging] == [r[:7] for r in rows] and len(rows) == 1, (hanging, rows)

@@ -8,8 +8,10 @@ the live broker: describe-producers before a SIGTERM, after the restart and afte
 coordinator no longer knows them as ongoing, which offline can only be bounded (its answer is a subset of
 kltool's hanging at the same --now) until the coordinator's state is lost: then both name the same one.
 
-Diff: the shape of an unclean election, judged by a brute-force comparison built from Kafka's own
-DumpLogSegments output and the leader-epoch-checkpoint files (one broker cannot follow another here).
+Diff: the shape of an unclean election (the copy with kltool's new epoch leads, the broker's partition
+follows), judged by a brute-force comparison built from Kafka's own DumpLogSegments output and the
+leader-epoch-checkpoint files; and the copy put back as a follower's partition on a second, broker-only node,
+where the broker's own "Truncating to offset N" is the judge.
 """
 
 from __future__ import annotations
@@ -304,3 +306,83 @@ def test_diff_unclean_election_shape_equals_brute_force(live, tmp_path):
 
 
 assert harness  # the module's fixture comes from conftest (one broker for both tests)
+
+
+def _follower_node(leader, workdir) -> harness.Broker:
+    """A broker-only node 2 in the leader's cluster (same cluster id, the leader's controller)."""
+    port = harness.free_port()
+    extra = {"process.roles": "broker", "node.id": "2",
+             "controller.quorum.voters": leader.props["controller.quorum.voters"],
+             "listeners": f"PLAINTEXT://127.0.0.1:{port}", "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+             "replica.lag.time.max.ms": "5000"}
+    real = harness.random_cluster_id
+    harness.random_cluster_id = lambda: leader.cluster_id  # format node 2 into the leader's cluster
+    try:
+        node = harness.Broker(workdir, extra)
+    finally:
+        harness.random_cluster_id = real
+    node.port = port
+    return node
+
+
+def test_diff_truncation_equals_a_live_follower(live, tmp_path):
+    """The copy put back as a follower's state: node 1 leads topic uv at epoch 0; a copy of its partition taken
+    while it runs gets 3 batches at epoch 1 from kltool's writer and replaces node 2's partition; node 2 starts
+    as follower and truncates where OffsetsForLeaderEpoch takes it. kltool diff (A = the leader, B = the copy)
+    names the broker's "Truncating to offset N", and what B loses there is what node 2 no longer has."""
+    from kafka.admin import NewTopic
+
+    from kltool.format.batch import build_v2_batch
+    from kltool.storage.topic_config import TopicConfig
+    from kltool.storage.write.writer import PartitionWriter
+
+    b = live
+    f = _follower_node(b, tmp_path / "node2")
+    try:
+        f.start()
+        a = b.admin()
+        try:
+            a.create_topics([NewTopic("uv", -1, -1, replica_assignments={0: [1, 2]})])
+        finally:
+            a.close()
+        b.wait_for_leaders("uv", 1)
+        prod = KafkaProducer(**b.kafka_python_args(), linger_ms=0, acks="all")
+        for i in range(10):
+            prod.send("uv", value=b"both-%d" % i, partition=0).get(30)
+        f.stop()
+        copy = tmp_path / "copy" / "uv-0"
+        copy.parent.mkdir()
+        shutil.copytree(b.partition_dir("uv", 0), copy, ignore=shutil.ignore_patterns("*.index", "*.timeindex"))
+        for i in range(5):
+            prod.send("uv", value=b"leader-only-%d" % i, partition=0).get(30)
+        prod.close()
+        new_epoch = max(e for e, _ in _epochs(copy)) + 1
+        w = PartitionWriter(copy, config=TopicConfig({}), leader_epoch=new_epoch)
+        for i in range(3):
+            w.append(build_v2_batch([(j, 1_700_000_000_000 + i, None, b"kl-%d-%d" % (i, j), ()) for j in range(3)],
+                                    base_offset=w.leo, partition_leader_epoch=new_epoch))
+        w.close()
+
+        r = run_kltool("--json", "diff", b.partition_dir("uv", 0), copy)
+        assert r.code == 1, r
+        d = [json.loads(ln) for ln in r.out.splitlines() if '"type":"divergence"' in ln][0]
+
+        shutil.rmtree(f.partition_dir("uv", 0))
+        shutil.copytree(copy, f.partition_dir("uv", 0))
+        f.start()
+        t0 = time.monotonic()
+        while not (lines := [ln for ln in f.log_text(since_start=True).splitlines()
+                             if "Truncating to offset" in ln and "uv-0" in ln]):
+            assert time.monotonic() - t0 < 60, f.log_text(since_start=True)[-3000:]
+            time.sleep(0.5)
+        f.stop()
+        truncated = int(re.search(r"Truncating to offset (\d+)", lines[0]).group(1))
+        assert d["truncation_offset"] == truncated, (d, lines)
+        assert d["diverge_offset"] == 10
+        kept = _dumped_batches(f.partition_dir("uv", 0))
+        before = _dumped_batches(copy)
+        lost = [x for x in before if x not in kept]
+        assert d["follower_loses"]["records"] == sum(x[2] for x in lost)
+        assert d["follower_loses"]["batches"] == len(lost)
+    finally:
+        f.kill()

@@ -534,7 +534,8 @@ def test_offset_json_file_moves_each_partition_start(kl, tmp_path):
     assert dry.code == 1, dry
     r = kl("--json", "retention", "--offset-json-file", spec, ld)
     assert r.code == 0, r
-    assert _lso(ld) == {("a", 0): 15, ("b", 0): 20}
+    # b's start 20 is its first segment's base: no entry there, as Kafka 4.4 writes the checkpoint
+    assert _lso(ld) == {("a", 0): 15}
     assert _logs(ld / "a-0") == [10, 20] and _logs(ld / "b-0") == [20]
     assert kl("verify", ld).code == 0
 

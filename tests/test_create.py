@@ -186,3 +186,44 @@ def test_internal_topic_defaults():
     cfg = load_topic_config("/nonexistent", "__consumer_offsets")
     assert cfg.segment_bytes == 104857600 and cfg.compact and cfg.overrides == {}
     assert load_topic_config("/nonexistent", "orders").segment_bytes == 1073741824
+
+
+KRAFT_META = "#\n#Thu Nov 26 08:00:00 UTC 2026\nnode.id=1\ndirectory.id=AAAAAAAAAAAAAAAAAAAAAA\nversion=1\ncluster.id=Q1Xb7sCfT2yH2xr3bE4TqA\n"
+ZK_META = "#\n#Thu May 16 10:00:00 UTC 2019\nversion=0\nbroker.id=1001\n"
+
+
+@pytest.mark.parametrize("shape", ["meta-v1", "cluster-metadata-dir"])
+def test_create_refuses_a_kraft_log_dir(kl, tmp_path, shape):
+    """Kafka 4.x renames a partition directory its KRaft metadata does not know -stray and serves nothing of it
+    (tests/broker/test_broker_serves.py): create refuses, says why and what to do, and changes nothing."""
+    ld = tmp_path / "logs"
+    ld.mkdir()
+    if shape == "meta-v1":
+        (ld / "meta.properties").write_text(KRAFT_META)
+    else:
+        (ld / "__cluster_metadata-0").mkdir()
+    before = sorted(p.name for p in ld.iterdir())
+    for extra in ([], ["--dry-run"]):
+        r = kl("create", ld, "orders", "--partitions", "2", *extra)
+        assert r.code == 3, r
+        assert "KRaft" in r.err and "stray" in r.err and "kafka-topics.sh --create --topic orders --partitions 2" in r.err
+        assert "kltool append" in r.err and "--force" in r.err and len(r.err.strip().splitlines()) == 1
+        if shape == "meta-v1":
+            assert "cluster.id Q1Xb7sCfT2yH2xr3bE4TqA, node.id 1" in r.err
+    assert sorted(p.name for p in ld.iterdir() if p.name != ".lock") == [n for n in before if n != ".lock"]
+    # --force: the operator wants the directories anyway (on a copy, say)
+    r = kl("create", ld, "orders", "--partitions", "2", "--force")
+    assert r.code == 0, r
+    assert (ld / "orders-1" / "partition.metadata").exists()
+    # adding partitions is refused too; an existing topic with --if-not-exists creates nothing and passes
+    assert kl("create", ld, "orders", "--partitions", "3").code == 3
+    assert kl("create", ld, "orders", "--partitions", "2", "--if-not-exists").code == 0
+
+
+def test_create_on_a_zookeeper_era_log_dir_still_works(kl, tmp_path):
+    ld = tmp_path / "logs"
+    ld.mkdir()
+    (ld / "meta.properties").write_text(ZK_META)
+    r = kl("create", ld, "orders", "--partitions", "1")
+    assert r.code == 0, r
+    assert (ld / "orders-0" / "partition.metadata").exists()

@@ -767,3 +767,15 @@ def test_like_broker_counts_the_later_segments_it_deletes(kl, logs):
     d = kl("--json", "verify", "--repair", "--dry-run", root)
     (s2,) = [o for o in d.json() if o["type"] == "summary"]
     assert s2["records_lost"] == hs[5].count
+
+
+def test_log_start_checkpoint_past_the_end_of_an_empty_log_is_removed(kl, william, tmp_path):
+    """A log start offset past the end of a partition whose log end is its first segment's base: the entry
+    goes (Kafka 4.4 writes log-start-offset-checkpoint entries only above the first segment's base)."""
+    empty = sorted(d for d in william.iterdir() if d.is_dir() and d.name.startswith("debug_topic") is False
+                   and (d / "00000000000000000000.log").exists()
+                   and (d / "00000000000000000000.log").stat().st_size == 0)[0]
+    topic, part = empty.name.rsplit("-", 1)
+    cp = william / "log-start-offset-checkpoint"
+    cp.write_text(f"0\n2\ndebug_topic 0 77\n{topic} {part} 9\n")
+    check_repair(kl, william, empty, tmp_path / "backup", check=lambda: cp.read_text() == "0\n1\ndebug_topic 0 77\n")

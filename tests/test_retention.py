@@ -18,6 +18,7 @@ from kltool.format.checkpoints import (
 )
 from kltool.format.snapshot import encode_snapshot
 from kltool.storage.change.retention import truncate_epochs_from_start
+from kltool.storage.partition import Partition
 from kltool.storage.topic_config import save_topic_entry
 
 from .conftest import run_kltool
@@ -103,7 +104,9 @@ def test_time_retention_deletes_exactly_the_old_prefix(kl, four):
     assert all(d["applied"] for d in r.json() if d["type"] == "action")
     assert logs(pdir) == [3, 4]
     assert not list(pdir.glob("*.deleted")) and not list(pdir.glob("00000000000000000000.*"))
-    assert lso_checkpoint(ld) == {("t", 0): 3}
+    # the log start offset is the first segment's base: like Kafka 4.4's checkpointLogStartOffsetsInDir, no entry
+    assert lso_checkpoint(ld) == {}
+    assert Partition(pdir).log_start_offset() == 3
     assert epochs(pdir) == [(0, 3)]
     assert verify_errors(kl, ld) == 0
     r = retention(kl, ld, "--retention-hours", "2.5", "--now", now, "--dry-run")
@@ -278,7 +281,7 @@ def test_all_segments_expire_roll_like_the_broker(kl, tmp_path):
         "00000000000000000005.index", "00000000000000000005.log", "00000000000000000005.snapshot",
         "00000000000000000005.timeindex", "leader-epoch-checkpoint"]
     assert (pdir / "00000000000000000005.log").stat().st_size == 0
-    assert lso_checkpoint(ld) == {("t", 0): 5}
+    assert lso_checkpoint(ld) == {}  # the new segment's base is the log start offset: no entry, as the broker
     assert epochs(pdir) == [(0, 5)]
     assert verify_errors(kl, ld) == 0
     r = kl("--json", "offsets", ld, "--earliest", "--latest", "--count")
@@ -293,7 +296,7 @@ def test_empty_active_segment_is_never_deleted_and_no_roll(kl, tmp_path):
     r = retention(kl, ld, *WEEK, "--now", T0 + 30 * DAY)
     assert deleted_segments(r) == [("t", 0, "retention_ms")]
     assert not [d for d in r.json() if d.get("op") == "roll"]
-    assert logs(pdir) == [2] and lso_checkpoint(ld) == {("t", 0): 2}
+    assert logs(pdir) == [2] and lso_checkpoint(ld) == {}  # 2 is the first segment's base: no entry
 
 
 def test_high_watermark_keeps_what_is_above_it(kl, four):
@@ -585,3 +588,21 @@ def test_unfinished_compaction_swap_is_left_for_repair(kl, four):
     assert r.code == 0 and deleted_segments(r) == []
     (w,) = findings(r, "stale_file")
     assert "verify --repair" in w["message"]
+
+
+def test_log_start_checkpoint_entry_only_above_the_first_base_like_the_broker(kl, tmp_path):
+    """Kafka 4.4's LogManager.checkpointLogStartOffsetsInDir writes an entry only for a log start offset above
+    the first segment's base offset: DeleteRecords inside a segment leaves one; time retention that then
+    deletes up to a segment boundary equal to the log start offset drops it (tests/broker/test_broker_cleans.py
+    compares with the broker)."""
+    ld = tmp_path / "ld"
+    pdir = build_partition(ld, "t", [[[T0]] * 3, [[T0 + DAY]] * 3, []])
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"partitions": [{"topic": "t", "partition": 0, "offset": 2}], "version": 1}))
+    r = kl("retention", ld, "--offset-json-file", spec)
+    assert r.code == 0, r
+    assert logs(pdir) == [0, 3, 6] and lso_checkpoint(ld) == {("t", 0): 2}
+    r = retention(kl, ld, "--now", T0 + 8 * DAY)
+    assert r.code == 0, r
+    assert logs(pdir) == [3, 6] and lso_checkpoint(ld) == {}
+    assert Partition(pdir).log_start_offset() == 3

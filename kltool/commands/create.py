@@ -28,14 +28,31 @@ def _ranges(nums: list[int]) -> str:
               help="An existing topic is not an error (its --config values are still stored).")
 @click.option("--topic-id", metavar="UUID", help="Use this topic id (22-char base64url) instead of a random one.")
 @click.option("--dry-run", is_flag=True, help="Print what would be created, change nothing.")
+@click.option("--force", is_flag=True,
+              help="Create partition directories in a KRaft log dir anyway (the broker will rename them -stray "
+                   "and not serve them; for offline work on a copy only).")
 @click.pass_obj
-def command(out, logdir, topic, partitions, partitions_short, configs, if_not_exists, topic_id, dry_run):
+def command(out, logdir, topic, partitions, partitions_short, configs, if_not_exists, topic_id, dry_run, force):
     """Create TOPIC in LOGDIR: partition directories TOPIC-0 .. TOPIC-(N-1), each with an empty first
     segment and a partition.metadata holding the topic id, as a broker leaves a new partition.
 
     LOGDIR is made if it does not exist. The broker's .lock is taken (exit 3 while a broker runs).
     Kafka's topic-name rules apply; a name colliding with an existing topic once '.' and '_' are
     unified is refused.
+
+    A KRaft log dir (meta.properties version=1, or a __cluster_metadata-0 directory) is refused
+    (exit 3): the broker's metadata would not know the topic, and Kafka 4.x renames such a directory
+    -stray and serves nothing of it. There, create the topic through the broker, stop the broker,
+    then `kltool append` offline. ZooKeeper-era log dirs (meta.properties version=0) and new or
+    bare directories are created as before.
+
+    \b
+    Examples:
+      kltool create /tmp/scratch orders --partitions 3 --config segment.bytes=1048576
+      # a KRaft broker's log dir: through the broker, then offline
+      kafka-topics.sh --bootstrap-server HOST:9092 --create --topic orders --partitions 3
+      # stop the broker, then:
+      kltool append /var/lib/kafka/data orders --input records.jsonl
     """
     from ..storage.topic_config import CONFIG_FILE_NAME, parse_config_items
     from ..storage.write.create import create_topic
@@ -50,7 +67,7 @@ def command(out, logdir, topic, partitions, partitions_short, configs, if_not_ex
         raise UsageError("Missing option '--partitions' (the number of partitions).")
     config = parse_config_items(configs)
     r = create_topic(logdir, topic, partitions, config=config, if_not_exists=if_not_exists, topic_id=topic_id,
-                     dry_run=dry_run)
+                     dry_run=dry_run, force=force)
     for w in r.warnings:
         out.warn(w)
     new_parts = list(range(r.partitions_before, r.partitions_before + len(r.created)))

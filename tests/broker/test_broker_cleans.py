@@ -215,11 +215,8 @@ def test_retention_like_the_broker(broker, ran, kl_retention, how):
         assert mine[1] == ran["delete_to"]
 
 
-@pytest.mark.parametrize("how", [
-    pytest.param(h, marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-        "kltool retention writes a log-start-offset-checkpoint entry equal to the first segment's base offset; "
-        "Kafka 4.4 (LogManager.checkpointLogStartOffsetsInDir) writes an entry only when the log start offset "
-        "is above the first segment's base offset (or remote storage is on): the broker loads the same log "
-        "start offset from both"))) if h != "delete-records" else h for h in HOWS])
+@pytest.mark.parametrize("how", list(HOWS))
 def test_retention_checkpoint_entries_like_the_broker(broker, kl_retention, how):
+    """Kafka 4.4 (LogManager.checkpointLogStartOffsetsInDir) writes a log-start-offset-checkpoint entry only
+    when the log start offset is above the first segment's base offset; kltool retention does the same."""
     assert kl_retention[how][2] == _state(broker.logdir, HOWS[how])[2]

@@ -84,14 +84,27 @@ def test_kltool_created_topic_is_a_stray_to_kraft(live):
     """Pins Kafka 4.x's behaviour: a partition directory the KRaft metadata does not know (kltool create makes
     one, with a random topic id) is found at start-up as a stray log, renamed to
     `<topic>-<partition>.<32 hex>-stray` and kept with its data (not deleted while we watch, nor at the next
-    start); the topic is not served."""
+    start); the topic is not served. So kltool create refuses a KRaft log dir (exit 3, nothing made) unless
+    --force; the workflow it names instead (create through the broker, stop it, kltool append, start) serves
+    the records."""
     b = live
+    b.create_topic("kflow", 2)  # the documented workflow: the topic is made through the broker
     b.stop()
     res = run_kltool("create", b.logdir, "kcreated", "--partitions", "2")
+    assert res.code == 3 and "KRaft" in res.err and "kafka-topics.sh --create" in res.err, res
+    assert not [p for p in b.logdir.iterdir() if p.name.startswith("kcreated")]
+    res = run_kltool("create", b.logdir, "kcreated", "--partitions", "2", "--force")
     assert res.code == 0, res
     res = run_kltool("append", b.logdir, "kcreated", "-p", "0", "--key", "a", "--value", "kept")
     assert res.code == 0, res
+    for p in range(2):
+        for i in range(3):
+            res = run_kltool("append", b.logdir, "kflow", "-p", str(p), "--key", f"k{i}", "--value", f"flow-{p}-{i}")
+            assert res.code == 0, res
     b.start()
+    for p in range(2):
+        assert [(m.offset, m.value) for m in b.consume_all("kflow", p)] == \
+            [(i, f"flow-{p}-{i}".encode()) for i in range(3)]
     log = b.log_text(since_start=True)
     assert len([ln for ln in _lines_about(log, "Found stray log dir") if "kcreated" in ln]) == 2
     assert "does not exist in the metadata image" in log

@@ -483,7 +483,8 @@ def _plan_root(g: Group) -> None:
             v = cp.get(key)
             if leo is None or v is None or p.kind != "normal" or v <= leo:
                 continue
-            if name == fn.CLEANER_OFFSET_CHECKPOINT:
+            if name == fn.CLEANER_OFFSET_CHECKPOINT or (  # no log start entry at the first base, as the broker
+                    name == fn.LOG_START_OFFSET_CHECKPOINT and p.segments and leo <= p.segments[0].base_offset):
                 del new[key]
                 notes.append(f"{p.name} {v} removed")
             else:

@@ -140,6 +140,7 @@ class PartitionPlan:
     new_log_start_offset: int | None = None
     log_end_offset: int | None = None
     high_watermark: int | None = None
+    first_segment_base: int | None = None  # the first segment's base offset after the plan
     deleted: list[SegmentCandidate] = field(default_factory=list)
     actions: list[Action] = field(default_factory=list)
     notes: list[Finding] = field(default_factory=list)
@@ -484,6 +485,8 @@ class _Planner:
     # -- actions -------------------------------------------------------------------------------------
     def actions(self, live: list[SegmentCandidate], lso: int, cp: int | None) -> None:
         p, pp = self.p, self.pp
+        if live:
+            pp.first_segment_base = live[0].base_offset
         for c in live:
             if c.segment is None:  # the roll: indexes first, the .log (which makes it a segment) last
                 prefix = p.path / filename_prefix(c.base_offset)
@@ -580,6 +583,8 @@ def _steps(plan: RetentionPlan) -> list[tuple[str, Path, Action, str | None]]:
     last the leftovers."""
     acts = plan.actions
     steps: list[tuple[str, Path, Action, str | None]] = []
+    firsts = {(pp.partition.logdir.path, pp.partition.topic, pp.partition.partition): pp.first_segment_base
+              for pp in plan.partitions if pp.first_segment_base is not None and pp.partition.logdir is not None}
     for a in acts:
         if a.op == "roll":
             steps += [("create", q, a, "") for q in a.paths]
@@ -588,7 +593,12 @@ def _steps(plan: RetentionPlan) -> list[tuple[str, Path, Action, str | None]]:
         if group:
             current = dict(ld.checkpoint(LOG_START_CHECKPOINT))
             for a in group:
-                current[(a.topic, a.partition)] = a.info["offset"]
+                # as LogManager.checkpointLogStartOffsetsInDir: an entry only for a log start offset above
+                # the first segment's base offset (the broker loads max(entry, base) either way)
+                if a.info["offset"] > firsts.get((ld.path, a.topic, a.partition), -1):
+                    current[(a.topic, a.partition)] = a.info["offset"]
+                else:
+                    current.pop((a.topic, a.partition), None)
             text = encode_offset_checkpoint(current)
             steps += [("write", ld.path / LOG_START_CHECKPOINT, a, text) for a in group]
     for a in acts:

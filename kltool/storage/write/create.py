@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...errors import BrokerLockHeld, CorruptDataError, UsageError
+from ...errors import BrokerLockHeld, CorruptDataError, UnsafeOperation, UsageError
 from ...format import names as fn
 from ...format.names import filename_prefix
 from ...format.topics import parse_partition_dir_name, validate_topic
@@ -16,7 +16,7 @@ from ..topic_config import load_topic_entry
 from .appender import topic_partition_dirs
 from .writer import LEADER_EPOCH_FILE
 
-__all__ = ["create_topic", "CreateResult", "COLLISION_WARNING"]
+__all__ = ["create_topic", "CreateResult", "COLLISION_WARNING", "kraft_log_dir"]
 
 # ------------------------------------------------------------------------------------------------ create
 
@@ -70,14 +70,42 @@ def _existing_topic_id(dirs: dict[int, Path]) -> str | None:
     return None
 
 
+def kraft_log_dir(logdir: Path) -> str | None:
+    """Why ``logdir`` belongs to a KRaft node (None when nothing says so). Kafka's ``MetaProperties``:
+    ``version=1`` is what ``kafka-storage.sh format`` writes (``cluster.id`` and ``node.id``, KRaft only;
+    ZooKeeper-era brokers wrote ``version=0`` with ``broker.id``); a ``__cluster_metadata-0`` directory is the
+    KRaft metadata log itself."""
+    from ...format.checkpoints import parse_properties
+    from ...format.topics import CLUSTER_METADATA_TOPIC_NAME
+
+    meta = logdir / fn.META_PROPERTIES
+    try:
+        props = parse_properties(meta.read_text(encoding="utf-8"))
+    except (FileNotFoundError, NotADirectoryError):
+        props = {}
+    except (UnicodeDecodeError, CorruptDataError, OSError):
+        props = {}
+    if props.get("version", "").strip() == "1":
+        ids = ", ".join(f"{k} {props[k]}" for k in ("cluster.id", "node.id") if k in props)
+        return f"{meta} is KRaft's (version=1{', ' + ids if ids else ''})"
+    if (logdir / f"{CLUSTER_METADATA_TOPIC_NAME}-0").is_dir():
+        return f"{logdir} holds the KRaft metadata log {CLUSTER_METADATA_TOPIC_NAME}-0"
+    return None
+
+
 def create_topic(logdir, topic: str, partitions: int, *, config: dict[str, str] | None = None,  # noqa: C901
-                 if_not_exists: bool = False, topic_id: str | None = None, dry_run: bool = False) -> CreateResult:
+                 if_not_exists: bool = False, topic_id: str | None = None, dry_run: bool = False,
+                 force: bool = False) -> CreateResult:
     """Create ``topic`` with ``partitions`` partition directories in ``logdir`` (made if missing), or add
     partitions to an existing topic when ``partitions`` is larger than its count. Each new directory gets
     what a broker leaves in a new, never-written partition after a clean shutdown: an empty
     ``00000000000000000000.log`` with empty ``.index``/``.timeindex``, an empty ``leader-epoch-checkpoint``
     and ``partition.metadata`` (``version: 0`` + the topic id, written last). ``config`` (validated
-    settings) is merged into ``kltool-topics.json`` (see :mod:`kltool.storage.topic_config`)."""
+    settings) is merged into ``kltool-topics.json`` (see :mod:`kltool.storage.topic_config`).
+
+    On a KRaft log dir (:func:`kraft_log_dir`) new partition directories are refused (UnsafeOperation) unless
+    ``force``: the broker's metadata does not know them, so Kafka 4.x renames them ``-stray`` at start-up
+    and serves nothing of them."""
     from ...format.checkpoints import encode_partition_metadata, new_topic_id, uuid_from_string
     from ...format.topics import CLUSTER_METADATA_TOPIC_NAME, has_collision, has_collision_chars
     from ..topic_config import save_topic_entry
@@ -130,6 +158,14 @@ def create_topic(logdir, topic: str, partitions: int, *, config: dict[str, str] 
             new = []
         else:
             new = [logdir / f"{topic}-{p}" for p in range(before, partitions)]
+        kraft = kraft_log_dir(logdir) if new and not force else None
+        if kraft:
+            raise UnsafeOperation(
+                f"refusing to create {topic}-{before}..{topic}-{partitions - 1}: {kraft}, and a KRaft broker "
+                f"treats a partition directory its metadata does not know as stray (renamed -stray, not served); "
+                f"create the topic through the broker (kafka-topics.sh --create --topic {topic} --partitions "
+                f"{partitions}), stop it, then kltool append; --force creates the directories anyway",
+                path=logdir)
         merged = {**stored, **config}
         result = CreateResult(topic, tid, logdir, existed, before, max(partitions, before), new, merged,
                               merged != stored, warnings, dry_run)

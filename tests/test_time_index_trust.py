@@ -1,6 +1,6 @@
 """A damaged ``.timeindex`` never changes the answer of a lookup by time: its entries are checked before
 use (the batch holding an entry's offset has the entry's timestamp as its largest), and a segment whose
-entries fail falls back to a scan. Checked through the library (Partition.offset_for_time) and the
+entries fail falls back to a scan. Checked through the library (storage.offsets.offset_for_time) and the
 kafka-log planner (startingTimestamp, which a pushed timestamp filter becomes), against brute force."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import struct
 import pytest
 
 from kltool.storage import open_path
+from kltool.storage.offsets import offset_for_time
 
 T0 = 1_700_000_000_000
 
@@ -66,7 +67,7 @@ def test_offset_for_time_is_the_brute_force_answer(tmp_path, kl, how):
         damage(ld, how)
     p = open_path(ld).partitions[0]
     for t in (T0 - 10, *sorted(stamps)[::37], max(stamps), max(stamps) + 1):
-        hit = p.offset_for_time(t)
+        hit = offset_for_time(p, t)
         want = brute(stamps, t)
         assert (None if hit is None else hit.offset) == want, (how, t)
 

@@ -6,6 +6,7 @@ way. :class:`Ctx` is what goes on from one segment to the next."""
 from __future__ import annotations
 
 import os
+import re
 import struct
 from collections import deque
 
@@ -26,6 +27,9 @@ __all__ = ["Ctx", "Peek", "SegScan"]
 
 _MAGIC = HEADER_SIZE_UP_TO_MAGIC - 1  # the magic byte's position in a batch
 _MAX_FIX_BATCH = 64 << 20  # a magic fix is tried for batches up to this size (bigger ones are not plausible)
+_MAGIC_AT_16 = re.compile(rb"(?=.{16}[\x00-\x02])", re.S)
+_HEADER_CANDIDATES = 32  # plausible batch starts a length fix tries as a damaged batch's end
+_WITNESSES = 4  # CRC-valid batches looked at past damage for the one that bounds a batch's offsets
 
 
 class Ctx:
@@ -59,6 +63,27 @@ class Peek:
 
     def __next__(self):
         return self.ahead.popleft() if self.ahead else next(self.it)
+
+    def valid_ahead(self, n: int) -> tuple[list[BatchHeader], bool]:
+        """The first ``n`` CRC-valid batches among the items still to come (they stay to come), and whether
+        damage (a Damage or a batch failing its CRC) comes before the last of them; fewer when the segment
+        ends or LIMIT items are looked at."""
+        out: list[BatchHeader] = []
+        damaged = False
+        for i in range(self.LIMIT):
+            if i == len(self.ahead):
+                x = next(self.it, None)
+                if x is None:
+                    break
+                self.ahead.append(x)
+            x = self.ahead[i]
+            if isinstance(x, BatchHeader) and x.crc_valid:
+                out.append(x)
+                if len(out) == n:
+                    break
+            elif not out:
+                damaged = True
+        return out, damaged
 
     def next_valid(self) -> BatchHeader | None:
         """The first CRC-valid batch among the items still to come (they stay to come), None when damage
@@ -180,6 +205,35 @@ class SegScan:
 
     def _try_fix_magic(self, pos: int, limit: int) -> BatchHeader | None:
         """A batch at ``pos`` that is valid once its magic byte is 2 (or 1, 0): the CRC proves it."""
+        return self._record(self._magic_probe(pos, limit))
+
+    def _try_fix_size(self, pos: int) -> BatchHeader | None:
+        """A batch at ``pos`` whose length field (not covered by the CRC) is damaged: the next whole, CRC-valid
+        batch after ``pos`` (or the end of the file) marks where it really ends, and its CRC over exactly that
+        span proves the rest of it intact. Restores the length field in place; returns the batch, or None."""
+        return self._record(self._size_probe(pos))
+
+    def _record(self, probe) -> BatchHeader | None:
+        if probe is None:
+            return None
+        h, fixes, why = probe
+        self.fixes.extend(fixes)
+        if why is not None:
+            for at, _old, _new in fixes:
+                self.field_fixes[at] = why
+        return h
+
+    def _mended(self, item) -> BatchHeader | None:
+        """What a damaged item (a Damage, a batch failing its CRC) is once a magic or length fix mends it (as
+        the walk will do when it gets there), or None: a witness for the batch before it."""
+        pos = item.position
+        probe = self._magic_probe(pos, item.end)
+        if probe is None and not self.like_broker:
+            probe = self._size_probe(pos)
+        return None if probe is None else probe[0]
+
+    def _magic_probe(self, pos: int, limit: int):
+        """(the batch, the byte fixes, None) when the batch at ``pos`` is valid with another magic byte."""
         head = os.pread(self.fd, HEADER_SIZE_UP_TO_MAGIC, pos)
         if len(head) < HEADER_SIZE_UP_TO_MAGIC:
             return None
@@ -201,14 +255,31 @@ class SegScan:
                 continue
             if h.crc_valid and h.size == total:
                 h.position = pos
-                self.fixes.append((pos + _MAGIC, cur, m))  # the magic byte's position
-                return h
+                return h, [(pos + _MAGIC, cur, m)], None  # the magic byte's position
         return None
 
-    def _try_fix_size(self, pos: int) -> BatchHeader | None:
-        """A batch at ``pos`` whose length field (not covered by the CRC) is damaged: the next whole, CRC-valid
-        batch after ``pos`` (or the end of the file) marks where it really ends, and its CRC over exactly that
-        span proves the rest of it intact. Restores the length field in place; returns the batch, or None."""
+    def _header_starts(self, pos: int, limit: int) -> list[int]:
+        """Positions in (pos, limit) where a plausible batch header starts (a magic byte of 0-2, a length that
+        fits the file): at most _HEADER_CANDIDATES, in order."""
+        out: list[int] = []
+        first = pos + LOG_OVERHEAD + RECORD_OVERHEAD[0]
+        n = min(limit, self.size) - first + HEADER_SIZE_UP_TO_MAGIC
+        if n <= HEADER_SIZE_UP_TO_MAGIC:
+            return out
+        data = os.pread(self.fd, n, first)
+        for m in _MAGIC_AT_16.finditer(data):
+            i = m.start()
+            if i + HEADER_SIZE_UP_TO_MAGIC > len(data) or first + i >= limit:
+                break
+            size_field = int.from_bytes(data[i + 8:i + 12], "big", signed=True)
+            if size_field >= MIN_BATCH_SIZE_FIELD and first + i + LOG_OVERHEAD + size_field <= self.size:
+                out.append(first + i)
+                if len(out) == _HEADER_CANDIDATES:
+                    break
+        return out
+
+    def _size_probe(self, pos: int):
+        """(the batch, the byte fixes, why) when the batch at ``pos`` is valid with another length field."""
         head = os.pread(self.fd, HEADER_SIZE_UP_TO_MAGIC, pos)
         if len(head) < HEADER_SIZE_UP_TO_MAGIC or head[_MAGIC] > 2:
             return None
@@ -218,6 +289,9 @@ class SegScan:
                 ends.append(item.position)
                 break
         ends.append(self.size)
+        # the next batch may be damaged too (its CRC fails): a plausible batch header before the next valid
+        # batch is where this one may end
+        ends += self._header_starts(pos, min(ends[0], pos + _MAX_FIX_BATCH))
         for end in ends:
             total = end - pos
             if total > _MAX_FIX_BATCH or total < LOG_OVERHEAD + RECORD_OVERHEAD[0]:
@@ -234,14 +308,11 @@ class SegScan:
             if not h.crc_valid or h.size != total:
                 continue
             h.position = pos
-            for i in range(4):
-                if old[i] != data[8 + i]:
-                    self.fixes.append((pos + 8 + i, old[i], data[8 + i]))
-                    self.field_fixes[pos + 8 + i] = (
-                        f"the batch at byte {pos} is valid (its CRC checks over {total} bytes, up to the next whole "
-                        f"batch) but its length field (not covered by the CRC) says "
-                        f"{int.from_bytes(old, 'big', signed=True)}: restored to {total - LOG_OVERHEAD}")
-            return h
+            fixes = [(pos + 8 + i, old[i], data[8 + i]) for i in range(4) if old[i] != data[8 + i]]
+            why = (f"the batch at byte {pos} is valid (its CRC checks over {total} bytes, up to where the next batch "
+                   f"starts) but its length field (not covered by the CRC) says "
+                   f"{int.from_bytes(old, 'big', signed=True)}: restored to {total - LOG_OVERHEAD}")
+            return h, fixes, why
         return None
 
     def _uncovered_epoch(self, h: BatchHeader) -> None:
@@ -250,9 +321,18 @@ class SegScan:
         log, so the field is damaged; restore the neighbours' epoch in place (the broker would otherwise add
         the bogus epoch to its leader epoch cache at recovery)."""
         prev, nxt = self.ctx.last_epoch, self.lookahead
+        if h.magic != 2 or prev is None:
+            return
         if isinstance(nxt, Damage) or (isinstance(nxt, BatchHeader) and not nxt.crc_valid):
-            nxt = self.items.next_valid()  # what is cut between makes the next valid batch its neighbour
-        if h.magic != 2 or prev is None or not isinstance(nxt, BatchHeader) or not nxt.crc_valid or nxt.magic != 2:
+            # a damaged neighbour that a fix mends is the witness; else what is cut between makes the next valid
+            # batch its neighbour
+            nxt = self._mended(nxt) or self.items.next_valid()
+        if isinstance(nxt, BatchHeader) and nxt.magic == 2 and nxt.base_offset <= h.last_offset:
+            # the next batch's own offset field is out of line (a repair restores or cuts it): the first valid
+            # batch after it that follows this one is the witness
+            ahead, _damaged = self.items.valid_ahead(_WITNESSES)
+            nxt = next((v for v in ahead if v.magic == 2 and v.base_offset > h.last_offset), nxt)
+        if not isinstance(nxt, BatchHeader) or not nxt.crc_valid or nxt.magic != 2:
             return
         ple = h.partition_leader_epoch
         if not epoch_out_of_line(prev, ple, nxt.partition_leader_epoch, self.ctx.known_epochs,
@@ -294,27 +374,70 @@ class SegScan:
 
         mine = fits(h.base_offset, low, nlo, delta)
         theirs = fits(nxt.base_offset, h.last_offset + 1, n2lo, nxt.last_offset - nxt.base_offset)
-        if mine and not theirs:
+        if mine and (not theirs or n2lo is None):
+            # (with nothing after the next batch to bound it, any value fits it: no evidence for it)
             return True
         # both could be: a segment's first batch starts at the segment's base offset (its file name) as a rule
         return bool(mine and self.ctx.last is None and self.seg.base in mine)
 
+    def _witness(self, h: BatchHeader) -> tuple[int | None, list[BatchHeader], bool]:
+        """What bounds batch ``h``'s offsets from above: (the first offset of the next batch to trust, the
+        CRC-valid batches skipped before it, whether damage was skipped). Damaged neighbours are no witness (a
+        repair cuts them; the epoch rule skips them the same way), nor is a batch whose own offset field its
+        successor contradicts (it jumped ahead); past the segment's last batch, the next segment's name is."""
+        if not isinstance(self.lookahead, Damage) and (self.lookahead is None or self.lookahead.crc_valid) and (
+                self.lookahead is None or self.lookahead.magic == 2 or self.lookahead.compression == 0):
+            ahead, damaged = ([self.lookahead] if self.lookahead is not None else []), False
+            if ahead:
+                more, _d = self.items.valid_ahead(1)
+                ahead += more
+        elif (isinstance(self.lookahead, Damage) or not self.lookahead.crc_valid) and \
+                (mended := self._mended(self.lookahead)) is not None:  # what the walk's fix makes of it
+            ahead, damaged = [mended, *self.items.valid_ahead(1)[0]], False
+        else:
+            ahead, damaged = self.items.valid_ahead(_WITNESSES)
+        skipped: list[BatchHeader] = []
+        for i, v in enumerate(ahead):
+            if v.magic != 2 and v.compression != 0:
+                return None, skipped, damaged  # a compressed v0/v1 wrapper: no upper bound from it
+            after = ahead[i + 1] if i + 1 < len(ahead) else None
+            lo = v.base_offset if v.magic == 2 else v.last_offset
+            if after is None or v.last_offset < (after.base_offset if after.magic == 2 else after.last_offset):
+                return lo, skipped, damaged
+            skipped.append(v)  # its successor contradicts it: its own field may be damaged
+        return (self.next_base if not ahead else None), skipped, damaged
+
+    def _offset_candidates(self, h: BatchHeader, low: int, nlo: int | None, delta: int | None,
+                           skipped: list[BatchHeader], damaged: bool) -> set[int]:
+        """The values the neighbours allow for ``h``'s first offset: the .index entry at its position; the gap
+        up to the witness when ``h`` (and the CRC-valid batches skipped before the witness) fill it exactly;
+        else a one-bit change of the field that alone fits (a flipped bit is the common damage)."""
+        cands = set()
+        if delta is None:
+            return cands
+        idx = self._index_offset_at(h.position)
+        if idx is not None:
+            cands.add(idx - delta)
+        if nlo is not None and not damaged and nlo - low == delta + 1 + sum(s.last_offset - (
+                s.base_offset if s.magic == 2 else s.last_offset) + 1 for s in skipped):
+            cands.add(low)
+        if not cands and nlo is not None:
+            lo = h.base_offset if h.magic == 2 else h.last_offset
+            flips = [x for k in range(63) if low <= (x := lo ^ (1 << k)) and x + delta < nlo]
+            if len(flips) == 1:
+                cands.add(flips[0])
+        return cands
+
     def _uncovered_offset(self, h: BatchHeader) -> BatchHeader | None:
         """A CRC-valid batch whose offset field (not covered by the CRC: v2 baseOffset, v0/v1 offset) its
-        neighbours contradict: restore the field in place when the neighbours (previous last offset, next
-        base offset or the next segment's base, the .index entry at its position, its own CRC-covered
+        neighbours contradict: restore the field in place when the neighbours (previous last offset, the next
+        batch to trust or the next segment's base, the .index entry at its position, its own CRC-covered
         lastOffsetDelta) fix the only possible value; otherwise excise this one batch. Returns the batch to
         go on with (corrected), or None when it was cut."""
         prev = self.ctx.last
         low = prev + 1 if prev is not None else self.seg.base
         lo = h.base_offset if h.magic == 2 else h.last_offset
-        nxt = self.lookahead
-        if isinstance(nxt, BatchHeader) and nxt.crc_valid and (nxt.magic == 2 or nxt.compression == 0):
-            nlo = nxt.base_offset
-        elif nxt is None:
-            nlo = self.next_base
-        else:
-            nlo = None  # damage or a compressed v0/v1 wrapper next: no upper bound from it
+        nlo, skipped, damaged = self._witness(h)
         below = lo < low
         past = nlo is not None and nlo >= low and h.last_offset >= nlo
         if not (below or past) or (below and (nlo is None or nlo < low)):
@@ -322,41 +445,42 @@ class SegScan:
             # whole rest out of order (not one batch's field): _reject decides as before
             return h
         delta = h.last_offset - h.base_offset if h.magic == 2 else (0 if h.compression == 0 else None)
-        idx = self._index_offset_at(h.position)
         if past and not below and lo <= nlo:
             # the next batch starts inside this one: either may be the damaged one. This one is, only when
             # the gap to the next fits it exactly at another offset (or its .index entry says so); else keep
             # it, and the next batch is judged in its turn.
+            idx = self._index_offset_at(h.position)
             exact = delta is not None and nlo - low == delta + 1 and low != lo
             by_index = idx is not None and delta is not None and idx - delta != h.base_offset
-            if not (exact or by_index) and not self._rather_this_one(h, nxt, low, nlo, delta):
+            nxt = self.lookahead
+            if not (exact or by_index) and not (isinstance(nxt, BatchHeader) and nxt.crc_valid
+                                                and self._rather_this_one(h, nxt, low, nlo, delta)):
                 return h
-        cands = set()
-        if idx is not None and delta is not None:
-            cands.add(idx - delta)
-        if delta is not None and nlo is not None and nlo - low == delta + 1:
-            cands.add(low)
+        cands = self._offset_candidates(h, low, nlo, delta, skipped, damaged)
         fits = [c for c in cands if c >= low and (nlo is None or c + delta < nlo)]
-        field = "baseOffset" if h.magic == 2 else "offset"
         if len(cands) == 1 and len(fits) == 1:
-            new = fits[0]
-            old_bytes = os.pread(self.fd, 8, h.position)
-            new_bytes = new.to_bytes(8, "big", signed=True) if h.magic == 2 else \
-                (new + delta).to_bytes(8, "big", signed=True)
-            for i, (a, b) in enumerate(zip(old_bytes, new_bytes, strict=True)):
-                if a != b:
-                    self.fixes.append((h.position + i, a, b))
-                    self.field_fixes[h.position + i] = (
-                        f"the batch at byte {h.position} is valid (its CRC checks) but its {field} field (not "
-                        f"covered by the CRC) says {h.base_offset if h.magic == 2 else h.last_offset}; its "
-                        f"neighbours fix it at {new if h.magic == 2 else new + delta}: restored")
-            h.base_offset, h.last_offset = (new, new + delta) if h.magic == 2 else (new, new)
-            return h
+            return self._restore_offset(h, fits[0], delta)
+        field = "baseOffset" if h.magic == 2 else "offset"
         why = (f"the batch at byte {h.position} is valid (its CRC checks) but its {field} field (not covered by "
                f"the CRC) says {lo}, which its neighbours contradict (after {prev}, before {nlo}); its true "
                f"offsets cannot be told, so only this batch is cut")
         self._cut(h.position, h.end, "offset_field", why, None, None, h.count)
         return None
+
+    def _restore_offset(self, h: BatchHeader, new: int, delta: int) -> BatchHeader:
+        field = "baseOffset" if h.magic == 2 else "offset"
+        old_bytes = os.pread(self.fd, 8, h.position)
+        new_bytes = new.to_bytes(8, "big", signed=True) if h.magic == 2 else \
+            (new + delta).to_bytes(8, "big", signed=True)
+        for i, (a, b) in enumerate(zip(old_bytes, new_bytes, strict=True)):
+            if a != b:
+                self.fixes.append((h.position + i, a, b))
+                self.field_fixes[h.position + i] = (
+                    f"the batch at byte {h.position} is valid (its CRC checks) but its {field} field (not "
+                    f"covered by the CRC) says {h.base_offset if h.magic == 2 else h.last_offset}; its "
+                    f"neighbours fix it at {new if h.magic == 2 else new + delta}: restored")
+        h.base_offset, h.last_offset = (new, new + delta) if h.magic == 2 else (new, new)
+        return h
 
     def _reject(self, h: BatchHeader) -> tuple[rules.Violation | None, str | None]:
         """(the batch rule that cuts the batch, or None; the marker type of a transaction control batch)."""

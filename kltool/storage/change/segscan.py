@@ -32,6 +32,12 @@ _HEADER_CANDIDATES = 32  # plausible batch starts a length fix tries as a damage
 _WITNESSES = 4  # CRC-valid batches looked at past damage for the one that bounds a batch's offsets
 
 
+def _flip64(value: int, bit: int) -> int:
+    """``value`` (an int64 field) with one bit flipped, as the field reads then (bit 63 is the sign)."""
+    u = (value & 0xFFFFFFFFFFFFFFFF) ^ (1 << bit)
+    return u - (1 << 64) if u >> 63 else u
+
+
 class Ctx:
     """State carried across the segments of a partition, in offset order."""
 
@@ -64,10 +70,11 @@ class Peek:
     def __next__(self):
         return self.ahead.popleft() if self.ahead else next(self.it)
 
-    def valid_ahead(self, n: int) -> tuple[list[BatchHeader], bool]:
+    def valid_ahead(self, n: int, mend=None) -> tuple[list[BatchHeader], bool]:
         """The first ``n`` CRC-valid batches among the items still to come (they stay to come), and whether
-        damage (a Damage or a batch failing its CRC) comes before the last of them; fewer when the segment
-        ends or LIMIT items are looked at."""
+        damage (a Damage or a batch failing its CRC) comes before the first of them; fewer when the segment
+        ends or LIMIT items are looked at. ``mend``: what a fix makes of a damaged item (None: nothing), taken
+        as a batch."""
         out: list[BatchHeader] = []
         damaged = False
         for i in range(self.LIMIT):
@@ -77,6 +84,8 @@ class Peek:
                     break
                 self.ahead.append(x)
             x = self.ahead[i]
+            if not (isinstance(x, BatchHeader) and x.crc_valid) and mend is not None:
+                x = mend(x) or x
             if isinstance(x, BatchHeader) and x.crc_valid:
                 out.append(x)
                 if len(out) == n:
@@ -330,7 +339,7 @@ class SegScan:
         if isinstance(nxt, BatchHeader) and nxt.magic == 2 and nxt.base_offset <= h.last_offset:
             # the next batch's own offset field is out of line (a repair restores or cuts it): the first valid
             # batch after it that follows this one is the witness
-            ahead, _damaged = self.items.valid_ahead(_WITNESSES)
+            ahead, _damaged = self.items.valid_ahead(_WITNESSES, self._mended)
             nxt = next((v for v in ahead if v.magic == 2 and v.base_offset > h.last_offset), nxt)
         if not isinstance(nxt, BatchHeader) or not nxt.crc_valid or nxt.magic != 2:
             return
@@ -423,7 +432,7 @@ class SegScan:
             cands.add(low)
         if not cands and nlo is not None:
             lo = h.base_offset if h.magic == 2 else h.last_offset
-            flips = [x for k in range(63) if low <= (x := lo ^ (1 << k)) and x + delta < nlo]
+            flips = [x for k in range(64) if low <= (x := _flip64(lo, k)) and x + delta < nlo]
             if len(flips) == 1:
                 cands.add(flips[0])
         return cands
@@ -453,9 +462,9 @@ class SegScan:
             exact = delta is not None and nlo - low == delta + 1 and low != lo
             by_index = idx is not None and delta is not None and idx - delta != h.base_offset
             nxt = self.lookahead
-            if not (exact or by_index) and not (isinstance(nxt, BatchHeader) and nxt.crc_valid
-                                                and self._rather_this_one(h, nxt, low, nlo, delta)):
-                return h
+            if not (exact or by_index or skipped) and not (isinstance(nxt, BatchHeader) and nxt.crc_valid
+                                                           and self._rather_this_one(h, nxt, low, nlo, delta)):
+                return h  # (with the next batch skipped as out of line, the witness after it is the one to trust)
         cands = self._offset_candidates(h, low, nlo, delta, skipped, damaged)
         fits = [c for c in cands if c >= low and (nlo is None or c + delta < nlo)]
         if len(cands) == 1 and len(fits) == 1:

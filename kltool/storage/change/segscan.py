@@ -392,29 +392,37 @@ class SegScan:
     def _witness(self, h: BatchHeader) -> tuple[int | None, list[BatchHeader], bool]:
         """What bounds batch ``h``'s offsets from above: (the first offset of the next batch to trust, the
         CRC-valid batches skipped before it, whether damage was skipped). Damaged neighbours are no witness (a
-        repair cuts them; the epoch rule skips them the same way), nor is a batch whose own offset field its
-        successor contradicts (it jumped ahead); past the segment's last batch, the next segment's name is."""
-        if not isinstance(self.lookahead, Damage) and (self.lookahead is None or self.lookahead.crc_valid) and (
-                self.lookahead is None or self.lookahead.magic == 2 or self.lookahead.compression == 0):
-            ahead, damaged = ([self.lookahead] if self.lookahead is not None else []), False
-            if ahead:
-                more, _d = self.items.valid_ahead(1)
-                ahead += more
-        elif (isinstance(self.lookahead, Damage) or not self.lookahead.crc_valid) and \
-                (mended := self._mended(self.lookahead)) is not None:  # what the walk's fix makes of it
-            ahead, damaged = [mended, *self.items.valid_ahead(1)[0]], False
+        repair cuts them; the epoch rule skips them the same way; one that a magic or length fix mends is
+        taken as mended), nor is a batch whose own offset field its successor contradicts, when it does not
+        follow ``h`` either, or when ``h`` and it fill the gap up to that successor exactly (both jumped);
+        past the segment's last batch, the next segment's name is."""
+        la = self.lookahead
+        if la is None:
+            return self.next_base, [], False
+        if not isinstance(la, Damage) and la.crc_valid:
+            ahead, damaged = [la, *self.items.valid_ahead(_WITNESSES - 1)[0]], False
+        elif (mended := self._mended(la)) is not None:  # what the walk's fix makes of it
+            ahead, damaged = [mended, *self.items.valid_ahead(_WITNESSES - 1)[0]], False
         else:
             ahead, damaged = self.items.valid_ahead(_WITNESSES)
         skipped: list[BatchHeader] = []
         for i, v in enumerate(ahead):
             if v.magic != 2 and v.compression != 0:
                 return None, skipped, damaged  # a compressed v0/v1 wrapper: no upper bound from it
+            lo = rules.first_offset(v)
             after = ahead[i + 1] if i + 1 < len(ahead) else None
-            lo = v.base_offset if v.magic == 2 else v.last_offset
-            if after is None or v.last_offset < (after.base_offset if after.magic == 2 else after.last_offset):
+            if after is None or v.last_offset < rules.first_offset(after):
                 return lo, skipped, damaged
+            if lo > h.last_offset and not self._fills([h, *skipped, v], rules.first_offset(after)):
+                return lo, skipped, damaged  # it follows h: its successor is the odd one
             skipped.append(v)  # its successor contradicts it: its own field may be damaged
         return (self.next_base if not ahead else None), skipped, damaged
+
+    def _fills(self, chain: list[BatchHeader], end: int) -> bool:
+        """Do the batches of ``chain`` (their CRC-covered offset counts) fill the offsets from the next one
+        the log needs up to ``end`` exactly?"""
+        low = self.ctx.last + 1 if self.ctx.last is not None else self.seg.base
+        return low + sum(x.last_offset - rules.first_offset(x) + 1 for x in chain) == end
 
     def _offset_candidates(self, h: BatchHeader, low: int, nlo: int | None, delta: int | None,
                            skipped: list[BatchHeader], damaged: bool) -> set[int]:
@@ -427,8 +435,7 @@ class SegScan:
         idx = self._index_offset_at(h.position)
         if idx is not None:
             cands.add(idx - delta)
-        if nlo is not None and not damaged and nlo - low == delta + 1 + sum(s.last_offset - (
-                s.base_offset if s.magic == 2 else s.last_offset) + 1 for s in skipped):
+        if nlo is not None and not damaged and self._fills([h, *skipped], nlo):
             cands.add(low)
         if not cands and nlo is not None:
             lo = h.base_offset if h.magic == 2 else h.last_offset

@@ -1773,6 +1773,6 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     use_hw_crc = __builtin_cpu_supports("sse4.2") ? 1 : 0;
 #endif
     PyObject *m = PyModule_Create(&module);
-    if (m && PyModule_AddIntConstant(m, "ABI", 8) < 0) { Py_DECREF(m); return NULL; }
+    if (m && PyModule_AddIntConstant(m, "ABI", 9) < 0) { Py_DECREF(m); return NULL; }
     return m;
 }

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-ABI = 8  # the _speedups.c interface this Python code expects (a stale build is not used)
+ABI = 9  # the _speedups.c interface this Python code expects (a stale build is not used)
 
 
 def _load():

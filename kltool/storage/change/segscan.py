@@ -410,6 +410,9 @@ class SegScan:
             if v.magic != 2 and v.compression != 0:
                 return None, skipped, damaged  # a compressed v0/v1 wrapper: no upper bound from it
             lo = rules.first_offset(v)
+            if lo < self._low():
+                skipped.append(v)  # below the log kept so far: its own field is out of line
+                continue
             after = ahead[i + 1] if i + 1 < len(ahead) else None
             if after is None or v.last_offset < rules.first_offset(after):
                 return lo, skipped, damaged
@@ -418,11 +421,14 @@ class SegScan:
             skipped.append(v)  # its successor contradicts it: its own field may be damaged
         return (self.next_base if not ahead else None), skipped, damaged
 
+    def _low(self) -> int:
+        """The first offset the next kept batch may have."""
+        return self.ctx.last + 1 if self.ctx.last is not None else self.seg.base
+
     def _fills(self, chain: list[BatchHeader], end: int) -> bool:
         """Do the batches of ``chain`` (their CRC-covered offset counts) fill the offsets from the next one
         the log needs up to ``end`` exactly?"""
-        low = self.ctx.last + 1 if self.ctx.last is not None else self.seg.base
-        return low + sum(x.last_offset - rules.first_offset(x) + 1 for x in chain) == end
+        return self._low() + sum(x.last_offset - rules.first_offset(x) + 1 for x in chain) == end
 
     def _offset_candidates(self, h: BatchHeader, low: int, nlo: int | None, delta: int | None,
                            skipped: list[BatchHeader], damaged: bool) -> set[int]:

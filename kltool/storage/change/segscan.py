@@ -17,6 +17,7 @@ from ...format.legacy import RECORD_OVERHEAD
 from ...format.records import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MIN_BATCH_SIZE_FIELD, BatchHeader
 from ..check import batch_rules as rules
 from ..check.index_check import IndexChecker
+from ..check.segment_name import first_batches
 from ..epochs import epoch_out_of_line
 from ..index_builder import IndexBuilder, TxnIndexBuilder
 from ..scan import Damage, walk
@@ -113,8 +114,9 @@ class SegScan:
     """Walk one segment: decide what to cut and what to fix, and build its new indexes on the way."""
 
     def __init__(self, seg: Seg, ctx: Ctx, *, like_broker: bool, interval: int, is_active: bool,
-                 progress=None, next_base: int | None = None):
+                 progress=None, next_base: int | None = None, next_log=None):
         self.seg = seg
+        self.next_log = next_log  # the next segment's .log (its first batch: the epoch witness after the last)
         self.next_base = next_base  # the next segment's base offset (its file name): bounds this one's last batch
         self.field_fixes: dict[int, str] = {}  # position of a restored uncovered byte -> why
         self.ctx = ctx
@@ -336,6 +338,8 @@ class SegScan:
             # a damaged neighbour that a fix mends is the witness; else what is cut between makes the next valid
             # batch its neighbour
             nxt = self._mended(nxt) or self.items.next_valid()
+        if nxt is None and self.next_log is not None:  # the segment's last batch: the next segment's first
+            nxt = next(iter(first_batches(self.next_log, 1)), None)
         if isinstance(nxt, BatchHeader) and nxt.magic == 2 and nxt.base_offset <= h.last_offset:
             # the next batch's own offset field is out of line (a repair restores or cuts it): the first valid
             # batch after it that follows this one is the witness
@@ -394,7 +398,8 @@ class SegScan:
         CRC-valid batches skipped before it, whether damage was skipped). Damaged neighbours are no witness (a
         repair cuts them; the epoch rule skips them the same way; one that a magic or length fix mends is
         taken as mended), nor is a batch whose own offset field its successor contradicts, when it does not
-        follow ``h`` either, or when ``h`` and it fill the gap up to that successor exactly (both jumped);
+        follow ``h`` either, or when the batch after that successor agrees with it, or when ``h`` and it fill the
+        gap up to that successor exactly (both jumped);
         past the segment's last batch, the next segment's name is."""
         la = self.lookahead
         if la is None:
@@ -410,13 +415,17 @@ class SegScan:
             if v.magic != 2 and v.compression != 0:
                 return None, skipped, damaged  # a compressed v0/v1 wrapper: no upper bound from it
             lo = rules.first_offset(v)
-            if lo < self._low():
-                skipped.append(v)  # below the log kept so far: its own field is out of line
+            if lo < self._low() or (v.magic == 2 and v.last_offset - self.seg.base > rules.INT32_MAX):
+                # below the log kept so far, or past what a v2 segment can hold (a broker rolls a segment long
+                # before; only legacy segments overflow, KAFKA-6264): its own field is out of line
+                skipped.append(v)
                 continue
             after = ahead[i + 1] if i + 1 < len(ahead) else None
             if after is None or v.last_offset < rules.first_offset(after):
                 return lo, skipped, damaged
-            if lo > h.last_offset and not self._fills([h, *skipped, v], rules.first_offset(after)):
+            after2 = ahead[i + 2] if i + 2 < len(ahead) else None
+            agreed = after2 is not None and after.last_offset < rules.first_offset(after2) <= v.last_offset
+            if lo > h.last_offset and not agreed and not self._fills([h, *skipped, v], rules.first_offset(after)):
                 return lo, skipped, damaged  # it follows h: its successor is the odd one
             skipped.append(v)  # its successor contradicts it: its own field may be damaged
         return (self.next_base if not ahead else None), skipped, damaged
@@ -459,6 +468,10 @@ class SegScan:
         prev = self.ctx.last
         low = prev + 1 if prev is not None else self.seg.base
         lo = h.base_offset if h.magic == 2 else h.last_offset
+        la = self.lookahead
+        if lo == low and type(la) is BatchHeader and la.crc_valid and (la.magic == 2 or la.compression == 0) \
+                and h.last_offset < rules.first_offset(la):
+            return h  # right after the log so far, and the next batch follows it (the usual case)
         nlo, skipped, damaged = self._witness(h)
         below = lo < low
         past = nlo is not None and nlo >= low and h.last_offset >= nlo

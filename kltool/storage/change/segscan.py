@@ -270,8 +270,8 @@ class SegScan:
         return None
 
     def _header_starts(self, pos: int, limit: int) -> list[int]:
-        """Positions in (pos, limit) where a plausible batch header starts (a magic byte of 0-2, a length that
-        fits the file): at most _HEADER_CANDIDATES, in order."""
+        """Positions in (pos, limit) where a plausible batch header starts (a magic byte of 0-2, a length of at
+        least the smallest batch's): at most _HEADER_CANDIDATES, in order."""
         out: list[int] = []
         first = pos + LOG_OVERHEAD + RECORD_OVERHEAD[0]
         n = min(limit, self.size) - first + HEADER_SIZE_UP_TO_MAGIC
@@ -283,7 +283,7 @@ class SegScan:
             if i + HEADER_SIZE_UP_TO_MAGIC > len(data) or first + i >= limit:
                 break
             size_field = int.from_bytes(data[i + 8:i + 12], "big", signed=True)
-            if size_field >= MIN_BATCH_SIZE_FIELD and first + i + LOG_OVERHEAD + size_field <= self.size:
+            if size_field >= MIN_BATCH_SIZE_FIELD:  # (its own length may be damaged too: it need not fit)
                 out.append(first + i)
                 if len(out) == _HEADER_CANDIDATES:
                     break

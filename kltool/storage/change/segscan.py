@@ -29,8 +29,27 @@ __all__ = ["Ctx", "Peek", "SegScan"]
 _MAGIC = HEADER_SIZE_UP_TO_MAGIC - 1  # the magic byte's position in a batch
 _MAX_FIX_BATCH = 64 << 20  # a magic fix is tried for batches up to this size (bigger ones are not plausible)
 _MAGIC_AT_16 = re.compile(rb"(?=.{16}[\x00-\x02])", re.S)
-_HEADER_CANDIDATES = 32  # plausible batch starts a length fix tries as a damaged batch's end
+_HEADER_CANDIDATES = 64  # plausible batch starts a length fix tries as a damaged batch's end
 _WITNESSES = 4  # CRC-valid batches looked at past damage for the one that bounds a batch's offsets
+
+
+_V2_FIELDS = struct.Struct(">hiqqqhii")  # attributes .. records count (bytes 21..61)
+
+
+def _plausible_header(data: bytes, i: int) -> bool:
+    """Does a batch header plausibly start at ``data[i]``, whatever its length field says? (The fields the
+    walker's resync checks before a CRC: offset, magic, attributes; v2 also lastOffsetDelta and count.)"""
+    if int.from_bytes(data[i:i + 8], "big", signed=True) < 0 or \
+            int.from_bytes(data[i + 8:i + 12], "big", signed=True) < MIN_BATCH_SIZE_FIELD:
+        return False
+    magic = data[i + 16]
+    if magic < 2:
+        attrs = data[i + 17] if i + 17 < len(data) else 0
+        return attrs & 0x07 <= 3 and not attrs & (0xF0 if magic == 1 else 0xF8)
+    if i + 61 > len(data):
+        return False
+    attrs, lod, _bts, _mts, _pid, _ep, _seq, count = _V2_FIELDS.unpack_from(data, i + 21)
+    return attrs & 0x07 <= 4 and not attrs & ~0x7F and lod >= 0 and 0 <= count <= lod + 1
 
 
 def _flip64(value: int, bit: int) -> int:
@@ -270,20 +289,19 @@ class SegScan:
         return None
 
     def _header_starts(self, pos: int, limit: int) -> list[int]:
-        """Positions in (pos, limit) where a plausible batch header starts (a magic byte of 0-2, a length of at
-        least the smallest batch's): at most _HEADER_CANDIDATES, in order."""
+        """Positions in (pos, limit) where a plausible batch header starts (:func:`_plausible_header`): at most
+        _HEADER_CANDIDATES, in order."""
         out: list[int] = []
         first = pos + LOG_OVERHEAD + RECORD_OVERHEAD[0]
-        n = min(limit, self.size) - first + HEADER_SIZE_UP_TO_MAGIC
-        if n <= HEADER_SIZE_UP_TO_MAGIC:
+        if min(limit, self.size) <= first:
             return out
+        n = min(limit, self.size) - first + V2_OVERHEAD
         data = os.pread(self.fd, n, first)
         for m in _MAGIC_AT_16.finditer(data):
             i = m.start()
-            if i + HEADER_SIZE_UP_TO_MAGIC > len(data) or first + i >= limit:
+            if first + i >= limit:
                 break
-            size_field = int.from_bytes(data[i + 8:i + 12], "big", signed=True)
-            if size_field >= MIN_BATCH_SIZE_FIELD:  # (its own length may be damaged too: it need not fit)
+            if _plausible_header(data, i):  # (its own length may be damaged too: it need not fit)
                 out.append(first + i)
                 if len(out) == _HEADER_CANDIDATES:
                     break

@@ -33,23 +33,22 @@ _HEADER_CANDIDATES = 64  # plausible batch starts a length fix tries as a damage
 _WITNESSES = 4  # CRC-valid batches looked at past damage for the one that bounds a batch's offsets
 
 
-_V2_FIELDS = struct.Struct(">hiqqqhii")  # attributes .. records count (bytes 21..61)
+_V2_FIELDS = struct.Struct(">hi")  # attributes, lastOffsetDelta (bytes 21..27)
 
 
 def _plausible_header(data: bytes, i: int) -> bool:
     """Does a batch header plausibly start at ``data[i]``, whatever its length field says? (The fields the
-    walker's resync checks before a CRC: offset, magic, attributes; v2 also lastOffsetDelta and count.)"""
-    if int.from_bytes(data[i:i + 8], "big", signed=True) < 0 or \
-            int.from_bytes(data[i + 8:i + 12], "big", signed=True) < MIN_BATCH_SIZE_FIELD:
-        return False
+    walker's resync checks before a CRC: magic, attributes; v2 also lastOffsetDelta.)"""
+    if int.from_bytes(data[i + 8:i + 12], "big", signed=True) < MIN_BATCH_SIZE_FIELD:
+        return False  # (its offset, not covered by a v2 CRC, may be damaged as well: not looked at)
     magic = data[i + 16]
     if magic < 2:
         attrs = data[i + 17] if i + 17 < len(data) else 0
         return attrs & 0x07 <= 3 and not attrs & (0xF0 if magic == 1 else 0xF8)
     if i + 61 > len(data):
         return False
-    attrs, lod, _bts, _mts, _pid, _ep, _seq, count = _V2_FIELDS.unpack_from(data, i + 21)
-    return attrs & 0x07 <= 4 and not attrs & ~0x7F and lod >= 0 and 0 <= count <= lod + 1
+    attrs, lod = _V2_FIELDS.unpack_from(data, i + 21)
+    return attrs & 0x07 <= 4 and not attrs & ~0x7F and lod >= 0
 
 
 def _flip64(value: int, bit: int) -> int:
@@ -200,6 +199,12 @@ class SegScan:
                         nxt = next(items, None)
                         continue
                     v = rules.crc_violation(h, rules.computed_crc(self.seg.log, h))
+                    inner = None if self.like_broker else self._valid_within(h)
+                    if inner is not None:  # its length (not covered by the CRC) swallows a valid batch: keep that
+                        self._cut(h.position, inner, v.kind, v.message, h.base_offset, None, None, damage=True)
+                        items = self.items = Peek(walk(self.seg.log, start=inner, progress=None))
+                        nxt = next(items, None)
+                        continue
                     self._cut(h.position, h.end, v.kind, v.message, h.base_offset, h.last_offset, h.count)
                     continue
                 self._batch(h)
@@ -253,6 +258,16 @@ class SegScan:
                 self.field_fixes[at] = why
         return h
 
+    def _valid_within(self, h: BatchHeader) -> int | None:
+        """Where the first CRC-valid batch inside batch ``h``'s span starts (``h``'s CRC fails: its length may
+        be the damaged field), or None."""
+        for item in walk(self.seg.log, start=h.position + 1):
+            if item.position >= h.end:
+                return None
+            if isinstance(item, BatchHeader) and item.crc_valid:
+                return item.position
+        return None
+
     def _mended(self, item) -> BatchHeader | None:
         """What a damaged item (a Damage, a batch failing its CRC) is once a magic or length fix mends it (as
         the walk will do when it gets there), or None: a witness for the batch before it."""
@@ -288,9 +303,9 @@ class SegScan:
                 return h, [(pos + _MAGIC, cur, m)], None  # the magic byte's position
         return None
 
-    def _header_starts(self, pos: int, limit: int) -> list[int]:
-        """Positions in (pos, limit) where a plausible batch header starts (:func:`_plausible_header`): at most
-        _HEADER_CANDIDATES, in order."""
+    def _header_starts(self, pos: int, limit: int, magic: int) -> list[int]:
+        """Positions in (pos, limit) where a plausible batch header of format ``magic`` starts
+        (:func:`_plausible_header`): at most _HEADER_CANDIDATES, in order."""
         out: list[int] = []
         first = pos + LOG_OVERHEAD + RECORD_OVERHEAD[0]
         if min(limit, self.size) <= first:
@@ -301,7 +316,7 @@ class SegScan:
             i = m.start()
             if first + i >= limit:
                 break
-            if _plausible_header(data, i):  # (its own length may be damaged too: it need not fit)
+            if data[i + 16] == magic and _plausible_header(data, i):  # (its length may be damaged too)
                 out.append(first + i)
                 if len(out) == _HEADER_CANDIDATES:
                     break
@@ -320,7 +335,7 @@ class SegScan:
         ends.append(self.size)
         # the next batch may be damaged too (its CRC fails): a plausible batch header before the next valid
         # batch is where this one may end
-        ends += self._header_starts(pos, min(ends[0], pos + _MAX_FIX_BATCH))
+        ends += self._header_starts(pos, min(ends[0], pos + _MAX_FIX_BATCH), head[_MAGIC])
         for end in ends:
             total = end - pos
             if total > _MAX_FIX_BATCH or total < LOG_OVERHEAD + RECORD_OVERHEAD[0]:
@@ -405,8 +420,7 @@ class SegScan:
 
         mine = fits(h.base_offset, low, nlo, delta)
         theirs = fits(nxt.base_offset, h.last_offset + 1, n2lo, nxt.last_offset - nxt.base_offset)
-        if mine and (not theirs or n2lo is None):
-            # (with nothing after the next batch to bound it, any value fits it: no evidence for it)
+        if mine and not theirs:
             return True
         # both could be: a segment's first batch starts at the segment's base offset (its file name) as a rule
         return bool(mine and self.ctx.last is None and self.seg.base in mine)

@@ -273,3 +273,23 @@ def test_a_flipped_epoch_next_to_a_damaged_batch(kl, tmp_path, kafka_oracle):
     assert kl("verify", part).code == 0
     assert (h.base_offset, h.last_offset) in _offsets(part) and (bad.base_offset, bad.last_offset) not in _offsets(part)
     assert kafka_oracle(_logs(part))[0] == 0
+
+
+def test_a_flipped_epoch_in_a_segment_s_last_batch_is_restored(kl, tmp_path, kafka_oracle):
+    """The witness after a segment's last batch is the next segment's first (verify's epoch watch crosses
+    segments): repair restores the epoch, and verify is clean after one repair (it used to keep it)."""
+    part = tmp_path / "logs" / "v2-multi-segment-0"
+    shutil.copytree(FIXTURES / "java-oracle/v2-multi-segment-0", part)
+    (part / "expected.jsonl").unlink()
+    original = {p.name: p.read_bytes() for p in _logs(part)}
+    log = _logs(part)[1]
+    h = _batches(log)[-1]
+    b = bytearray(log.read_bytes())
+    b[h.position + 15] ^= 1
+    log.write_bytes(bytes(b))
+    assert kl("verify", part).code == 1
+    r = kl("--json", "verify", "--repair", "--backup-dir", tmp_path / "bk", part)
+    assert r.code == 0, r
+    assert {p.name: p.read_bytes() for p in _logs(part)} == original
+    assert kl("verify", part).code == 0
+    assert kafka_oracle(_logs(part))[0] == 0

@@ -18,6 +18,7 @@ import zlib
 from _thread import allocate_lock
 from collections.abc import Callable, Iterator
 
+from ..errors import KltoolError
 from ..format import parse_header, speedups
 from ..format.batch import V2_OVERHEAD
 from ..format.legacy import RECORD_OVERHEAD
@@ -677,7 +678,10 @@ def records_of(h: BatchHeader, path=None):
     from ..format import record_groups
 
     if h.data is not None:
-        return record_groups(h, h.data)  # (a usual batch: a 1-tuple, decoded by this call)
+        try:
+            return record_groups(h, h.data)  # (a usual batch: a 1-tuple, decoded by this call)
+        except MemoryError:
+            raise _no_memory(h, path) from None
     return _records_from_file(h, h.source if h.source is not None else path)
 
 
@@ -687,8 +691,20 @@ def _records_from_file(h: BatchHeader, path):
     fd = os.open(path, os.O_RDONLY)
     try:
         yield from record_groups(h, FileSpan(fd, h.position, h.position + h.size))
+    except MemoryError:
+        raise _no_memory(h, path) from None
     finally:
         os.close(fd)
+
+
+def _no_memory(h: BatchHeader, path) -> KltoolError:
+    """A record that --max-record-bytes lets through but this process cannot hold (an address-space limit,
+    ``ulimit -v``): an error on the input, named by file and position, not a crash."""
+    from ..format import compression
+
+    return KltoolError(f"a record of batch {h.base_offset}..{h.last_offset} ({h.size} bytes) does not fit in this "
+                       f"process's memory: lower --max-record-bytes (now {compression.MAX_DECOMPRESSED}) to have it "
+                       f"reported as record_too_large instead, or allow more memory", path=path, position=h.position)
 
 
 def batches(path, **kw) -> Iterator[BatchHeader]:  # (never with runs=True)

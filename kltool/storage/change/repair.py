@@ -50,6 +50,7 @@ from ...errors import CorruptDataError, UsageError
 from ...format import index as fidx
 from ...format import names as fn
 from ...format.records import BatchHeader
+from ..check.segment_name import first_batches, misnamed_base
 from ..confine import outside_findings
 from ..epochs import checkpoint_epochs
 from ..findings import Finding
@@ -112,16 +113,6 @@ class Plan:
 # ------------------------------------------------------------------------------------ partition planning
 
 
-def _first_batches(log: Path, n: int = 2) -> list[BatchHeader]:
-    out = []
-    for item in walk(log):
-        if isinstance(item, BatchHeader) and item.crc_valid:
-            out.append(item)
-            if len(out) == n:
-                break
-    return out
-
-
 def _plan_segment_names(view: View, segs: list[Seg], acts: list[Action]) -> None:
     """A segment whose file name (its base offset, which no CRC covers) is above its first batch's offset
     would lose every batch as 'below the segment's base offset'. When the content fits between the
@@ -129,17 +120,12 @@ def _plan_segment_names(view: View, segs: list[Seg], acts: list[Action]) -> None
     index files, relative to the old name, are set aside and rebuilt)."""
     prev_last = None
     for i, s in enumerate(segs):
-        firsts = _first_batches(s.log)
+        firsts = first_batches(s.log)
         first = firsts[0] if firsts else None
         last = next_offset_of(s.log, s.base) - 1 if first is not None else None
-        # the name is wrong only when the content agrees with itself: its first two batches both lie below
-        # the name, in order (one damaged batch's offset field is the other case, handled batch by batch)
-        agree = len(firsts) == 1 or (len(firsts) == 2 and firsts[1].magic == 2
-                                    and first.last_offset < firsts[1].base_offset < s.base)
-        if first is not None and first.magic == 2 and 0 <= first.base_offset < s.base and agree \
-                and (prev_last is None or first.base_offset > prev_last) \
-                and (i + 1 == len(segs) or (last is not None and last < segs[i + 1].base)):
-            new_base = first.base_offset
+        new_base = misnamed_base(firsts, s.base, prev_last, segs[i + 1].base if i + 1 < len(segs) else None,
+                                 lambda last=last: last)
+        if new_base is not None:
             target = s.final.with_name(fn.segment_file(new_base, "log"))
             if target.name not in view.current:
                 acts.append(Action("rename", s.log, f"the file name says base offset {s.base} but its batches start "
@@ -365,7 +351,8 @@ def _scan_segments(segs: list[Seg], ctx: Ctx, probs: list[Finding], *, like_brok
             probs.append(Finding("error", "offset_order", str(s.log), f"segment base offset {s.base} is not above "
                                  f"the previous segment's last offset {ctx.last}"))
         sc = SegScan(s, ctx, like_broker=like_broker, interval=interval, is_active=(i == len(segs) - 1),
-                     progress=progress, next_base=segs[i + 1].base if i + 1 < len(segs) else None)
+                     progress=progress, next_base=segs[i + 1].base if i + 1 < len(segs) else None,
+                     next_log=segs[i + 1].log if i + 1 < len(segs) else None)
         sc.run()
         scans.append(sc)
     return scans, later

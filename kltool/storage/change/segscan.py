@@ -6,6 +6,7 @@ way. :class:`Ctx` is what goes on from one segment to the next."""
 from __future__ import annotations
 
 import os
+import re
 import struct
 from collections import deque
 
@@ -16,6 +17,7 @@ from ...format.legacy import RECORD_OVERHEAD
 from ...format.records import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MIN_BATCH_SIZE_FIELD, BatchHeader
 from ..check import batch_rules as rules
 from ..check.index_check import IndexChecker
+from ..check.segment_name import first_batches
 from ..epochs import epoch_out_of_line
 from ..index_builder import IndexBuilder, TxnIndexBuilder
 from ..scan import Damage, walk
@@ -26,6 +28,33 @@ __all__ = ["Ctx", "Peek", "SegScan"]
 
 _MAGIC = HEADER_SIZE_UP_TO_MAGIC - 1  # the magic byte's position in a batch
 _MAX_FIX_BATCH = 64 << 20  # a magic fix is tried for batches up to this size (bigger ones are not plausible)
+_MAGIC_AT_16 = re.compile(rb"(?=.{16}[\x00-\x02])", re.S)
+_HEADER_CANDIDATES = 64  # plausible batch starts a length fix tries as a damaged batch's end
+_WITNESSES = 4  # CRC-valid batches looked at past damage for the one that bounds a batch's offsets
+
+
+_V2_FIELDS = struct.Struct(">hi")  # attributes, lastOffsetDelta (bytes 21..27)
+
+
+def _plausible_header(data: bytes, i: int) -> bool:
+    """Does a batch header plausibly start at ``data[i]``, whatever its length field says? (The fields the
+    walker's resync checks before a CRC: magic, attributes; v2 also lastOffsetDelta.)"""
+    if int.from_bytes(data[i + 8:i + 12], "big", signed=True) < MIN_BATCH_SIZE_FIELD:
+        return False  # (its offset, not covered by a v2 CRC, may be damaged as well: not looked at)
+    magic = data[i + 16]
+    if magic < 2:
+        attrs = data[i + 17] if i + 17 < len(data) else 0
+        return attrs & 0x07 <= 3 and not attrs & (0xF0 if magic == 1 else 0xF8)
+    if i + 61 > len(data):
+        return False
+    attrs, lod = _V2_FIELDS.unpack_from(data, i + 21)
+    return attrs & 0x07 <= 4 and not attrs & ~0x7F and lod >= 0
+
+
+def _flip64(value: int, bit: int) -> int:
+    """``value`` (an int64 field) with one bit flipped, as the field reads then (bit 63 is the sign)."""
+    u = (value & 0xFFFFFFFFFFFFFFFF) ^ (1 << bit)
+    return u - (1 << 64) if u >> 63 else u
 
 
 class Ctx:
@@ -60,6 +89,30 @@ class Peek:
     def __next__(self):
         return self.ahead.popleft() if self.ahead else next(self.it)
 
+    def valid_ahead(self, n: int, mend=None) -> tuple[list[BatchHeader], bool]:
+        """The first ``n`` CRC-valid batches among the items still to come (they stay to come), and whether
+        damage (a Damage or a batch failing its CRC) comes before the first of them; fewer when the segment
+        ends or LIMIT items are looked at. ``mend``: what a fix makes of a damaged item (None: nothing), taken
+        as a batch."""
+        out: list[BatchHeader] = []
+        damaged = False
+        for i in range(self.LIMIT):
+            if i == len(self.ahead):
+                x = next(self.it, None)
+                if x is None:
+                    break
+                self.ahead.append(x)
+            x = self.ahead[i]
+            if not (isinstance(x, BatchHeader) and x.crc_valid) and mend is not None:
+                x = mend(x) or x
+            if isinstance(x, BatchHeader) and x.crc_valid:
+                out.append(x)
+                if len(out) == n:
+                    break
+            elif not out:
+                damaged = True
+        return out, damaged
+
     def next_valid(self) -> BatchHeader | None:
         """The first CRC-valid batch among the items still to come (they stay to come), None when damage
         goes on to the end or for more than LIMIT items."""
@@ -79,8 +132,9 @@ class SegScan:
     """Walk one segment: decide what to cut and what to fix, and build its new indexes on the way."""
 
     def __init__(self, seg: Seg, ctx: Ctx, *, like_broker: bool, interval: int, is_active: bool,
-                 progress=None, next_base: int | None = None):
+                 progress=None, next_base: int | None = None, next_log=None):
         self.seg = seg
+        self.next_log = next_log  # the next segment's .log (its first batch: the epoch witness after the last)
         self.next_base = next_base  # the next segment's base offset (its file name): bounds this one's last batch
         self.field_fixes: dict[int, str] = {}  # position of a restored uncovered byte -> why
         self.ctx = ctx
@@ -145,6 +199,12 @@ class SegScan:
                         nxt = next(items, None)
                         continue
                     v = rules.crc_violation(h, rules.computed_crc(self.seg.log, h))
+                    inner = None if self.like_broker else self._valid_within(h)
+                    if inner is not None:  # its length (not covered by the CRC) swallows a valid batch: keep that
+                        self._cut(h.position, inner, v.kind, v.message, h.base_offset, None, None, damage=True)
+                        items = self.items = Peek(walk(self.seg.log, start=inner, progress=None))
+                        nxt = next(items, None)
+                        continue
                     self._cut(h.position, h.end, v.kind, v.message, h.base_offset, h.last_offset, h.count)
                     continue
                 self._batch(h)
@@ -180,6 +240,45 @@ class SegScan:
 
     def _try_fix_magic(self, pos: int, limit: int) -> BatchHeader | None:
         """A batch at ``pos`` that is valid once its magic byte is 2 (or 1, 0): the CRC proves it."""
+        return self._record(self._magic_probe(pos, limit))
+
+    def _try_fix_size(self, pos: int) -> BatchHeader | None:
+        """A batch at ``pos`` whose length field (not covered by the CRC) is damaged: the next whole, CRC-valid
+        batch after ``pos`` (or the end of the file) marks where it really ends, and its CRC over exactly that
+        span proves the rest of it intact. Restores the length field in place; returns the batch, or None."""
+        return self._record(self._size_probe(pos))
+
+    def _record(self, probe) -> BatchHeader | None:
+        if probe is None:
+            return None
+        h, fixes, why = probe
+        self.fixes.extend(fixes)
+        if why is not None:
+            for at, _old, _new in fixes:
+                self.field_fixes[at] = why
+        return h
+
+    def _valid_within(self, h: BatchHeader) -> int | None:
+        """Where the first CRC-valid batch inside batch ``h``'s span starts (``h``'s CRC fails: its length may
+        be the damaged field), or None."""
+        for item in walk(self.seg.log, start=h.position + 1):
+            if item.position >= h.end:
+                return None
+            if isinstance(item, BatchHeader) and item.crc_valid:
+                return item.position
+        return None
+
+    def _mended(self, item) -> BatchHeader | None:
+        """What a damaged item (a Damage, a batch failing its CRC) is once a magic or length fix mends it (as
+        the walk will do when it gets there), or None: a witness for the batch before it."""
+        pos = item.position
+        probe = self._magic_probe(pos, item.end)
+        if probe is None and not self.like_broker:
+            probe = self._size_probe(pos)
+        return None if probe is None else probe[0]
+
+    def _magic_probe(self, pos: int, limit: int):
+        """(the batch, the byte fixes, None) when the batch at ``pos`` is valid with another magic byte."""
         head = os.pread(self.fd, HEADER_SIZE_UP_TO_MAGIC, pos)
         if len(head) < HEADER_SIZE_UP_TO_MAGIC:
             return None
@@ -201,14 +300,30 @@ class SegScan:
                 continue
             if h.crc_valid and h.size == total:
                 h.position = pos
-                self.fixes.append((pos + _MAGIC, cur, m))  # the magic byte's position
-                return h
+                return h, [(pos + _MAGIC, cur, m)], None  # the magic byte's position
         return None
 
-    def _try_fix_size(self, pos: int) -> BatchHeader | None:
-        """A batch at ``pos`` whose length field (not covered by the CRC) is damaged: the next whole, CRC-valid
-        batch after ``pos`` (or the end of the file) marks where it really ends, and its CRC over exactly that
-        span proves the rest of it intact. Restores the length field in place; returns the batch, or None."""
+    def _header_starts(self, pos: int, limit: int, magic: int) -> list[int]:
+        """Positions in (pos, limit) where a plausible batch header of format ``magic`` starts
+        (:func:`_plausible_header`): at most _HEADER_CANDIDATES, in order."""
+        out: list[int] = []
+        first = pos + LOG_OVERHEAD + RECORD_OVERHEAD[0]
+        if min(limit, self.size) <= first:
+            return out
+        n = min(limit, self.size) - first + V2_OVERHEAD
+        data = os.pread(self.fd, n, first)
+        for m in _MAGIC_AT_16.finditer(data):
+            i = m.start()
+            if first + i >= limit:
+                break
+            if data[i + 16] == magic and _plausible_header(data, i):  # (its length may be damaged too)
+                out.append(first + i)
+                if len(out) == _HEADER_CANDIDATES:
+                    break
+        return out
+
+    def _size_probe(self, pos: int):
+        """(the batch, the byte fixes, why) when the batch at ``pos`` is valid with another length field."""
         head = os.pread(self.fd, HEADER_SIZE_UP_TO_MAGIC, pos)
         if len(head) < HEADER_SIZE_UP_TO_MAGIC or head[_MAGIC] > 2:
             return None
@@ -218,6 +333,9 @@ class SegScan:
                 ends.append(item.position)
                 break
         ends.append(self.size)
+        # the next batch may be damaged too (its CRC fails): a plausible batch header before the next valid
+        # batch is where this one may end
+        ends += self._header_starts(pos, min(ends[0], pos + _MAX_FIX_BATCH), head[_MAGIC])
         for end in ends:
             total = end - pos
             if total > _MAX_FIX_BATCH or total < LOG_OVERHEAD + RECORD_OVERHEAD[0]:
@@ -234,14 +352,11 @@ class SegScan:
             if not h.crc_valid or h.size != total:
                 continue
             h.position = pos
-            for i in range(4):
-                if old[i] != data[8 + i]:
-                    self.fixes.append((pos + 8 + i, old[i], data[8 + i]))
-                    self.field_fixes[pos + 8 + i] = (
-                        f"the batch at byte {pos} is valid (its CRC checks over {total} bytes, up to the next whole "
-                        f"batch) but its length field (not covered by the CRC) says "
-                        f"{int.from_bytes(old, 'big', signed=True)}: restored to {total - LOG_OVERHEAD}")
-            return h
+            fixes = [(pos + 8 + i, old[i], data[8 + i]) for i in range(4) if old[i] != data[8 + i]]
+            why = (f"the batch at byte {pos} is valid (its CRC checks over {total} bytes, up to where the next batch "
+                   f"starts) but its length field (not covered by the CRC) says "
+                   f"{int.from_bytes(old, 'big', signed=True)}: restored to {total - LOG_OVERHEAD}")
+            return h, fixes, why
         return None
 
     def _uncovered_epoch(self, h: BatchHeader) -> None:
@@ -250,9 +365,20 @@ class SegScan:
         log, so the field is damaged; restore the neighbours' epoch in place (the broker would otherwise add
         the bogus epoch to its leader epoch cache at recovery)."""
         prev, nxt = self.ctx.last_epoch, self.lookahead
+        if h.magic != 2 or prev is None:
+            return
         if isinstance(nxt, Damage) or (isinstance(nxt, BatchHeader) and not nxt.crc_valid):
-            nxt = self.items.next_valid()  # what is cut between makes the next valid batch its neighbour
-        if h.magic != 2 or prev is None or not isinstance(nxt, BatchHeader) or not nxt.crc_valid or nxt.magic != 2:
+            # a damaged neighbour that a fix mends is the witness; else what is cut between makes the next valid
+            # batch its neighbour
+            nxt = self._mended(nxt) or self.items.next_valid()
+        if nxt is None and self.next_log is not None:  # the segment's last batch: the next segment's first
+            nxt = next(iter(first_batches(self.next_log, 1)), None)
+        if isinstance(nxt, BatchHeader) and nxt.magic == 2 and nxt.base_offset <= h.last_offset:
+            # the next batch's own offset field is out of line (a repair restores or cuts it): the first valid
+            # batch after it that follows this one is the witness
+            ahead, _damaged = self.items.valid_ahead(_WITNESSES, self._mended)
+            nxt = next((v for v in ahead if v.magic == 2 and v.base_offset > h.last_offset), nxt)
+        if not isinstance(nxt, BatchHeader) or not nxt.crc_valid or nxt.magic != 2:
             return
         ple = h.partition_leader_epoch
         if not epoch_out_of_line(prev, ple, nxt.partition_leader_epoch, self.ctx.known_epochs,
@@ -299,22 +425,86 @@ class SegScan:
         # both could be: a segment's first batch starts at the segment's base offset (its file name) as a rule
         return bool(mine and self.ctx.last is None and self.seg.base in mine)
 
+    def _witness(self, h: BatchHeader) -> tuple[int | None, list[BatchHeader], bool]:
+        """What bounds batch ``h``'s offsets from above: (the first offset of the next batch to trust, the
+        CRC-valid batches skipped before it, whether damage was skipped). Damaged neighbours are no witness (a
+        repair cuts them; the epoch rule skips them the same way; one that a magic or length fix mends is
+        taken as mended), nor is a batch whose own offset field its successor contradicts, when it does not
+        follow ``h`` either, or when the batch after that successor agrees with it, or when ``h`` and it fill the
+        gap up to that successor exactly (both jumped);
+        past the segment's last batch, the next segment's name is."""
+        la = self.lookahead
+        if la is None:
+            return self.next_base, [], False
+        if not isinstance(la, Damage) and la.crc_valid:
+            ahead, damaged = [la, *self.items.valid_ahead(_WITNESSES - 1)[0]], False
+        elif (mended := self._mended(la)) is not None:  # what the walk's fix makes of it
+            ahead, damaged = [mended, *self.items.valid_ahead(_WITNESSES - 1)[0]], False
+        else:
+            ahead, damaged = self.items.valid_ahead(_WITNESSES)
+        skipped: list[BatchHeader] = []
+        for i, v in enumerate(ahead):
+            if v.magic != 2 and v.compression != 0:
+                return None, skipped, damaged  # a compressed v0/v1 wrapper: no upper bound from it
+            lo = rules.first_offset(v)
+            if lo < self._low() or (v.magic == 2 and v.last_offset - self.seg.base > rules.INT32_MAX):
+                # below the log kept so far, or past what a v2 segment can hold (a broker rolls a segment long
+                # before; only legacy segments overflow, KAFKA-6264): its own field is out of line
+                skipped.append(v)
+                continue
+            after = ahead[i + 1] if i + 1 < len(ahead) else None
+            if after is None or v.last_offset < rules.first_offset(after):
+                return lo, skipped, damaged
+            after2 = ahead[i + 2] if i + 2 < len(ahead) else None
+            agreed = after2 is not None and after.last_offset < rules.first_offset(after2) <= v.last_offset
+            if lo > h.last_offset and not agreed and not self._fills([h, *skipped, v], rules.first_offset(after)):
+                return lo, skipped, damaged  # it follows h: its successor is the odd one
+            skipped.append(v)  # its successor contradicts it: its own field may be damaged
+        return (self.next_base if not ahead else None), skipped, damaged
+
+    def _low(self) -> int:
+        """The first offset the next kept batch may have."""
+        return self.ctx.last + 1 if self.ctx.last is not None else self.seg.base
+
+    def _fills(self, chain: list[BatchHeader], end: int) -> bool:
+        """Do the batches of ``chain`` (their CRC-covered offset counts) fill the offsets from the next one
+        the log needs up to ``end`` exactly?"""
+        return self._low() + sum(x.last_offset - rules.first_offset(x) + 1 for x in chain) == end
+
+    def _offset_candidates(self, h: BatchHeader, low: int, nlo: int | None, delta: int | None,
+                           skipped: list[BatchHeader], damaged: bool) -> set[int]:
+        """The values the neighbours allow for ``h``'s first offset: the .index entry at its position; the gap
+        up to the witness when ``h`` (and the CRC-valid batches skipped before the witness) fill it exactly;
+        else a one-bit change of the field that alone fits (a flipped bit is the common damage)."""
+        cands = set()
+        if delta is None:
+            return cands
+        idx = self._index_offset_at(h.position)
+        if idx is not None:
+            cands.add(idx - delta)
+        if nlo is not None and not damaged and self._fills([h, *skipped], nlo):
+            cands.add(low)
+        if not cands and nlo is not None:
+            lo = h.base_offset if h.magic == 2 else h.last_offset
+            flips = [x for k in range(64) if low <= (x := _flip64(lo, k)) and x + delta < nlo]
+            if len(flips) == 1:
+                cands.add(flips[0])
+        return cands
+
     def _uncovered_offset(self, h: BatchHeader) -> BatchHeader | None:
         """A CRC-valid batch whose offset field (not covered by the CRC: v2 baseOffset, v0/v1 offset) its
-        neighbours contradict: restore the field in place when the neighbours (previous last offset, next
-        base offset or the next segment's base, the .index entry at its position, its own CRC-covered
+        neighbours contradict: restore the field in place when the neighbours (previous last offset, the next
+        batch to trust or the next segment's base, the .index entry at its position, its own CRC-covered
         lastOffsetDelta) fix the only possible value; otherwise excise this one batch. Returns the batch to
         go on with (corrected), or None when it was cut."""
         prev = self.ctx.last
         low = prev + 1 if prev is not None else self.seg.base
         lo = h.base_offset if h.magic == 2 else h.last_offset
-        nxt = self.lookahead
-        if isinstance(nxt, BatchHeader) and nxt.crc_valid and (nxt.magic == 2 or nxt.compression == 0):
-            nlo = nxt.base_offset
-        elif nxt is None:
-            nlo = self.next_base
-        else:
-            nlo = None  # damage or a compressed v0/v1 wrapper next: no upper bound from it
+        la = self.lookahead
+        if lo == low and type(la) is BatchHeader and la.crc_valid and (la.magic == 2 or la.compression == 0) \
+                and h.last_offset < rules.first_offset(la):
+            return h  # right after the log so far, and the next batch follows it (the usual case)
+        nlo, skipped, damaged = self._witness(h)
         below = lo < low
         past = nlo is not None and nlo >= low and h.last_offset >= nlo
         if not (below or past) or (below and (nlo is None or nlo < low)):
@@ -322,41 +512,42 @@ class SegScan:
             # whole rest out of order (not one batch's field): _reject decides as before
             return h
         delta = h.last_offset - h.base_offset if h.magic == 2 else (0 if h.compression == 0 else None)
-        idx = self._index_offset_at(h.position)
         if past and not below and lo <= nlo:
             # the next batch starts inside this one: either may be the damaged one. This one is, only when
             # the gap to the next fits it exactly at another offset (or its .index entry says so); else keep
             # it, and the next batch is judged in its turn.
+            idx = self._index_offset_at(h.position)
             exact = delta is not None and nlo - low == delta + 1 and low != lo
             by_index = idx is not None and delta is not None and idx - delta != h.base_offset
-            if not (exact or by_index) and not self._rather_this_one(h, nxt, low, nlo, delta):
-                return h
-        cands = set()
-        if idx is not None and delta is not None:
-            cands.add(idx - delta)
-        if delta is not None and nlo is not None and nlo - low == delta + 1:
-            cands.add(low)
+            nxt = self.lookahead
+            if not (exact or by_index or skipped) and not (isinstance(nxt, BatchHeader) and nxt.crc_valid
+                                                           and self._rather_this_one(h, nxt, low, nlo, delta)):
+                return h  # (with the next batch skipped as out of line, the witness after it is the one to trust)
+        cands = self._offset_candidates(h, low, nlo, delta, skipped, damaged)
         fits = [c for c in cands if c >= low and (nlo is None or c + delta < nlo)]
-        field = "baseOffset" if h.magic == 2 else "offset"
         if len(cands) == 1 and len(fits) == 1:
-            new = fits[0]
-            old_bytes = os.pread(self.fd, 8, h.position)
-            new_bytes = new.to_bytes(8, "big", signed=True) if h.magic == 2 else \
-                (new + delta).to_bytes(8, "big", signed=True)
-            for i, (a, b) in enumerate(zip(old_bytes, new_bytes, strict=True)):
-                if a != b:
-                    self.fixes.append((h.position + i, a, b))
-                    self.field_fixes[h.position + i] = (
-                        f"the batch at byte {h.position} is valid (its CRC checks) but its {field} field (not "
-                        f"covered by the CRC) says {h.base_offset if h.magic == 2 else h.last_offset}; its "
-                        f"neighbours fix it at {new if h.magic == 2 else new + delta}: restored")
-            h.base_offset, h.last_offset = (new, new + delta) if h.magic == 2 else (new, new)
-            return h
+            return self._restore_offset(h, fits[0], delta)
+        field = "baseOffset" if h.magic == 2 else "offset"
         why = (f"the batch at byte {h.position} is valid (its CRC checks) but its {field} field (not covered by "
                f"the CRC) says {lo}, which its neighbours contradict (after {prev}, before {nlo}); its true "
                f"offsets cannot be told, so only this batch is cut")
         self._cut(h.position, h.end, "offset_field", why, None, None, h.count)
         return None
+
+    def _restore_offset(self, h: BatchHeader, new: int, delta: int) -> BatchHeader:
+        field = "baseOffset" if h.magic == 2 else "offset"
+        old_bytes = os.pread(self.fd, 8, h.position)
+        new_bytes = new.to_bytes(8, "big", signed=True) if h.magic == 2 else \
+            (new + delta).to_bytes(8, "big", signed=True)
+        for i, (a, b) in enumerate(zip(old_bytes, new_bytes, strict=True)):
+            if a != b:
+                self.fixes.append((h.position + i, a, b))
+                self.field_fixes[h.position + i] = (
+                    f"the batch at byte {h.position} is valid (its CRC checks) but its {field} field (not "
+                    f"covered by the CRC) says {h.base_offset if h.magic == 2 else h.last_offset}; its "
+                    f"neighbours fix it at {new if h.magic == 2 else new + delta}: restored")
+        h.base_offset, h.last_offset = (new, new + delta) if h.magic == 2 else (new, new)
+        return h
 
     def _reject(self, h: BatchHeader) -> tuple[rules.Violation | None, str | None]:
         """(the batch rule that cuts the batch, or None; the marker type of a transaction control batch)."""

@@ -26,6 +26,7 @@ from ..scan import HOLD, BatchRun, Damage, records_of, walk
 from ..segment import Segment
 from . import batch_rules as rules
 from .index_check import IndexChecker
+from .segment_name import first_batches, last_offset_of, misnamed_base
 
 
 class VerifyStats(Plain):
@@ -317,17 +318,12 @@ def verify_partition(p: Partition, *, deep: bool = False, stats: VerifyStats,
 
 
 def _misnamed(seg: Segment, size: int, last: int | None, next_base: int | None) -> int | None:
-    """The offset a segment's content starts at when its file name (which no CRC covers) is what is wrong: its
-    first batches agree with each other below the name and fit between the neighbouring segments."""
-    firsts = [h for h in walk(seg.log_path, end=min(size, 1 << 20)) if isinstance(h, BatchHeader)
-              and h.crc_valid][:2] if size else []
-    first = firsts[0] if firsts else None
-    if first is None or first.magic != 2 or not 0 <= first.base_offset < seg.base_offset:
+    """The offset a segment's content starts at when its file name (which no CRC covers) is what is wrong
+    (:func:`~kltool.storage.check.segment_name.misnamed_base`, the rule repair renames by)."""
+    if not size:
         return None
-    agree = len(firsts) == 1 or first.last_offset < firsts[1].base_offset < seg.base_offset
-    if agree and (last is None or first.base_offset > last) and (next_base is None or first.last_offset < next_base):
-        return first.base_offset
-    return None
+    firsts = first_batches(seg.log_path, 2, end=min(size, 1 << 20))
+    return misnamed_base(firsts, seg.base_offset, last, next_base, lambda: last_offset_of(seg.log_path))
 
 
 def _broker_running(p: Partition) -> bool:

@@ -1,0 +1,74 @@
+"""The one rule for a segment whose file name is what is wrong (verify reports it, repair renames the segment).
+
+A segment's base offset lives only in its file name, which no CRC covers. When its first batch starts below
+the name, either the name or that batch's offset field (not covered by the CRC either) is damaged. The field
+is the one when the batch fits exactly at the name, up to the second batch (its CRC-covered lastOffsetDelta
+fills the gap), and one flipped bit turns the name into its value: repair restores the field. Otherwise the name is taken as wrong, as Kafka's recovery takes it:
+a batch below a segment's base makes ``ensureOffsetInRange`` raise ``LogSegmentOffsetOverflowException`` and
+the loader splits the segment (``LocalLog.splitOverflowedSegment``), the new file named after its first
+batch's offset; no data is dropped. kltool renames the segment when its whole content fits between the
+neighbouring segments (the same files Kafka's split would leave).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ...format.records import BatchHeader
+from ..scan import walk
+
+__all__ = ["first_batches", "last_offset_of", "misnamed_base"]
+
+
+def first_batches(path, n: int = 2, end: int | None = None) -> list[BatchHeader]:
+    """The first ``n`` CRC-valid batches of a ``.log`` (up to byte ``end``)."""
+    out = []
+    for item in walk(path, end=end):
+        if isinstance(item, BatchHeader) and item.crc_valid:
+            out.append(item)
+            if len(out) == n:
+                break
+    return out
+
+
+def last_offset_of(path) -> int | None:
+    """The highest last offset of a ``.log``'s CRC-valid batches (None: none)."""
+    last = None
+    for item in walk(path):
+        if isinstance(item, BatchHeader) and item.crc_valid:
+            last = item.last_offset if last is None else max(last, item.last_offset)
+    return last
+
+
+def _first_offset(h: BatchHeader) -> int | None:
+    if h.magic == 2 or h.base_offset_exact:
+        return h.base_offset
+    return None  # a compressed v0/v1 wrapper: its first inner offset is not in its header
+
+
+def misnamed_base(firsts: list[BatchHeader], name_base: int, prev_last: int | None, next_base: int | None,
+                  last_of: Callable[[], int | None]) -> int | None:
+    """The base offset a segment named ``name_base`` should have (its first batch's offset) when its name is
+    what is wrong, else None. ``firsts``: its first two CRC-valid batches; ``prev_last``: the previous
+    segment's last offset; ``next_base``: the next segment's name; ``last_of``: the segment's last offset
+    (read only when needed)."""
+    if not firsts:
+        return None
+    first = firsts[0]
+    lo = _first_offset(first)
+    if lo is None or not 0 <= lo < name_base or (prev_last is not None and lo <= prev_last):
+        return None
+    delta = first.last_offset - lo
+    if len(firsts) > 1:
+        nlo = _first_offset(firsts[1])
+        if nlo is None or nlo <= first.last_offset:
+            return None
+        # the first batch fits exactly between the name and the second batch, and a flipped bit of its own
+        # offset field explains it: that field is the damaged one (repair restores it)
+        if name_base + delta + 1 == nlo and (lo ^ name_base).bit_count() == 1:
+            return None
+    if next_base is not None:
+        last = last_of()
+        if last is None or last >= next_base:
+            return None
+    return lo

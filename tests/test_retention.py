@@ -602,7 +602,7 @@ def test_log_start_checkpoint_entry_only_above_the_first_base_like_the_broker(kl
     r = kl("retention", ld, "--offset-json-file", spec)
     assert r.code == 0, r
     assert logs(pdir) == [0, 3, 6] and lso_checkpoint(ld) == {("t", 0): 2}
-    r = retention(kl, ld, "--now", T0 + 8 * DAY)
+    r = retention(kl, ld, *WEEK, "--now", T0 + 8 * DAY)
     assert r.code == 0, r
     assert logs(pdir) == [3, 6] and lso_checkpoint(ld) == {}
     assert Partition(pdir).log_start_offset() == 3

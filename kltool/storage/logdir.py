@@ -193,6 +193,11 @@ def open_path(path, *, max_depth: int = 4) -> Selection:
         raise PathNotReadable(path)
     if path.name in ("", ".."):  # "." or "..": the directory's own name says whether it is a partition
         path = Path(os.path.abspath(path))
+    from . import tiered
+
+    remote = None if looks_like_partition_dir(path) or is_log_dir(path) else tiered.open_root(path)
+    if remote is not None:  # a tiered-storage root or partition directory (LocalTieredStorage's layout)
+        return Selection(partitions=tiered.as_partitions(remote))
     if looks_like_partition_dir(path) or (_partition_name(path.name) is not None and not is_log_dir(path)
                                           and not any(path.iterdir())):
         return Selection(partitions=[open_partition(path)])
@@ -226,6 +231,9 @@ def open_paths(paths, topic: str | None = None, partitions: set[int] | None = No
     sel = Selection()
     for p in paths:
         sel.extend(open_path(p))
+    from .tiered import merge
+
+    sel.partitions = merge(sel.partitions)
     if topic is not None or partitions is not None:
         sel = sel.filter(topic, partitions)
     return sel

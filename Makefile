@@ -29,7 +29,11 @@ test: $(BIN)/.installed broker-jars
 	$(BIN)/python -m pytest -q
 
 broker-jars:
-	@if [ -f '$(KLTOOL_KAFKA_BROKER_JARS)/.complete' ]; then :; \
+	@if [ -f '$(KLTOOL_KAFKA_BROKER_JARS)/.complete' ] && [ -f '$(KLTOOL_KAFKA_BROKER_JARS)/kafka-storage-4.3.0-test.jar' ]; then :; \
+	elif [ -f '$(KLTOOL_KAFKA_BROKER_JARS)/.complete' ] && command -v mvn >/dev/null 2>&1; then \
+	  echo "adding the tiered-storage test jar to $(KLTOOL_KAFKA_BROKER_JARS)"; \
+	  mvn -q -B -Dstyle.color=never -f tests/broker/pom.xml dependency:copy-dependencies -DincludeScope=runtime \
+	    -DoutputDirectory='$(KLTOOL_KAFKA_BROKER_JARS)' || echo "note: Maven could not fetch the tiered-storage test jar"; \
 	elif ! command -v mvn >/dev/null 2>&1 || ! command -v java >/dev/null 2>&1; then \
 	  echo "note: no mvn or java: the Kafka $(KAFKA_VERSION) broker jars are not fetched; the broker tests skip (fail under CI=true)"; \
 	else \

@@ -97,3 +97,57 @@ def test_spark_reader_reads_the_union(tmp_path):
     assert [r[2] for r in rows] == list(range(1200))
     rows = rows_of(read_all({"path": str(remote)}))
     assert [r[2] for r in rows] == list(range(800))
+
+
+REAL_TIERED = ORACLE.parent / "broker-4.4-tiered"
+
+
+def test_real_broker_layout_reads_as_one_partition():
+    from kltool.storage import open_paths
+
+    sel = open_paths([REAL_TIERED / "data", REAL_TIERED / "remote"], topic="tiered")
+    (p,) = sel.partitions
+    assert [s.base_offset for s in p.segments] == [0, 50, 100, 150, 200, 250, 300]
+    assert p.remote.topic_id == p.metadata_topic_id()
+    assert (p.log_start_offset(), p.log_end_offset()) == (0, 300)
+
+
+def test_remote_log_metadata_decoded():
+    r = run_kltool("--json", "dump", "--records", str(REAL_TIERED / "data" / "__remote_log_metadata-0"))
+    assert r.code == 0, r.err
+    decoded = [x["decoded"] for x in r.json() if x.get("type") == "record"]
+    assert len(decoded) == 12
+    assert [d["state"] for d in decoded] == ["COPY_SEGMENT_STARTED", "COPY_SEGMENT_FINISHED"] * 6
+    first = decoded[0]
+    assert first["type"] == "REMOTE_LOG_SEGMENT_METADATA_RECORD"
+    seg = first["data"]
+    assert seg["remoteLogSegmentId"]["topicIdPartition"]["name"] == "tiered"
+    assert (seg["startOffset"], seg["endOffset"]) == (0, 49)
+    assert seg["segmentLeaderEpochs"] == [{"leaderEpoch": 0, "offset": 0}]
+    # the segment ids are the tiered copies' names
+    remote = sorted(p.name for p in (REAL_TIERED / "remote").rglob("*.log"))
+    starts = [d["data"] for d in decoded if d["type"] == "REMOTE_LOG_SEGMENT_METADATA_RECORD"]
+    assert sorted(f"{d['startOffset']:020d}-{d['remoteLogSegmentId']['id']}.log" for d in starts) == remote
+    r = run_kltool("dump", "--records", "--decoder", "remote-log-metadata",
+                   str(REAL_TIERED / "data" / "__remote_log_metadata-0"))
+    assert r.code == 0 and "COPY_SEGMENT_FINISHED" in r.out
+
+
+def test_remote_log_metadata_other_records():
+    from kltool.format.internal import decode_remote_log_metadata
+
+    tip = b"\x07tiered" + bytes(16) + b"\x00\x00\x00\x03"  # compact string "tiered", uuid, partition 3
+    body = b"\x01\x02\x00" + tip + b"\x00" + b"\x00\x00\x00\x01" + (5).to_bytes(8, "big") + b"\x01" + b"\x00"
+    d = decode_remote_log_metadata(None, body)
+    assert d["type"] == "REMOTE_PARTITION_DELETE_METADATA_RECORD" and d["state"] == "DELETE_PARTITION_STARTED"
+    assert d["data"]["topicIdPartition"]["partition"] == 3
+    snap = (b"\x01\x03\x00" + bytes(16) + (10).to_bytes(8, "big") + (19).to_bytes(8, "big") + b"\x00\x00\x00\x01"
+            + (7).to_bytes(8, "big") + (8).to_bytes(8, "big") + b"\x01" + b"\x00\x00\x10\x00" + b"\x00" + b"\x03" + b"\x00")
+    d = decode_remote_log_metadata(None, snap)
+    assert d["type"] == "REMOTE_LOG_SEGMENT_METADATA_SNAPSHOT_RECORD" and d["state"] == "DELETE_SEGMENT_FINISHED"
+    assert d["data"]["segmentSizeInBytes"] == 4096 and d["data"]["customMetadata"] is None
+    assert decode_remote_log_metadata(None, b"\x01\x09\x00abc")["type"] == "unknown"
+    from kltool.errors import CorruptDataError
+
+    with pytest.raises(CorruptDataError):
+        decode_remote_log_metadata(None, body[:-3])

@@ -603,7 +603,7 @@ def _dump_files(d: Dumper, files) -> None:
 @click.option("--encoding", type=click.Choice(["text", "base64", "hex"]), default="text", show_default=True,
               help="How keys, values and header values are shown.")
 @click.option("--decoder", type=click.Choice(["auto", "none", "consumer-offsets", "transaction-state",
-                                              "cluster-metadata"]), default="auto", show_default=True,
+                                              "cluster-metadata", "remote-log-metadata"]), default="auto", show_default=True,
               help="Decode Kafka's internal topics (auto: by topic name) into a 'decoded' field.")
 @click.option("--format", "fmt", metavar="FMT", help="Records as a kcat-style format string, e.g. "
               "'%t [%p] %o: %k=%s\\n' (%t %p %o %k %K %s %S %T %h; implies --records).")

@@ -151,3 +151,29 @@ def test_remote_log_metadata_other_records():
 
     with pytest.raises(CorruptDataError):
         decode_remote_log_metadata(None, body[:-3])
+
+
+def test_writing_commands_change_no_tiered_copy(tmp_path):
+    """The writing commands plan from the log dir's own files, never the tiered copies; and applying an
+    action on a tiered copy is refused, one line, nothing written."""
+    from kltool.errors import UsageError
+    from kltool.storage.change.apply import apply_changes
+    from kltool.storage.change.plan import Action, ChangeSet
+
+    logs, remote = build(tmp_path)
+    r = run_kltool("rebuild-index", str(logs), str(remote))
+    assert r.code == 0 and "Traceback" not in r.err, r
+    assert not list(remote.rglob("*.index")) and not list(remote.rglob("*.timeindex"))
+    copy = next(remote.rglob("00000000000000000000-*.log"))
+    raw = bytearray(copy.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    copy.write_bytes(bytes(raw))
+    before = copy.read_bytes()
+    r = run_kltool("verify", str(logs), str(remote))
+    assert r.code == 1 and copy.name in r.out + r.err, r
+    r = run_kltool("verify", "--repair", str(logs), str(remote))
+    assert "Traceback" not in r.err and copy.read_bytes() == before, r
+    change = ChangeSet(copy.parent, [Action("truncate", copy, "test", start=10, end=len(before))])
+    with pytest.raises(UsageError, match="tiered-storage copy"):
+        apply_changes([change], "repair", tmp_path / "backup")
+    assert copy.read_bytes() == before and not (tmp_path / "backup").exists()

@@ -156,3 +156,11 @@ def _same_topic_id(p, topic_id: str | None) -> bool:
     except Exception:  # noqa: BLE001 (a damaged partition.metadata: verify names it; match by name)
         mine = None
     return mine is None or topic_id is None or mine == topic_id
+
+
+def is_tiered_copy(path) -> bool:
+    """Whether ``path`` names a file of a tiered copy (``<offset>-<segment id>.<kind>``): kltool reads them,
+    and changes none (their owner is the remote storage manager)."""
+    name = Path(path).name
+    m = fn.REMOTE_SEGMENT_FILE.match(name)
+    return bool(m and m.group(2)) or bool(fn.REMOTE_SEGMENT_EXTRA.match(name))

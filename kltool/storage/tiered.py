@@ -60,9 +60,17 @@ class TieredPartition:
 
     def merged(self, local: list[Segment]) -> list[Segment]:
         """The remote segments below the first local one, then ``local``: each offset read once."""
-        first = local[0].base_offset if local else None
-        older = [s for s in self.segments if first is None or s.base_offset < first]
-        return [*older, *local]
+        return merge_segments(self.segments, local)
+
+
+def merge_segments(remote: list, local: list) -> list:
+    """A partition's segments (objects with ``base_offset``, each list in offset order) from its tiered
+    copies and its log dir: the remote ones below the first local segment, then the local ones. A segment
+    copied to remote storage and still local is read once, from the log dir (the one rule, for local
+    partitions and object-store listings)."""
+    first = local[0].base_offset if local else None
+    older = [s for s in remote if first is None or s.base_offset < first]
+    return [*older, *local]
 
 
 def _segments(directory: Path) -> tuple[list[RemoteSegment], list[Path]]:

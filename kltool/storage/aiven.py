@@ -173,9 +173,9 @@ class AivenSegment:
         try:
             m = json.loads(manifest)
         except ValueError as e:
-            raise CorruptDataError(f"{name}: not JSON: {e}") from None
+            raise CorruptDataError(f"not JSON: {e}") from None
         if not isinstance(m, dict) or "chunkIndex" not in m or "segmentIndexes" not in m:
-            raise CorruptDataError(f"{name}: not a segment manifest (no chunkIndex/segmentIndexes)")
+            raise CorruptDataError("not a segment manifest (no chunkIndex/segmentIndexes)")
         self.manifest = m
         self.read_range = read_range
         self.compression = bool(m.get("compression"))
@@ -212,14 +212,20 @@ class AivenSegment:
         return data
 
     def chunk(self, i: int) -> bytes:
+        """Chunk ``i`` in the broker's bytes. A damaged chunk raises CorruptDataError naming the ``.log``
+        object and the chunk's byte position in it."""
         c = self.chunks[i]
-        raw = self.read_range("log", c.position, c.size)
-        if len(raw) != c.size:
-            raise CorruptDataError(f"{self.name}: chunk {i} at byte {c.position}: {len(raw)} of {c.size} bytes")
-        data = self._detransform(raw, self.compression, f"chunk {i} at byte {c.position}")
-        if len(data) != c.original_size:
-            raise CorruptDataError(f"chunk {i} at byte {c.position}: {len(data)} bytes, the manifest says "
-                                   f"{c.original_size}")
+        log = self.name[: -len(".rsm-manifest")] + ".log" if self.name.endswith(".rsm-manifest") else None
+        try:
+            raw = self.read_range("log", c.position, c.size)
+            if len(raw) != c.size:
+                raise CorruptDataError(f"chunk {i} at byte {c.position}: {len(raw)} of {c.size} bytes")
+            data = self._detransform(raw, self.compression, f"chunk {i} at byte {c.position}")
+            if len(data) != c.original_size:
+                raise CorruptDataError(f"chunk {i} at byte {c.position}: {len(data)} bytes, the manifest says "
+                                       f"{c.original_size}")
+        except CorruptDataError as e:
+            raise e.at(path=log, position=c.position) from None
         return data
 
     def chunks_bytes(self):

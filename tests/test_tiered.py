@@ -35,9 +35,9 @@ def build(tmp_path, remote=(0, 400), local=(400, 800)):
 
 
 def offsets_of(*paths):
-    r = run_kltool("dump", "--json", *map(str, paths))
+    r = run_kltool("dump", "--json", "--records", *map(str, paths))
     assert r.code == 0, r.err
-    return [x["offset"] for x in r.json() if "offset" in x and x.get("kind", "record") == "record"]
+    return [x["offset"] for x in r.json() if x["type"] == "record"]
 
 
 def test_union_of_remote_and_local_counts_each_offset_once(tmp_path):
@@ -209,3 +209,43 @@ def test_spark_reader_on_s3_reads_the_union(tmp_path):
         assert [r[2] for r in rows] == list(range(800))
     finally:
         server.stop()
+
+
+def _segment_file(path, start, end):
+    from kltool.format import build_batch
+
+    with open(path, "wb") as f:
+        for b in range(start, end, 10):
+            f.write(build_batch([(i, 1_700_000_000_000 + b + i, None, b"v%d" % (b + i), []) for i in range(10)],
+                                base_offset=b))
+
+
+def test_remote_copy_straddling_the_first_local_segment_is_read_up_to_it(tmp_path):
+    """A follower's segments roll elsewhere than the leader's copies: remote 0..99, 100..199, local from 150.
+    Offsets 150..199 are read once (from the log dir); the remote copy is cut, never changed."""
+    from kltool.storage import open_paths
+
+    part = tmp_path / "logs" / "t-0"
+    rdir = tmp_path / "remote" / "kafka-tiered-storage" / f"t-0-{TOPIC_ID}"
+    part.mkdir(parents=True)
+    rdir.mkdir(parents=True)
+    _segment_file(rdir / f"{0:020d}-{SEG_IDS[0]}.log", 0, 100)
+    _segment_file(rdir / f"{100:020d}-{SEG_IDS[400]}.log", 100, 200)
+    _segment_file(part / f"{150:020d}.log", 150, 260)
+    before = {p: p.read_bytes() for p in rdir.iterdir()}
+    (p,) = open_paths([tmp_path / "logs", tmp_path / "remote"]).partitions
+    assert [s.base_offset for s in p.segments] == [0, 100, 150]
+    cut = p.segments[1]
+    assert cut.trimmed_from.parent == rdir and cut.next_offset() == 150
+    r = run_kltool("offsets", "--count", "--json", str(tmp_path / "logs"), str(tmp_path / "remote"))
+    assert r.code == 0 and [x["records"] for x in r.json() if x.get("topic") == "t"] == [260], r
+    r = run_kltool("verify", str(tmp_path / "logs"), str(tmp_path / "remote"))
+    assert r.code == 0 and "ERROR" not in r.out, r
+    assert offsets_of(tmp_path / "logs", tmp_path / "remote") == list(range(260))
+    assert {p: p.read_bytes() for p in rdir.iterdir()} == before
+    pytest.importorskip("pyarrow")
+    pytest.importorskip("pyspark")
+    from .test_spark_datasource import read_all, rows_of
+
+    rows = rows_of(read_all({"paths": json.dumps([str(tmp_path / "logs"), str(tmp_path / "remote")])}))
+    assert [r[2] for r in rows] == list(range(260))

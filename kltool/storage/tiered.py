@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..format import names as fn
+from . import scan
 from .segment import Segment
 
 ROOT_DIR = "kafka-tiered-storage"  # LocalTieredStorage's directory under its configured dir
@@ -32,6 +33,7 @@ class RemoteSegment(Segment):
     def __init__(self, directory: Path, base_offset: int, log_path: Path, segment_id: str | None):
         super().__init__(directory, base_offset, log_path, active=False)
         self.segment_id = segment_id
+        self.trimmed_from: Path | None = None  # the remote copy this one was cut from (see trimmed)
         self._stem = log_path.name[: -len(".log")]
 
     @property
@@ -45,6 +47,32 @@ class RemoteSegment(Segment):
     @property
     def txnindex_path(self) -> Path:
         return self.directory / f"{self._stem}.txnindex"
+
+
+    def trimmed(self, first: int) -> RemoteSegment:
+        """This copy up to the batch that starts at ``first`` (where the log dir's first segment starts),
+        as a trimmed copy of the log and its indexes in a private temporary directory (the remote copy is
+        not changed); ``trimmed_from`` names the copy. Itself when no batch starts at or after ``first``."""
+        from ..format import index as fidx
+        from ..format.records import BatchHeader
+        from .fs import atomic_write, copy_range
+
+        cut = next((h.position for h in scan.walk(self.log_path, start=self.position_for_offset(first))
+                    if isinstance(h, BatchHeader) and h.crc_valid and h.base_offset >= first), None)
+        if cut is None:
+            return self
+        d = _scratch_dir() / self.directory.name
+        d.mkdir(parents=True, exist_ok=True)
+        seg = RemoteSegment(d, self.base_offset, d / self.log_path.name, self.segment_id)
+        copy_range(self.log_path, 0, cut, seg.log_path)
+        base = self.base_offset
+        atomic_write(seg.index_path, fidx.encode_offset_index([e for e in self.offset_index() if e[1] < cut], base))
+        atomic_write(seg.timeindex_path, fidx.encode_time_index([e for e in self.time_index() if e[1] < first], base))
+        txns = [t for t in self.txn_index() if t.first_offset < first]
+        if txns:
+            atomic_write(seg.txnindex_path, fidx.encode_txn_index(txns))
+        seg.trimmed_from = self.log_path
+        return seg
 
 
 @dataclass
@@ -70,7 +98,25 @@ def merge_segments(remote: list, local: list) -> list:
     partitions and object-store listings)."""
     first = local[0].base_offset if local else None
     older = [s for s in remote if first is None or s.base_offset < first]
+    if older and first is not None and isinstance(older[-1], RemoteSegment) and older[-1].next_offset() > first:
+        older[-1] = older[-1].trimmed(first)  # a follower's segments roll elsewhere than the leader's copies
     return [*older, *local]
+
+
+_SCRATCH: list[Path] = []
+
+
+def _scratch_dir() -> Path:
+    """A private temporary directory for trimmed copies, removed when the process exits."""
+    if not _SCRATCH:
+        import atexit
+        import shutil
+        import tempfile
+
+        d = Path(tempfile.mkdtemp(prefix="kltool-tiered-"))
+        atexit.register(shutil.rmtree, d, True)
+        _SCRATCH.append(d)
+    return _SCRATCH[0]
 
 
 def _segments(directory: Path) -> tuple[list[RemoteSegment], list[Path]]:

@@ -29,11 +29,7 @@ test: $(BIN)/.installed broker-jars
 	$(BIN)/python -m pytest -q
 
 broker-jars:
-	@if [ -f '$(KLTOOL_KAFKA_BROKER_JARS)/.complete' ] && [ -f '$(KLTOOL_KAFKA_BROKER_JARS)/kafka-storage-4.3.0-test.jar' ]; then :; \
-	elif [ -f '$(KLTOOL_KAFKA_BROKER_JARS)/.complete' ] && command -v mvn >/dev/null 2>&1; then \
-	  echo "adding the tiered-storage test jar to $(KLTOOL_KAFKA_BROKER_JARS)"; \
-	  mvn -q -B -Dstyle.color=never -f tests/broker/pom.xml dependency:copy-dependencies -DincludeScope=runtime \
-	    -DoutputDirectory='$(KLTOOL_KAFKA_BROKER_JARS)' || echo "note: Maven could not fetch the tiered-storage test jar"; \
+	@if [ -f '$(KLTOOL_KAFKA_BROKER_JARS)/.complete' ]; then :; \
 	elif ! command -v mvn >/dev/null 2>&1 || ! command -v java >/dev/null 2>&1; then \
 	  echo "note: no mvn or java: the Kafka $(KAFKA_VERSION) broker jars are not fetched; the broker tests skip (fail under CI=true)"; \
 	else \
@@ -42,6 +38,14 @@ broker-jars:
 	  mvn -q -B -Dstyle.color=never -f tests/broker/pom.xml dependency:copy-dependencies -DincludeScope=runtime \
 	    -DoutputDirectory='$(KLTOOL_KAFKA_BROKER_JARS)' && touch '$(KLTOOL_KAFKA_BROKER_JARS)/.complete' || \
 	  echo "note: Maven could not fetch the Kafka broker jars; the broker tests skip (fail under CI=true)"; \
+	fi
+	@if [ -f '$(KLTOOL_KAFKA_BROKER_JARS)-tiered/.complete' ] || ! command -v mvn >/dev/null 2>&1; then :; \
+	else \
+	  echo "fetching the tiered-storage test jar into $(KLTOOL_KAFKA_BROKER_JARS)-tiered"; \
+	  mkdir -p '$(KLTOOL_KAFKA_BROKER_JARS)-tiered' && \
+	  mvn -q -B -Dstyle.color=never -f tests/broker/pom-tiered.xml dependency:copy-dependencies -DincludeScope=runtime \
+	    -DoutputDirectory='$(KLTOOL_KAFKA_BROKER_JARS)-tiered' && touch '$(KLTOOL_KAFKA_BROKER_JARS)-tiered/.complete' || \
+	  echo "note: Maven could not fetch the tiered-storage test jar; the tiered broker test skips"; \
 	fi
 
 # The edit loop: everything but the tests marked slow (Spark sessions, kill-at-every-step, big property runs).

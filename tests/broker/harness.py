@@ -36,6 +36,12 @@ def jar_dir() -> Path:
     return Path.home() / ".cache" / "kltool-kafka-broker" / KAFKA_VERSION
 
 
+def tiered_jar_dir() -> Path:
+    """The tiered-storage test's extra jars (Kafka's LocalTieredStorage), fetched by `make broker-jars` from
+    tests/broker/pom-tiered.xml beside the broker's jars, off their classpath."""
+    return Path(str(jar_dir()) + "-tiered")
+
+
 def missing() -> str | None:
     """Why the broker cannot run here (None when it can)."""
     if not shutil.which("java"):

@@ -21,8 +21,10 @@ def tiered_broker(tmp_path_factory):
     why = harness.missing()
     if why:
         pytest.skip(why)
-    if not list(harness.jar_dir().glob("kafka-storage-*-test.jar")):
-        pytest.skip("no kafka-storage test jar (LocalTieredStorage): `make broker-jars` fetches it")
+    tiered_jars = sorted(harness.tiered_jar_dir().glob("kafka-storage-*-test.jar"))
+    if not tiered_jars:
+        pytest.skip(f"no kafka-storage test jar (LocalTieredStorage) in {harness.tiered_jar_dir()}: "
+                    "`make broker-jars` fetches it")
     work = tmp_path_factory.mktemp("tiered-broker")
     remote = work / "remote"
     remote.mkdir()
@@ -45,7 +47,7 @@ def tiered_broker(tmp_path_factory):
 
     subprocess.run(["javac", "-nowarn", "-d", str(shim), "-cp", harness.classpath(), *src], check=True,
                    capture_output=True, timeout=120)
-    b.extra_classpath.append(str(shim))
+    b.extra_classpath.extend([str(shim), *map(str, tiered_jars)])
     try:
         b.start()
         yield b

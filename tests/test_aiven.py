@@ -221,3 +221,10 @@ def test_s3_ranged_reads_stay_within_a_chunk(tmp_path):
         assert (tmp_path / "out" / "v2-multi-segment-0" / "00000000000000000000.log").read_bytes() == out
     finally:
         server.stop()
+
+
+def test_reading_commands_point_at_tiered_fetch(tmp_path):
+    upload(tmp_path / "bucket", ORACLE / "v2-multi-segment-0", 0, chunk_size=8192, compression=True)
+    for cmd in ("info", "dump", "verify"):
+        r = run_kltool(cmd, str(tmp_path / "bucket"))
+        assert r.code == 2 and "kltool tiered-fetch" in r.err and "Traceback" not in r.err, (cmd, r)

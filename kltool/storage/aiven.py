@@ -375,3 +375,17 @@ def write_segment(seg: AivenSegment, ref: SegmentRef, out_dir) -> list:
             atomic_write(p, data)
             written.append(p)
     return written
+
+
+def holds_segments(root, max_depth: int = 4) -> bool:
+    """Whether the local directory ``root`` holds a segment of the plugin (an ``.rsm-manifest`` named as it
+    names them) within ``max_depth`` levels: for the hint of commands given such a copy as a PATH."""
+    import os
+
+    base = str(root).rstrip(os.sep).count(os.sep)
+    for d, dirs, files in os.walk(root):
+        if any(ref_of(os.path.join(d, f)) for f in files if f.endswith(".rsm-manifest")):
+            return True
+        if d.count(os.sep) - base >= max_depth:
+            dirs[:] = []
+    return False

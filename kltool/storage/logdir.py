@@ -221,6 +221,11 @@ def open_path(path, *, max_depth: int = 4) -> Selection:
             elif depth + 1 < max_depth:
                 stack.append((s, depth + 1))
     if not sel.partitions and not sel.logdirs:
+        from .aiven import holds_segments
+
+        if holds_segments(path):
+            raise UsageError("holds segments of Aiven's tiered-storage plugin: reassemble them first with "
+                             f"`kltool tiered-fetch {path} -o DIR`, then read DIR", path=path)
         raise UsageError("not a Kafka log dir, partition directory or segment file", path=path)
     sel.logdirs.sort(key=lambda ld: ld.path)
     sel.partitions.sort(key=lambda p: (p.topic, p.partition, str(p.path)))

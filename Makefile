@@ -39,6 +39,14 @@ broker-jars:
 	    -DoutputDirectory='$(KLTOOL_KAFKA_BROKER_JARS)' && touch '$(KLTOOL_KAFKA_BROKER_JARS)/.complete' || \
 	  echo "note: Maven could not fetch the Kafka broker jars; the broker tests skip (fail under CI=true)"; \
 	fi
+	@if [ -f '$(KLTOOL_KAFKA_BROKER_JARS)-tiered/.complete' ] || ! command -v mvn >/dev/null 2>&1; then :; \
+	else \
+	  echo "fetching the tiered-storage test jar into $(KLTOOL_KAFKA_BROKER_JARS)-tiered"; \
+	  mkdir -p '$(KLTOOL_KAFKA_BROKER_JARS)-tiered' && \
+	  mvn -q -B -Dstyle.color=never -f tests/broker/pom-tiered.xml dependency:copy-dependencies -DincludeScope=runtime \
+	    -DoutputDirectory='$(KLTOOL_KAFKA_BROKER_JARS)-tiered' && touch '$(KLTOOL_KAFKA_BROKER_JARS)-tiered/.complete' || \
+	  echo "note: Maven could not fetch the tiered-storage test jar; the tiered broker test skips"; \
+	fi
 
 # The edit loop: everything but the tests marked slow (Spark sessions, kill-at-every-step, big property runs).
 test-quick: $(BIN)/.installed

@@ -23,6 +23,7 @@ from kltool.format.internal import (
     decode_consumer_offsets,
     decode_message,
     decode_raft_control,
+    decode_remote_log_metadata,
     decode_transaction_state,
     decoder_for_topic,
 )
@@ -600,7 +601,9 @@ def test_decoder_selection():
     assert decoder_for_topic("__cluster_metadata") is decode_cluster_metadata
     assert decoder_for_topic("orders") is None
     assert DECODERS == {"consumer-offsets": decode_consumer_offsets, "transaction-state": decode_transaction_state,
-                        "cluster-metadata": decode_cluster_metadata}
+                        "cluster-metadata": decode_cluster_metadata,
+                        "remote-log-metadata": decode_remote_log_metadata}
+    assert decoder_for_topic("__remote_log_metadata") is decode_remote_log_metadata
     assert decode_message("TopicRecord", cs("x") + uuid(TOPIC_ID) + NO_TAGS, 0) == {"name": "x", "topicId": TOPIC_ID}
 
 

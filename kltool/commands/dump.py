@@ -609,7 +609,7 @@ def _dump_files(d: Dumper, files, alone: bool) -> None:
 @click.option("--encoding", type=click.Choice(["text", "base64", "hex"]), default="text", show_default=True,
               help="How keys, values and header values are shown.")
 @click.option("--decoder", type=click.Choice(["auto", "none", "consumer-offsets", "transaction-state",
-                                              "cluster-metadata"]), default="auto", show_default=True,
+                                              "cluster-metadata", "remote-log-metadata"]), default="auto", show_default=True,
               help="Decode Kafka's internal topics (auto: by topic name): kafka-dump-log's 'key: {...} payload: {...}' "
                    "in text, a 'decoded' field in JSON.")
 @click.option("--format", "fmt", metavar="FMT", help="Records as a kcat-style format string, e.g. "

@@ -4,6 +4,8 @@
 * ``__transaction_state`` -> :func:`decode_transaction_state`
 * ``__cluster_metadata``  -> :func:`decode_cluster_metadata` (and :func:`decode_raft_control`
   for the values of its control records)
+* ``__remote_log_metadata`` -> :func:`decode_remote_log_metadata` (tiered storage's topic-based metadata
+  manager, KIP-405)
 
 Pure functions: ``bytes`` in, JSON-able ``dict`` out. The ``data`` objects are exactly what
 Kafka's generated JSON converters write (camelCase keys in declaration order, uuids as 22-char
@@ -31,6 +33,10 @@ __all__ = [
     "decode_transaction_state",
     "decode_cluster_metadata",
     "decode_raft_control",
+    "decode_remote_log_metadata",
+    "REMOTE_LOG_METADATA_RECORD_TYPES",
+    "REMOTE_SEGMENT_STATES",
+    "REMOTE_PARTITION_DELETE_STATES",
     "decode_message",
     "decoder_for_topic",
     "DECODERS",
@@ -401,6 +407,71 @@ def decode_raft_control(control_type: int, value: bytes | None) -> dict:
 
 
 # ----------------------------------------------------------------------------------------------
+# __remote_log_metadata (tiered storage, KIP-405: the topic-based RemoteLogMetadataManager; Kafka's
+# storage/src/main/resources/message/RemoteLog*Record.json, framed by RemoteLogMetadataSerde as the
+# metadata records are: frame version 1, api key, version, message)
+
+_TIP = "TopicIdPartition:{Name:string, Id:uuid, Partition:int32}"
+_EPOCHS = "SegmentLeaderEpochs:[{LeaderEpoch:int32, Offset:int64}]"
+_REMOTE: dict[int, tuple[str, Msg]] = {
+    0: ("REMOTE_LOG_SEGMENT_METADATA_RECORD", Msg("RemoteLogSegmentMetadataRecord", 0, 0,
+        f"RemoteLogSegmentId:{{{_TIP}, Id:uuid}}, StartOffset:int64, EndOffset:int64, BrokerId:int32, "
+        f"MaxTimestampMs:int64, EventTimestampMs:int64, {_EPOCHS}, SegmentSizeInBytes:int32, "
+        "CustomMetadata:bytes?, RemoteLogSegmentState:int8")),
+    1: ("REMOTE_LOG_SEGMENT_METADATA_UPDATE_RECORD", Msg("RemoteLogSegmentMetadataUpdateRecord", 0, 0,
+        f"RemoteLogSegmentId:{{{_TIP}, Id:uuid}}, BrokerId:int32, EventTimestampMs:int64, CustomMetadata:bytes?, "
+        "RemoteLogSegmentState:int8")),
+    2: ("REMOTE_PARTITION_DELETE_METADATA_RECORD", Msg("RemotePartitionDeleteMetadataRecord", 0, 0,
+        f"{_TIP}, BrokerId:int32, EventTimestampMs:int64, RemotePartitionDeleteState:int8")),
+    3: ("REMOTE_LOG_SEGMENT_METADATA_SNAPSHOT_RECORD", Msg("RemoteLogSegmentMetadataSnapshotRecord", 0, 0,
+        f"SegmentId:uuid, StartOffset:int64, EndOffset:int64, BrokerId:int32, MaxTimestampMs:int64, "
+        f"EventTimestampMs:int64, {_EPOCHS}, SegmentSizeInBytes:int32, CustomMetadata:bytes?, "
+        "RemoteLogSegmentState:int8")),
+}
+REMOTE_LOG_METADATA_RECORD_TYPES = {k: (t, m.name) for k, (t, m) in _REMOTE.items()}
+# RemoteLogSegmentState, RemotePartitionDeleteState (storage-api)
+REMOTE_SEGMENT_STATES = {0: "COPY_SEGMENT_STARTED", 1: "COPY_SEGMENT_FINISHED", 2: "DELETE_SEGMENT_STARTED",
+                         3: "DELETE_SEGMENT_FINISHED"}
+REMOTE_PARTITION_DELETE_STATES = {0: "DELETE_PARTITION_MARKED", 1: "DELETE_PARTITION_STARTED",
+                                  2: "DELETE_PARTITION_FINISHED"}
+
+
+def decode_remote_log_metadata(key: bytes | None, value: bytes | None) -> dict:
+    """Decode one ``__remote_log_metadata`` record (the key is ignored): ``{"type":
+    "REMOTE_LOG_SEGMENT_METADATA_RECORD", "version": 0, "data": {...}, "state": "COPY_SEGMENT_FINISHED"}``
+    (``state`` named from the record's state byte). An unknown api key, or a newer version whose bytes do not
+    fit the known layout, gives ``{"type": "unknown", "api_key": n, "version": v, "payload": <base64>}``."""
+    if value is None:
+        raise CorruptDataError("remote log metadata record has a null value")
+    value = bytes(value)
+    r = Reader(value)
+    frame = r.uvarint("frame version")
+    if frame != 1:
+        raise CorruptDataError(f"Could not deserialize remote log metadata record due to unknown frame version {frame}")
+    api_key = r.uvarint("api key")
+    version = r.uvarint("version")
+    entry = _REMOTE.get(api_key)
+    if entry is None:
+        return {"type": "unknown", "api_key": api_key, "version": version, "payload": b64(value[r.pos:])}
+    type_name, msg = entry
+    try:
+        data, _ = read_message(msg, value, r.pos, version, exact=True)
+    except CorruptDataError:
+        if version <= msg.max_version:
+            raise
+        return {"type": "unknown", "name": type_name, "api_key": api_key, "version": version,
+                "payload": b64(value[r.pos:])}
+    out = {"type": type_name, "version": version, "data": data}
+    if "remotePartitionDeleteState" in data:
+        st = data["remotePartitionDeleteState"]
+        out["state"] = REMOTE_PARTITION_DELETE_STATES.get(st, f"Unknown({st})")
+    else:
+        st = data["remoteLogSegmentState"]
+        out["state"] = REMOTE_SEGMENT_STATES.get(st, f"Unknown({st})")
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
 
 _BY_NAME: dict[str, Msg] = {}
 for _name, _k, _v in _OFFSETS.values():
@@ -411,6 +482,8 @@ for _t, _m in _METADATA.values():
     _BY_NAME[_m.name] = _m
 for _t, _m in _CONTROL.values():
     _BY_NAME[_m.name] = _m
+for _t, _m in _REMOTE.values():
+    _BY_NAME[_m.name] = _m
 for _m in (_SUBSCRIPTION, _ASSIGNMENT, _TXN_KEY, _TXN_VALUE):
     _BY_NAME[_m.name] = _m
 
@@ -418,12 +491,14 @@ DECODERS: dict[str, Callable[[bytes | None, bytes | None], dict]] = {
     "consumer-offsets": decode_consumer_offsets,
     "transaction-state": decode_transaction_state,
     "cluster-metadata": decode_cluster_metadata,
+    "remote-log-metadata": decode_remote_log_metadata,
 }
 
 _AUTO = {
     "__consumer_offsets": decode_consumer_offsets,
     "__transaction_state": decode_transaction_state,
     "__cluster_metadata": decode_cluster_metadata,
+    "__remote_log_metadata": decode_remote_log_metadata,
 }
 
 

@@ -33,6 +33,10 @@ SEGMENT_FILE = re.compile(r"^(\d+)\.(log|index|timeindex|txnindex|snapshot)(?:\.
 KRAFT_SNAPSHOT = re.compile(r"^(\d{20})-(\d{10})\.checkpoint(?:\.(deleted|part))?$")
 # a tiered copy: <offset>[-<segment id>].<type> (LocalTieredStorage's RemoteLogSegmentFileset)
 REMOTE_SEGMENT_FILE = re.compile(r"^(\d{1,20})(?:-([A-Za-z0-9_\-]+))?\.(log|index|timeindex|txnindex)$")
+# the other files of a tiered copy: <offset>-<segment id>.{snapshot,leader_epoch_checkpoint} (RemoteLogSegmentFileset)
+REMOTE_SEGMENT_EXTRA = re.compile(r"^(\d{1,20})-([A-Za-z0-9_\-]+)\.(snapshot|leader_epoch_checkpoint)$")
+# Aiven's tiered-storage plugin: <20-digit start offset>-<segment id>.{log,indexes,rsm-manifest} (ObjectKeyFactory)
+AIVEN_OBJECT = re.compile(r"^(\d{20})-([A-Za-z0-9_\-]{22})\.(log|indexes|rsm-manifest)$")
 # LocalTieredStorage's partition directory: <topic>-<partition>-<topic id, 22 base64 characters>
 REMOTE_PARTITION_DIR = re.compile(r"^(.+)-(\d+)-[A-Za-z0-9_\-]{22}$")
 

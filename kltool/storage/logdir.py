@@ -248,6 +248,11 @@ def open_path(path, *, max_depth: int = 4) -> Selection:
         raise PathNotReadable(path)
     if path.name in ("", ".."):  # "." or "..": the directory's own name says whether it is a partition
         path = Path(os.path.abspath(path))
+    from . import tiered
+
+    remote = None if looks_like_partition_dir(path) or is_log_dir(path) else tiered.open_root(path)
+    if remote is not None:  # a tiered-storage root or partition directory (LocalTieredStorage's layout)
+        return Selection(partitions=tiered.as_partitions(remote))
     if looks_like_partition_dir(path) or (_partition_name(path.name) is not None and not is_log_dir(path)
                                           and not any(path.iterdir())):
         return Selection(partitions=[open_partition(path)])
@@ -271,6 +276,11 @@ def open_path(path, *, max_depth: int = 4) -> Selection:
             elif depth + 1 < max_depth:
                 stack.append((s, depth + 1))
     if not sel.partitions and not sel.logdirs:
+        from .aiven import holds_segments
+
+        if holds_segments(path):
+            raise UsageError("holds segments of Aiven's tiered-storage plugin: reassemble them first with "
+                             f"`kltool tiered-fetch {path} -o DIR`, then read DIR", path=path)
         raise UsageError("not a Kafka log dir, partition directory or segment file", path=path)
     sel.logdirs.sort(key=lambda ld: ld.path)
     sel.partitions.sort(key=lambda p: (p.topic, p.partition, str(p.path)))
@@ -281,6 +291,9 @@ def open_paths(paths, topic: str | None = None, partitions: set[int] | None = No
     sel = Selection()
     for p in paths:
         sel.extend(open_path(p))
+    from .tiered import merge
+
+    sel.partitions = merge(sel.partitions)
     if topic is not None or partitions is not None:
         sel = sel.filter(topic, partitions)
     return sel

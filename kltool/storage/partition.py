@@ -32,6 +32,7 @@ class Partition:
         self.kraft_snapshots: list[Path] = []
         self.other_files: list[Path] = []
         self.temp_files: list[Path] = []
+        self.remote = None  # a tiered.TieredPartition: tiered-storage copies read before the local segments
 
     @property
     def name(self) -> str:
@@ -61,6 +62,9 @@ class Partition:
         self.temp_files = [here / e.name for e in found.temp]
         # tiered-storage copies (<offset>-<id>.log) are not this partition's segments
         self.other_files = sorted(here / e.name for e in (*found.other, *found.tiered.values()))
+        if self.remote is not None:  # tiered copies first, each offset once (storage/tiered.py)
+            self._segments = self.remote.merged(self._segments)
+            self.other_files = [f for f in self.other_files if f not in set(self.remote.files)]
         self._scanned = True
 
     def refresh(self) -> None:

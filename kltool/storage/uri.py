@@ -164,6 +164,23 @@ def _partition_of(dirname: str):
         return None
 
 
+def _merge_tiered(parts: list[RemotePartition]) -> list[RemotePartition]:
+    """A tiered-storage partition directory (``topic-N-<topic id>``) listed beside the log dir's ``topic-N``:
+    its copies become that partition's older segments (storage/tiered.py's rule), read once."""
+    from .tiered import merge_segments
+
+    plain = {(p.topic, p.partition): p for p in parts if p.kind == "normal"
+             and not fn.REMOTE_PARTITION_DIR.match(p.directory.rsplit("/", 1)[-1])}
+    out = []
+    for p in parts:
+        q = plain.get((p.topic, p.partition))
+        if q is not None and q is not p and fn.REMOTE_PARTITION_DIR.match(p.directory.rsplit("/", 1)[-1]):
+            q.segments = merge_segments(p.segments, q.segments)
+        else:
+            out.append(p)
+    return out
+
+
 def read_bytes(uri: str, options: dict | None = None, start: int = 0, length: int | None = None) -> bytes:
     fs, path = filesystem(uri, options)
     with fs.open_input_file(path) as f:
@@ -191,7 +208,7 @@ def list_remote(uris, options: dict | None = None) -> RemoteSelection:
             if p is not None:
                 parts[d_uri] = p
     _log_start_offsets(parts.values(), checkpoints, options)
-    ordered = sorted(parts.values(), key=lambda p: (p.topic, p.partition, p.directory))
+    ordered = _merge_tiered(sorted(parts.values(), key=lambda p: (p.topic, p.partition, p.directory)))
     return RemoteSelection(ordered, files, found_any)
 
 

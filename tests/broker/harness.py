@@ -36,6 +36,12 @@ def jar_dir() -> Path:
     return Path.home() / ".cache" / "kltool-kafka-broker" / KAFKA_VERSION
 
 
+def tiered_jar_dir() -> Path:
+    """The tiered-storage test's extra jars (Kafka's LocalTieredStorage), fetched by `make broker-jars` from
+    tests/broker/pom-tiered.xml beside the broker's jars, off their classpath."""
+    return Path(str(jar_dir()) + "-tiered")
+
+
 def missing() -> str | None:
     """Why the broker cannot run here (None when it can)."""
     if not shutil.which("java"):
@@ -99,6 +105,7 @@ class Broker:
         self.proc: subprocess.Popen | None = None
         self.start_seconds: list[float] = []
         self._log_mark = 0
+        self.extra_classpath: list[str] = []  # put before the jars (a test's shim classes)
         props = {
             "process.roles": "broker,controller",
             "node.id": "1",
@@ -156,7 +163,8 @@ class Broker:
         assert not self.running, "broker already running"
         self._log_mark = self.server_log.stat().st_size if self.server_log.exists() else 0
         cmd = ["java", "-Xmx512m", "-Xms128m", "-XX:+UseSerialGC", "-Djava.awt.headless=true",
-               f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.xml'}", "-cp", classpath(),
+               f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.xml'}",
+               "-cp", os.pathsep.join([*self.extra_classpath, classpath()]),
                "kafka.Kafka", str(self.config)]
         t0 = time.monotonic()
         console = open(self.logs / "console.log", "ab")

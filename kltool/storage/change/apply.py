@@ -438,7 +438,14 @@ def apply_changes(changes: Sequence[ChangeSet], command: str, backup_dir=None, *
     checked before anything changes. Returns the manifests written."""
     manifests = []
     todo = [c for c in changes if c.actions]
+    from ..tiered import is_tiered_copy
+
     roots = {}
+    for a in (a for c in todo for a in c.actions):
+        for p in (a.file, getattr(a, "source", None), *(getattr(a, "paths", None) or ())):
+            if p is not None and is_tiered_copy(p):
+                raise UsageError(f"{a.op} of a tiered-storage copy: kltool changes no remote segment "
+                                 "(give the log dir without the tiered root)", path=p)
     for c in todo:
         confine(c)
     if backup_dir is not None:

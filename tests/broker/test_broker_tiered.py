@@ -1,0 +1,116 @@
+"""Issue 22 part 3: a real Kafka 4.x broker with tiered storage (KIP-405) enabled, Kafka's LocalTieredStorage
+(the storage module's test jar) and the topic-based metadata manager. Segments roll every second, are copied
+to the tiered root and deleted locally (local.retention.ms); kltool then reads the tiered root and the log
+dir together, and the union must equal what a consumer reads from offset 0."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from kafka import KafkaProducer
+
+from ..conftest import run_kltool
+from . import harness
+
+TOPIC = "tiered"
+
+
+@pytest.fixture(scope="module")
+def tiered_broker(tmp_path_factory):
+    why = harness.missing()
+    if why:
+        pytest.skip(why)
+    tiered_jars = sorted(harness.tiered_jar_dir().glob("kafka-storage-*-test.jar"))
+    if not tiered_jars:
+        pytest.skip(f"no kafka-storage test jar (LocalTieredStorage) in {harness.tiered_jar_dir()}: "
+                    "`make broker-jars` fetches it")
+    work = tmp_path_factory.mktemp("tiered-broker")
+    remote = work / "remote"
+    remote.mkdir()
+    b = harness.Broker(work, extra={
+        "remote.log.storage.system.enable": "true",
+        "remote.log.storage.manager.class.name": "org.apache.kafka.server.log.remote.storage.LocalTieredStorage",
+        "remote.log.storage.manager.impl.prefix": "rsm.config.",
+        "rsm.config.dir": str(remote),
+        "rsm.config.delete.on.close": "false",
+        "remote.log.metadata.manager.listener.name": "PLAINTEXT",
+        "rlmm.config.remote.log.metadata.topic.replication.factor": "1",
+        "rlmm.config.remote.log.metadata.topic.num.partitions": "1",
+        "remote.log.manager.task.interval.ms": "500",
+        "log.retention.check.interval.ms": "500",
+    })
+    b.remote = remote
+    shim = work / "shim"
+    src = sorted(str(p) for p in (harness.HERE / "shim").rglob("*.java"))
+    import subprocess
+
+    subprocess.run(["javac", "-nowarn", "-d", str(shim), "-cp", harness.classpath(), *src], check=True,
+                   capture_output=True, timeout=120)
+    b.extra_classpath.extend([str(shim), *map(str, tiered_jars)])
+    try:
+        b.start()
+        yield b
+    finally:
+        try:
+            b.stop()
+        finally:
+            b.kill()
+
+
+def _tiered_logs(root):
+    return sorted(p.name for p in root.rglob("*.log"))
+
+
+def test_union_of_tiered_and_local_equals_a_consumer(tiered_broker):
+    b = tiered_broker
+    b.create_topic(TOPIC, 1, {"remote.storage.enable": "true", "segment.ms": "500", "local.retention.ms": "1000",
+                              "retention.ms": "-1", "index.interval.bytes": "256",
+                              "file.delete.delay.ms": "0"})
+    prod = KafkaProducer(**b.kafka_python_args(), acks=1, linger_ms=5, compression_type="gzip")
+    for wave in range(6):
+        for i in range(50):
+            prod.send(TOPIC, key=f"k{i % 7}".encode(), value=f"wave {wave} record {i} ".encode() * (1 + i % 5))
+        prod.flush()
+        time.sleep(0.8)
+    prod.close()
+    pdir = b.partition_dir(TOPIC, 0)
+    t0 = time.monotonic()
+    while True:  # wait for segments in the tiered root and gone from the log dir
+        local = sorted(p.name for p in pdir.glob("*.log"))
+        remote = _tiered_logs(b.remote)
+        if remote and local and int(local[0][:20]) > 0:
+            break
+        assert time.monotonic() - t0 < 120, (local, remote, b.log_text()[-3000:])
+        time.sleep(1)
+    expected = [(r.offset, r.key, r.value) for r in b.consume_all(TOPIC, 0)]
+    assert len(expected) == 300
+    b.stop()
+
+    res = run_kltool("--json", "dump", "--records", "--encoding", "base64", str(b.logdir), str(b.remote),
+                     "--topic", TOPIC)
+    assert res.code == 0, res
+    import base64
+
+    got = [(r["offset"], base64.b64decode(r["key"]["base64"]), base64.b64decode(r["value"]["base64"]))
+           for r in res.json() if r["type"] == "record"]
+    assert got == expected
+    res = run_kltool("verify", "--topic", TOPIC, str(b.logdir), str(b.remote))
+    assert res.code == 0 and "WARNING" not in res.out, res
+    info = run_kltool("--json", "info", str(b.logdir), str(b.remote), "--topic", TOPIC).json()
+    assert info[0]["log_start_offset"] == 0 and info[0]["log_end_offset"] == 300, info
+    # the log dir alone no longer holds offset 0: the tiered root is what completes it
+    alone = run_kltool("--json", "info", str(b.logdir), "--topic", TOPIC).json()
+    assert alone[0]["log_end_offset"] == 300 and alone[0]["segments"] < info[0]["segments"]
+
+
+def test_spark_reader_reads_the_union(tiered_broker):
+    pytest.importorskip("pyarrow")
+    pytest.importorskip("pyspark")
+    import json
+
+    from ..test_spark_datasource import read_all, rows_of
+
+    b = tiered_broker
+    rows = rows_of(read_all({"paths": json.dumps([str(b.logdir), str(b.remote)]), "topic": TOPIC}))
+    assert [r[2] for r in rows] == list(range(300))

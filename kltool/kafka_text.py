@@ -100,11 +100,12 @@ def decoded_key_payload(dec, off: int, decoded: dict | None, derr: str | None) -
     --cluster-metadata-decoder for one decoded record (its parsers' words for what they cannot read)."""
     from .format import internal
 
-    if dec is internal.decode_cluster_metadata:  # no key; the payload is the record's JSON
+    if dec in (internal.decode_cluster_metadata, internal.decode_remote_log_metadata):
+        # no key; the payload is the record's JSON (Kafka's RemoteLogMetadataSerde and metadata records alike)
         if derr is not None:
             return None, f"Error at {off}, skipping. {derr}"
         if decoded["type"] == "unknown":
-            return None, f"Error at {off}, skipping. Unknown metadata id {decoded['api_key']}"
+            return None, f"Error at {off}, skipping. Unknown metadata id {decoded.get('api_key', decoded.get('record_type'))}"
         return None, json_text(decoded)
     if derr is not None:
         return f"Error at offset {off}, skipping. {derr}", None

@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from kltool.format import build_batch
@@ -98,6 +98,13 @@ def test_misnamed_segments_property(tmp_path_factory, which, data):
     # a shift that keeps the name below the next segment's
     nxt = int(logs[i + 1].name.split(".")[0]) if i + 1 < len(logs) else hs[-1].last_offset + 1000
     shift = data.draw(st.integers(1, max(1, nxt - 1 - int(logs[i].name.split(".")[0]))), label="shift")
+    # Truly ambiguous: the first batch fits exactly between the new name and the second batch, and one
+    # flipped bit of its offset field explains the difference (v2-compacted-0, segment 0, +4: 0 -> 4, the
+    # first batch 0..5, the next at 10). With no other witness, kltool takes the offset field as the damaged
+    # one (storage/check/segment_name.py): not a misnamed segment.
+    base = int(logs[i].name.split(".")[0])
+    fits = len(hs) > 1 and base + shift + (hs[0].last_offset - hs[0].base_offset) + 1 == hs[1].base_offset
+    assume(not (fits and (hs[0].base_offset ^ (base + shift)).bit_count() == 1))
     shutil.rmtree(part.parent)
     _misname_and_repair(tmp_path, src, parts, i, shift)
 

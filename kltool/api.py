@@ -206,20 +206,21 @@ class Logs:
     def retention(self, *, retention_ms: int | None = None, retention_bytes: int | None = None,
                   before_offset: int | None = None, before_time: int | None = None,
                   before_offsets: dict | None = None, now: int | None = None, dry_run: bool = True,
-                  backup_dir=None, on_plan=None, on_action=None):
+                  backup: bool = True, backup_dir=None, on_plan=None, on_action=None):
         """``kltool retention``: the broker's time, size and log-start-offset retention. Returns the
-        ``RetentionPlan`` (applied unless ``dry_run``; with ``backup_dir``, ``kltool restore`` undoes
-        it). Without a limit given, the topics' own (``kltool create --config``) or Kafka's defaults
-        apply. ``before_offsets`` ({(topic, partition): offset}) moves each partition's log start, as
-        kafka-delete-records does; ``on_plan(plan)`` is called before anything is applied,
-        ``on_action(action)`` as each action completes."""
+        ``RetentionPlan`` (applied unless ``dry_run``). Only the limits given here or stored for a topic
+        (``kltool create --config``) apply, never Kafka's defaults: with none, a UsageError.
+        ``before_offsets`` ({(topic, partition): offset}) moves each partition's log start, as
+        kafka-delete-records does. What is deleted is backed up (beside the log dir, or in ``backup_dir``;
+        ``plan.manifests`` for ``kltool restore``) unless ``backup=False``. ``on_plan(plan)`` is called
+        before anything is applied, ``on_action(action)`` as each action completes."""
         from .storage.change import retention as ret
 
         policy = ret.make_policy(now=int(time.time() * 1000) if now is None else now, retention_ms=retention_ms,
                                  retention_bytes=retention_bytes, before_offset=before_offset,
                                  before_time=before_time, before_offsets=before_offsets)
         try:
-            return ret.run_retention(self.selection, policy, dry_run=dry_run, backup_dir=backup_dir,
+            return ret.run_retention(self.selection, policy, dry_run=dry_run, backup=backup, backup_dir=backup_dir,
                                      on_plan=on_plan, on_action=on_action, named=self.paths)
         finally:
             if not dry_run:

@@ -92,3 +92,75 @@ def test_the_backup_is_never_inside_what_it_changes(ld, where):
     with pytest.raises(UsageError, match="inside the"):
         apply_changes([ChangeSet(ld, _actions(ld / "t-0"), protect=[ld / "t-0"])], "repair", inside)
     assert not inside.exists()
+
+
+# ------------------------------------------------------------------- the .lock, killed at every step
+
+
+def _lock_cases(copy_fixture, tmp: Path):
+    from .test_retention_build import T0, H, build_partition
+
+    def repair_tree(d: Path) -> Path:
+        from .test_repair_faults import build
+
+        return build(copy_fixture, d)
+
+    def retention_tree(d: Path) -> Path:
+        ld = d / "logs"
+        build_partition(ld, "t", [[[T0]], [[T0 + H]], [[T0 + 2 * H]], [[T0 + 3 * H]]])
+        (ld / "meta.properties").write_text("version=1\ncluster.id=x\nnode.id=1\n")
+        return ld
+
+    return {"repair": (repair_tree, ["verify", "--repair"]),
+            "retention": (retention_tree, ["retention", "--retention-ms", "1", "--now", str(T0 + 10 * H)])}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["repair", "retention"])
+@pytest.mark.parametrize("lock_before", [False, True], ids=["no-lock", "broker-lock"])
+def test_killed_at_every_step_leaves_the_lock_as_it_was(copy_fixture, tmp_path, command, lock_before):
+    """A run killed with SIGKILL at any durable step, then run again, then restored: the log dir's .lock is
+    there at the end exactly when it was there before (kltool's own is removed, the broker's stays)."""
+    _killed_runs(copy_fixture, tmp_path, command, lock_before, every=True)
+
+
+def test_killed_early_and_late_leaves_no_lock(copy_fixture, tmp_path):
+    _killed_runs(copy_fixture, tmp_path, "repair", False, every=False)
+
+
+def _killed_runs(copy_fixture, tmp_path, command, lock_before, *, every):
+    import os as _os
+    import signal
+
+    from .conftest import run_kltool
+    from .test_repair import manifests
+    from .test_repair_faults import count_steps, run_until, sample
+
+    make, argv = _lock_cases(copy_fixture, tmp_path)[command]
+
+    def fresh(d: Path) -> Path:
+        root = make(d)
+        if lock_before:
+            (root / ".lock").write_bytes(b"")
+        return root
+
+    ref = fresh(tmp_path / "ref")
+    n = count_steps([*argv, "--backup-dir", tmp_path / "ref" / "bk", ref])
+    assert (ref / ".lock").exists() == lock_before
+    for k in sorted({1, 2, 3, 4, *sample(n, 10)}) if every else (1, n // 2, n):
+        d = tmp_path / f"k{k}"
+        root = fresh(d)
+        original = tree(root)
+        args = [*argv, "--backup-dir", d / "bk", root]
+        status = run_until(k, args)
+        assert _os.WIFSIGNALED(status) and _os.WTERMSIG(status) == signal.SIGKILL, (k, status)
+        again = run_kltool(*args)
+        assert again.code == 0, (k, again)
+        assert (root / ".lock").exists() == lock_before, f"killed at step {k} of {n}: .lock after the re-run"
+        ms = manifests(d / "bk")
+        rs = run_kltool("restore", *ms)
+        assert rs.code == 0, (k, rs)
+        assert tree(root) == original, k
+        assert (root / ".lock").exists() == lock_before, f"killed at step {k} of {n}: .lock after restore"
+        if lock_before:
+            assert (root / ".lock").read_bytes() == b""

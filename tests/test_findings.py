@@ -11,6 +11,7 @@ from kltool.storage.check import verify
 from kltool.storage.findings import Finding
 
 from .conftest import ORACLE
+from .test_retention import WEEK
 from .test_retention_append import DAY, T0, make
 
 KEYS = {"type", "severity", "kind", "file", "message", "position", "offset", "length"}
@@ -44,7 +45,7 @@ def test_every_command_writes_the_same_finding_object(kl, tmp_path, copy_fixture
     }
     ld = tmp_path / "ld"
     make(kl, ld, ts=lambda i: T0 + 40 * DAY if i == 15 else T0 + i)
-    got["retention"] = _findings(kl("--json", "retention", ld, "--now", T0 + 20 * DAY, "--dry-run"))
+    got["retention"] = _findings(kl("--json", "retention", ld, *WEEK, "--now", T0 + 20 * DAY, "--dry-run"))
     for cmd, fs in got.items():
         assert fs, cmd
         for f in fs:

@@ -24,6 +24,9 @@ from .conftest import run_kltool
 from .test_retention_build import T0, H, build_partition, set_mtime
 
 DAY = 24 * H
+# Kafka's default retention.ms (7 days): retention applies only limits given or stored, so the tests that
+# pinned the default give it
+WEEK = ("--retention-ms", "604800000")
 
 
 # ------------------------------------------------------------------------------------------------ helpers
@@ -120,7 +123,7 @@ def test_non_monotonic_timestamps_block_deletion(kl, tmp_path):
 def test_future_and_zero_timestamps_are_reported(kl, tmp_path):
     ld = tmp_path / "ld"
     build_partition(ld, "t", [[[0, 0]], [[T0 + 10 * DAY]], [[T0]]])
-    r = retention(kl, ld, "--now", T0, "--dry-run")
+    r = retention(kl, ld, *WEEK, "--now", T0, "--dry-run")
     assert deleted_segments(r) == [("t", 0, "retention_ms")]  # timestamp 0 is 53 years old
     assert [w["file"][-24:] for w in findings(r, "zero_timestamp")] == ["00000000000000000000.log"]
     assert [w["file"][-24:] for w in findings(r, "future_timestamp")] == ["00000000000000000002.log"]
@@ -131,7 +134,7 @@ def test_untrimmed_time_index_the_broker_would_read_as_zero(kl, tmp_path):
     pdir = build_partition(ld, "t", [[[T0 + H]], [[T0 + 2 * H]]])
     ti = pdir / "00000000000000000000.timeindex"
     ti.write_bytes(ti.read_bytes() + bytes(12 * 100))  # copied from a running broker: preallocated zeros
-    r = retention(kl, ld, "--now", T0 + 3 * H, "--dry-run")
+    r = retention(kl, ld, *WEEK, "--now", T0 + 3 * H, "--dry-run")
     assert r.code == 0 and deleted_segments(r) == []  # kltool reads the real largest timestamp
     (w,) = findings(r, "broker_timestamp_differs")
     assert "zero-filled" in w["message"] and "delete it at once" in w["message"]
@@ -143,7 +146,7 @@ def test_no_timestamps_falls_back_to_mtime_with_a_warning(kl, tmp_path):
     set_mtime(pdir / "00000000000000000000.log", T0)
     set_mtime(pdir / "00000000000000000002.log", T0 + 6 * DAY)
     set_mtime(pdir / "00000000000000000004.log", T0 + 6 * DAY)
-    r = retention(kl, ld, "--now", T0 + 8 * DAY, "--dry-run")
+    r = retention(kl, ld, *WEEK, "--now", T0 + 8 * DAY, "--dry-run")
     assert deleted_segments(r) == [("t", 0, "retention_ms")]
     assert len(findings(r, "no_timestamp")) == 3
     seg = next(d for d in r.json() if d.get("kind") == "segment")
@@ -175,8 +178,88 @@ def test_size_and_time_together_size_first(kl, tmp_path):
     ld = tmp_path / "ld"
     pdir = build_partition(ld, "t", [[[T0]], [[T0]], [[T0 + 5 * DAY]], [[T0 + 5 * DAY]]])
     size = (pdir / "00000000000000000000.log").stat().st_size
-    r = retention(kl, ld, "--retention-bytes", str(3 * size), "--now", T0 + 8 * DAY, "--dry-run")
+    r = retention(kl, ld, "--retention-bytes", str(3 * size), *WEEK, "--now", T0 + 8 * DAY, "--dry-run")
     assert deleted_segments(r) == [("t", 0, "retention_bytes"), ("t", 1, "retention_ms")]
+
+
+# ------------------------------------------------------------------ only the limits asked for, backed up
+
+
+def test_only_the_limits_given_apply_and_the_plan_says_where_each_comes_from(kl, tmp_path):
+    ld = tmp_path / "ld"
+    pdir = build_partition(ld, "t", [[[T0]], [[T0]], [[T0 + 5 * DAY]], [[T0 + 5 * DAY]]])
+    size = (pdir / "00000000000000000000.log").stat().st_size
+    # a size limit alone: Kafka's 7-day default must not delete segment 1 for its age
+    r = retention(kl, ld, "--retention-bytes", str(3 * size), "--now", T0 + 30 * DAY, "--dry-run")
+    assert deleted_segments(r) == [("t", 0, "retention_bytes")]
+    (pp,) = [d for d in r.json() if d["type"] == "partition_retention"]
+    assert (pp["retention_ms"], pp["retention_ms_source"], pp["retention_bytes"], pp["retention_bytes_source"]) == \
+        (None, None, 3 * size, "command_line")
+    text = kl("retention", ld, "--retention-bytes", str(3 * size), "--now", T0 + 30 * DAY, "--dry-run")
+    assert f"t: no retention.ms, retention.bytes {3 * size} (command line)" in text.out
+    # a limit stored for the topic applies, and the plan says so
+    save_topic_entry(ld, "t", config={"retention.ms": str(6 * DAY)})
+    r = retention(kl, ld, "--now", T0 + 10 * DAY, "--dry-run")
+    assert deleted_segments(r) == [("t", 0, "retention_ms"), ("t", 1, "retention_ms")]
+    (pp,) = [d for d in r.json() if d["type"] == "partition_retention"]
+    assert (pp["retention_ms"], pp["retention_ms_source"], pp["retention_bytes_source"]) == \
+        (6 * DAY, "topic_config", None)
+    assert "t: retention.ms 518400000 (kltool-topics.json), no retention.bytes" in \
+        kl("retention", ld, "--now", T0 + 10 * DAY, "--dry-run").out
+
+
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_no_limit_given_or_stored_is_refused(kl, tmp_path, dry_run):
+    ld = tmp_path / "ld"
+    build_partition(ld, "t", [[[T0]], [[T0]]])
+    before = state(ld)
+    r = kl("retention", ld, "--now", T0 + 30 * DAY, *(["--dry-run"] if dry_run else []))
+    assert r.code == 2 and r.err.count("\n") == 1, r
+    for option in ("--retention-ms", "--retention-bytes", "--before-offset", "--offset-json-file", "--config"):
+        assert option in r.err
+    assert state(ld) == before and not (tmp_path / "ld.kltool-backup").exists()
+    import kltool
+
+    with pytest.raises(kltool.UsageError, match="no retention limit"):
+        kltool.Logs(ld).retention(now=T0 + 30 * DAY)
+
+
+def test_a_topic_without_limits_is_left_alone_beside_one_with(kl, tmp_path):
+    ld = tmp_path / "ld"
+    build_partition(ld, "t", [[[T0]], [[T0]]])
+    build_partition(ld, "u", [[[T0]], [[T0]]])
+    save_topic_entry(ld, "u", config={"retention.ms": str(DAY)})
+    r = retention(kl, ld, "--now", T0 + 30 * DAY, "--dry-run")
+    assert deleted_segments(r) == [("u", 0, "retention_ms"), ("u", 1, "retention_ms")]
+    (note,) = [d for d in r.json() if d.get("kind") == "no_limit"]
+    assert "topic t" in note["message"] and "left alone" in note["message"]
+
+
+def test_what_retention_deletes_is_backed_up_and_restore_names_it(kl, four, tmp_path):
+    before = state(four)
+    r = kl("retention", four, "--retention-hours", "2.5", "--now", T0 + 5 * H)
+    assert r.code == 0, r
+    (m,) = (tmp_path / "ld.kltool-backup").glob("*/manifest.json")  # beside the log dir, as repair's
+    assert m.parent.name.startswith("retention-") and json.loads(m.read_text())["command"] == "retention"
+    assert f"retention: backup manifest {m} (undo: kltool restore {m})" in r.out
+    assert logs(four / "t-0") == [3, 4]
+    cp = four / "log-start-offset-checkpoint"
+    written = cp.read_bytes()
+    cp.write_bytes(b"0\n1\nt 0 1\n")  # changed since: restore refuses, naming the retention (not a repair)
+    rs = kl("restore", "--dry-run", m)
+    assert rs.code == 3 and "changed since the retention" in rs.err and "repair" not in rs.err, rs
+    cp.write_bytes(written)
+    rs = kl("restore", m)
+    assert rs.code == 0 and "repair" not in rs.out, rs
+    assert state(four) == before
+
+
+def test_no_backup_deletes_the_brokers_way(kl, four, tmp_path):
+    assert kl("retention", four, "--retention-hours", "2.5", "--now", T0 + 5 * H, "--no-backup",
+              "--backup-dir", tmp_path / "bk").code == 2
+    r = kl("retention", four, "--retention-hours", "2.5", "--now", T0 + 5 * H, "--no-backup")
+    assert r.code == 0, r
+    assert logs(four / "t-0") == [3, 4] and not (tmp_path / "ld.kltool-backup").exists()
 
 
 # ------------------------------------------------------------------------------- the active segment, roll
@@ -187,7 +270,7 @@ def test_all_segments_expire_roll_like_the_broker(kl, tmp_path):
     pdir = build_partition(ld, "t", [[[T0]] * 3, [[T0 + H]] * 2])  # log end 5
     (pdir / "00000000000000000003.snapshot").write_bytes(encode_snapshot([]))
     (pdir / "00000000000000000005.snapshot").write_bytes(encode_snapshot([]))
-    r = retention(kl, ld, "--now", T0 + 30 * DAY)
+    r = retention(kl, ld, *WEEK, "--now", T0 + 30 * DAY)
     assert r.code == 0, r
     roll = [d for d in r.json() if d["type"] == "action" and d["op"] == "roll"]
     assert [d["base_offset"] for d in roll] == [5]
@@ -207,7 +290,7 @@ def test_all_segments_expire_roll_like_the_broker(kl, tmp_path):
 def test_empty_active_segment_is_never_deleted_and_no_roll(kl, tmp_path):
     ld = tmp_path / "ld"
     pdir = build_partition(ld, "t", [[[T0]] * 2, []])
-    r = retention(kl, ld, "--now", T0 + 30 * DAY)
+    r = retention(kl, ld, *WEEK, "--now", T0 + 30 * DAY)
     assert deleted_segments(r) == [("t", 0, "retention_ms")]
     assert not [d for d in r.json() if d.get("op") == "roll"]
     assert logs(pdir) == [2] and lso_checkpoint(ld) == {("t", 0): 2}
@@ -215,7 +298,7 @@ def test_empty_active_segment_is_never_deleted_and_no_roll(kl, tmp_path):
 
 def test_high_watermark_keeps_what_is_above_it(kl, four):
     (four / "replication-offset-checkpoint").write_text(encode_offset_checkpoint({("t", 0): 3}))
-    r = retention(kl, four, "--now", T0 + 30 * DAY, "--dry-run")
+    r = retention(kl, four, *WEEK, "--now", T0 + 30 * DAY, "--dry-run")
     # upper bounds 2, 3, 4, 5: only segments whose next base offset is <= the high watermark 3
     assert [b for _t, b, _r in deleted_segments(r)] == [0, 2]
     assert any(d["type"] == "note" and d["kind"] == "above_high_watermark" for d in r.json())
@@ -296,7 +379,7 @@ def test_stored_topic_config_and_compacted_topics(kl, tmp_path):
 
 def test_internal_topics_are_compacted_by_default(kl, copy_fixture):
     ld = copy_fixture("real/william0423-indexed-zk")
-    r = retention(kl, ld, "--now", "2030-01-01", "--dry-run")
+    r = retention(kl, ld, *WEEK, "--now", "2030-01-01", "--dry-run")
     assert [t for t, _b, _r in deleted_segments(r)] == ["debug_topic"]
     assert any(d["type"] == "note" and "__consumer_offsets (50 partitions)" in d["message"] for d in r.json())
 
@@ -306,7 +389,7 @@ def test_internal_topics_are_compacted_by_default(kl, copy_fixture):
 
 def test_log_start_offset_beyond_the_log_end_is_reported_and_left_alone(kl, four):
     (four / "log-start-offset-checkpoint").write_text(encode_offset_checkpoint({("t", 0): 100}))
-    r = retention(kl, four, "--now", T0 + 30 * DAY, "--dry-run")
+    r = retention(kl, four, *WEEK, "--now", T0 + 30 * DAY, "--dry-run")
     assert r.code == 0 and deleted_segments(r) == []
     (w,) = findings(r, "start_beyond_end")
     assert "deletes every segment" in w["message"] and w["offset"] == 100
@@ -316,12 +399,12 @@ def test_leftovers_are_finished(kl, four):
     pdir = four / "t-0"
     (pdir / "00000000000000000000.log").rename(pdir / "00000000000000000000.log.deleted")  # a half-done deletion
     (pdir / "00000000000000000002.snapshot.deleted").write_bytes(b"x")
-    r = retention(kl, four, "--now", T0 + 5 * H, "--dry-run")
+    r = retention(kl, four, *WEEK, "--now", T0 + 5 * H, "--dry-run")
     assert r.code == 1
     left = sorted(Path(d["file"]).name for d in r.json() if d.get("kind") == "leftover")
     assert left == ["00000000000000000000.index", "00000000000000000000.log.deleted",
                     "00000000000000000000.timeindex", "00000000000000000002.snapshot.deleted"]
-    r = retention(kl, four, "--now", T0 + 5 * H)
+    r = retention(kl, four, *WEEK, "--now", T0 + 5 * H)
     assert sorted(p.name for p in pdir.iterdir() if p.name.startswith("00000000000000000000")) == []
     assert not list(pdir.glob("*.deleted"))
     assert verify_errors(kl, four) == 0
@@ -330,9 +413,9 @@ def test_leftovers_are_finished(kl, four):
 def test_real_broker_log_dirs(kl, copy_fixture):
     for name in ("real/connect-spooldir-2019-zk", "real/kafka2.7.1-compacted-zk", "sample-logdir"):
         ld = copy_fixture(name)
-        assert retention(kl, ld, "--now", "2030-01-01").code == 0
+        assert retention(kl, ld, *WEEK, "--now", "2030-01-01").code == 0
         assert verify_errors(kl, ld) == 0
-        r = retention(kl, ld, "--now", "2030-01-01", "--dry-run")
+        r = retention(kl, ld, *WEEK, "--now", "2030-01-01", "--dry-run")
         assert r.code == 0 and r.json()[-1]["actions"] == 0
 
 
@@ -348,10 +431,10 @@ def test_refuses_while_a_broker_holds_the_lock(kl, four, tmp_path):
     try:
         assert holder.stdout.readline().strip() == "locked"
         before = state(four)
-        r = kl("retention", four, "--now", T0 + 30 * DAY)
+        r = kl("retention", four, *WEEK, "--now", T0 + 30 * DAY)
         assert r.code == 3 and "broker" in r.err, r
         assert state(four) == before
-        r = kl("retention", four, "--now", T0 + 30 * DAY, "--dry-run")
+        r = kl("retention", four, *WEEK, "--now", T0 + 30 * DAY, "--dry-run")
         assert r.code == 1 and "a broker or another kltool holds" in r.err
     finally:
         holder.kill()
@@ -363,7 +446,7 @@ def test_backup_dir_and_restore(kl, four, tmp_path):
 
     before = state(four)
     backup = tmp_path / "backup"
-    r = retention(kl, four, "--now", T0 + 30 * DAY, "--backup-dir", backup)
+    r = retention(kl, four, *WEEK, "--now", T0 + 30 * DAY, "--backup-dir", backup)
     assert r.code == 0, r
     assert logs(four / "t-0") == [5] and verify_errors(kl, four) == 0
     (manifest,) = backup.glob("*/manifest.json")
@@ -376,7 +459,7 @@ def test_backup_dir_and_restore(kl, four, tmp_path):
 
 
 def test_backup_dir_inside_the_log_dir_is_refused(kl, four):
-    r = kl("retention", four, "--now", T0 + 30 * DAY, "--backup-dir", four / "bk")
+    r = kl("retention", four, *WEEK, "--now", T0 + 30 * DAY, "--backup-dir", four / "bk")
     assert r.code == 2 and "inside the log dir" in r.err
 
 
@@ -463,8 +546,8 @@ def test_killed_at_every_step_verifies_and_converges(kl, tmp_path, backup, monke
     orig = _kill_scenario(tmp_path / "orig", small=backup)  # a backup doubles the steps: one topic less
     ref = tmp_path / "ref" / "ld"
     shutil.copytree(orig, ref)
-    extra = ("--backup-dir", tmp_path / "ref-backup") if backup else ()
-    r = kl("retention", ref, "--now", now, *extra)
+    extra = ("--backup-dir", tmp_path / "ref-backup") if backup else ("--no-backup",)
+    r = kl("retention", ref, *WEEK, "--now", now, *extra)
     assert r.code == 0, r
     want = state(ref)
     assert verify_errors(kl, ref) == 0
@@ -473,9 +556,8 @@ def test_killed_at_every_step_verifies_and_converges(kl, tmp_path, backup, monke
     for n in range(1, 500):
         work = tmp_path / f"run{n}" / "ld"
         shutil.copytree(orig, work)
-        args = ["retention", work, "--now", now]
-        if backup:
-            args += ["--backup-dir", tmp_path / f"run{n}" / "backup"]
+        args = ["retention", work, *WEEK, "--now", now]
+        args += ["--backup-dir", tmp_path / f"run{n}" / "backup"] if backup else ["--no-backup"]
         code = _run_killed_at(n, args)
         if code == 0:
             break  # the run got through: every step has been a kill point
@@ -499,7 +581,7 @@ def test_killed_at_every_step_verifies_and_converges(kl, tmp_path, backup, monke
 
 def test_unfinished_compaction_swap_is_left_for_repair(kl, four):
     (four / "t-0" / "00000000000000000000.log.swap").write_bytes(b"")
-    r = retention(kl, four, "--now", T0 + 30 * DAY, "--dry-run")
+    r = retention(kl, four, *WEEK, "--now", T0 + 30 * DAY, "--dry-run")
     assert r.code == 0 and deleted_segments(r) == []
     (w,) = findings(r, "stale_file")
     assert "verify --repair" in w["message"]

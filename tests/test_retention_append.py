@@ -7,7 +7,7 @@ import json
 
 from kltool.format.checkpoints import parse_offset_checkpoint
 
-from .test_retention import DAY, deleted_segments, findings, logs, state, verify_errors
+from .test_retention import DAY, WEEK, deleted_segments, findings, logs, state, verify_errors
 
 T0 = 1_700_000_000_000
 MIN = 60_000
@@ -70,7 +70,7 @@ def test_size_retention(kl, tmp_path):
 def test_everything_expires_then_appending_goes_on(kl, tmp_path):
     ld = tmp_path / "ld"
     pdir = make(kl, ld)
-    r = kl("--json", "retention", ld, "--now", T0 + 30 * DAY)
+    r = kl("--json", "retention", ld, *WEEK, "--now", T0 + 30 * DAY)
     assert [b for _t, b, _r in deleted_segments(r)] == [0, 5, 10, 15]
     assert logs(pdir) == [20] and (pdir / f"{20:020d}.log").stat().st_size == 0
     r = kl("append", ld, "ev", "--partition", "0", "--key", "late", "--value", "x", "--timestamp", T0 + 30 * DAY)
@@ -83,7 +83,7 @@ def test_everything_expires_then_appending_goes_on(kl, tmp_path):
 def test_compacted_topic_left_alone(kl, tmp_path):
     ld = tmp_path / "ld"
     make(kl, ld, "--config", "cleanup.policy=compact")
-    r = kl("--json", "retention", ld, "--now", T0 + 30 * DAY, "--dry-run")
+    r = kl("--json", "retention", ld, *WEEK, "--now", T0 + 30 * DAY, "--dry-run")
     assert r.code == 0 and deleted_segments(r) == []
     assert any(d["type"] == "note" and "cleanup.policy=compact" in d["message"] for d in r.json())
 
@@ -92,7 +92,7 @@ def test_non_monotonic_timestamps_block_deletion(kl, tmp_path):
     ld = tmp_path / "ld"
     # segment 5 holds records dated 20 days later than those around it (a producer's clock ran ahead)
     make(kl, ld, ts=lambda i: T0 + 20 * DAY if 5 <= i < 10 else T0 + i)
-    r = kl("--json", "retention", ld, "--now", T0 + 25 * DAY, "--dry-run")
+    r = kl("--json", "retention", ld, *WEEK, "--now", T0 + 25 * DAY, "--dry-run")
     # 7-day default: segment 0 (25 days old) goes; segment 5 (5 days) must stay, and the scan stops there
     # although segments 10 and 15 are 25 days old too
     assert deleted_segments(r) == [("ev", 0, "retention_ms")]
@@ -103,6 +103,6 @@ def test_non_monotonic_timestamps_block_deletion(kl, tmp_path):
 def test_future_timestamp_is_reported(kl, tmp_path):
     ld = tmp_path / "ld"
     make(kl, ld, ts=lambda i: T0 + 40 * DAY if i == 15 else T0 + i)  # first of its segment: no time roll
-    r = kl("--json", "retention", ld, "--now", T0 + 20 * DAY, "--dry-run")
+    r = kl("--json", "retention", ld, *WEEK, "--now", T0 + 20 * DAY, "--dry-run")
     assert [b for _t, b, _r in deleted_segments(r)] == [0, 5, 10]
     assert [w["file"][-24:] for w in findings(r, "future_timestamp")] == [f"{15:020d}.log"]

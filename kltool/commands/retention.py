@@ -91,7 +91,24 @@ def _time_range(info: dict) -> str:
     return f"{format_time(info['first_timestamp'])} .. {format_time(info['largest_timestamp'])}"
 
 
+_SOURCES = {ret.FROM_COMMAND_LINE: "command line", ret.FROM_TOPIC_CONFIG: "kltool-topics.json"}
+
+
+def _limits_line(pp) -> str:
+    def one(key, value, source):
+        return f"{key} {value} ({_SOURCES[source]})" if source else f"no {key}"
+
+    return (one("retention.ms", pp.retention_ms, pp.retention_ms_source) + ", "
+            + one("retention.bytes", pp.retention_bytes, pp.retention_bytes_source))
+
+
 def _print_plan(out, plan: ret.RetentionPlan) -> None:
+    shown = set()
+    for pp in plan.partitions:  # which limits apply to each topic, and where they come from
+        key = (pp.partition.topic, _limits_line(pp))
+        if not pp.skipped and pp.cleanup_policy is not None and key not in shown:
+            shown.add(key)
+            out.line(f"{key[0]}: {key[1]}")
     for n in plan.all_notes:
         msg = f"{n.file}: {n.message}"
         out.warn(msg) if n.severity == "warning" else out.info(msg)
@@ -144,14 +161,18 @@ def _print_plan(out, plan: ret.RetentionPlan) -> None:
               "watermark). Only the partitions it names change; alone, no time or size retention.")
 @click.option("--now", metavar="T", help="Evaluate time retention at T (ISO-8601 or epoch ms) instead of now.")
 @click.option("--dry-run", is_flag=True, help="Print the plan, change nothing (exit 1 when there is work).")
-@click.option("--backup-dir", type=click.Path(path_type=str, readable=False), help="Move removed files here (with a manifest) "
-              "instead of deleting them.")
+@click.option("--backup-dir", type=click.Path(path_type=str, readable=False), help="Where removed files are moved "
+              "(with a manifest kltool restore undoes). Default: <log dir>.kltool-backup beside the log dir.")
+@click.option("--no-backup", is_flag=True, help="Delete the broker's way (renamed *.deleted, then removed): nothing "
+              "is kept.")
 @click.pass_obj
 def command(out, paths, topic, partition_spec, retention_ms, retention_hours, retention_bytes, before_offset,
-            before_time, offset_json_file, now, dry_run, backup_dir):
+            before_time, offset_json_file, now, dry_run, backup_dir, no_backup):
     """Delete old segments like the broker's retention check: log start offset, size, then time;
-    oldest first, stopping at the first segment that must stay. Topics whose cleanup.policy is only
-    compact are left alone. Refuses (exit 3) while a broker holds the log dir's .lock.
+    oldest first, stopping at the first segment that must stay. Only the limits given here or stored
+    for the topic (kltool create --config) apply, never Kafka's defaults; with none, exit 2. What is
+    deleted is backed up beside the log dir (kltool restore undoes it) unless --no-backup. Topics whose
+    cleanup.policy is only compact are left alone. Refuses (exit 3) while a broker holds the log dir's .lock.
     """
     from ..api import Logs
 
@@ -168,10 +189,11 @@ def command(out, paths, topic, partition_spec, retention_ms, retention_hours, re
         _warn_lock_holders(out, sel)
     logs = Logs.from_selection(sel, *paths, topic=topic, partitions=partition_spec)
     plan = logs.retention(**limits, before_offset=before_offset, before_offsets=offsets_by_partition,
-                          dry_run=dry_run, backup_dir=backup_dir, on_plan=lambda p: _show_plan(out, p, dry_run),
+                          dry_run=dry_run, backup=not no_backup, backup_dir=backup_dir,
+                          on_plan=lambda p: _show_plan(out, p, dry_run),
                           on_action=(lambda a: out.emit(a.to_json())) if out.json_mode else None)
     summary = ret.summarize(plan)
-    summary.update({"dry_run": dry_run, "now": limits["now"]})
+    summary.update({"dry_run": dry_run, "now": limits["now"], "manifests": [str(m) for m in plan.manifests]})
     if out.json_mode:
         out.emit(summary)
     else:
@@ -180,8 +202,9 @@ def command(out, paths, topic, partition_spec, retention_ms, retention_hours, re
                  f"({human_bytes(summary['segment_bytes'])}, {summary['records_deleted']} records) in "
                  f"{summary['partitions_changed']} of {summary['partitions']} partitions {verb} removed, "
                  f"{human_bytes(summary['reclaimed_bytes'])} reclaimed"
-                 + (f"; backups in {backup_dir}" if backup_dir and not dry_run and plan.has_work else "")
                  + (f"; {summary['warnings']} warnings" if summary["warnings"] else ""))
+        for m in plan.manifests:
+            out.line(f"retention: backup manifest {m} (undo: kltool restore {m})")
     return 1 if dry_run and plan.has_work else 0
 
 

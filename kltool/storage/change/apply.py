@@ -19,6 +19,7 @@ A run killed at any point leaves a manifest that lists what it meant to do; the 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import errno
 import hashlib
@@ -30,6 +31,7 @@ from pathlib import Path
 
 from ...errors import BrokerLockHeld, UnsafeOperation, UsageError
 from ...format import names as fn
+from ..confine import inside, resolves_inside
 from ..fs import (
     BrokerLock,
     append_ranges,
@@ -84,16 +86,13 @@ def default_backup_root(root: Path) -> Path:
     return root.parent / f"{root.name}{BACKUP_SUFFIX}"
 
 
-def inside(child: Path, parent: Path) -> bool:
-    try:
-        child.relative_to(parent)
-        return True
-    except ValueError:
-        return False
-
-
-def check_backup_root(root: Path, changes: Iterable[ChangeSet]) -> Path:
-    """Refuse a backup root inside a log dir or a partition directory a change set touches."""
+def check_backup_root(root: Path, changes: Iterable[ChangeSet], *, default: bool = False) -> Path:
+    """Refuse a backup root inside a log dir or a partition directory a change set touches, and a default one
+    (``<log dir>.kltool-backup``) that is a symlink: whoever made it chose where kltool's copies go, not the
+    operator (an explicit ``--backup-dir`` may be one)."""
+    if default and os.path.islink(root):
+        raise UnsafeOperation(f"the backup directory {root} is a symlink (to {os.path.realpath(root)}): refused as "
+                              f"a backup location; remove the link or choose a directory with --backup-dir", path=root)
     r = Path(os.path.realpath(root))
     for c in changes:
         gr = Path(os.path.realpath(c.root))
@@ -104,6 +103,12 @@ def check_backup_root(root: Path, changes: Iterable[ChangeSet]) -> Path:
             if inside(r, Path(os.path.realpath(p))):
                 raise UsageError(f"the backup directory {root} is inside the partition directory {p}")
     return root
+
+
+def run_name(command: str) -> str:
+    """What a run is called in its directory's name and in restore's messages: ``retention``,
+    ``rebuild-index``, else ``repair`` (whose modes are ``salvage`` and ``like-broker``)."""
+    return command if command in ("retention", "rebuild-index") else "repair"
 
 
 def now_text() -> str:
@@ -174,6 +179,26 @@ def _incomplete_manifests(backup_root: Path, exclude: Path) -> list[str]:
         if doc.get("status") == "applying":
             found.append(str(m))
     return [m for m in found if m not in followed]
+
+
+def _lock_file_before(root: Path, follows: list[str]) -> bool:
+    """Had the log dir a ``.lock`` before kltool's first run? The oldest interrupted run this one follows
+    recorded it; else a ``.lock`` now that kltool did not make was there before."""
+    for m in sorted(follows, key=_created):
+        try:
+            doc = json.loads(Path(m).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(doc.get("lock_file_before"), bool):
+            return doc["lock_file_before"]
+    return (Path(root) / fn.LOCK_FILE).exists() and not kltool_made_lock(root)
+
+
+def _created(manifest: str) -> str:
+    try:
+        return str(json.loads(Path(manifest).read_text(encoding="utf-8")).get("created", ""))
+    except (OSError, ValueError):
+        return ""
 
 
 def _keeps(a: Action) -> list[tuple[int, int, int]]:
@@ -393,25 +418,46 @@ def _apply(a: Action, entry: dict, run_dir: Path) -> None:
     step(a, entry, run_dir)
 
 
+def confine(c: ChangeSet) -> None:
+    """Refuse (before anything changes) an action whose file, target or source resolves, after symlinks,
+    outside its change set's log dir (``logdir/evil-0 -> /elsewhere``): kltool never writes, moves or deletes
+    there. The planners leave such partitions alone with a finding; this is the engine's own check."""
+    for a in c.actions:
+        for p in (a.file, a.target, a.source, *a.paths):
+            if p is not None and not resolves_inside(p, c.root):
+                raise UnsafeOperation(f"resolves to {os.path.realpath(p)}, outside the log dir {c.root}: not "
+                                      f"{a.op} (kltool never writes, moves or deletes outside the log dir); "
+                                      f"nothing was changed", path=p)
+
+
 def apply_changes(changes: Sequence[ChangeSet], command: str, backup_dir=None, *,
                   on_action: Callable[[Action], None] | None = None) -> list[Path]:
     """Apply ``changes`` (their log dirs' locks must be held): per change set, back up what its actions
     remove, write the manifest, apply the actions in order. ``command`` names the run (``repair``,
-    ``retention``, ``rebuild-index`` ...). Returns the manifests written."""
+    ``retention``, ``rebuild-index`` ...). Every action is confined to its log dir and every backup root
+    checked before anything changes. Returns the manifests written."""
     manifests = []
     todo = [c for c in changes if c.actions]
+    roots = {}
+    for c in todo:
+        confine(c)
     if backup_dir is not None:
         check_backup_root(Path(backup_dir), changes)
     for c in todo:
-        root = Path(os.path.abspath(backup_dir)) if backup_dir is not None else default_backup_root(c.root)
+        roots[id(c)] = Path(os.path.abspath(backup_dir)) if backup_dir is not None else default_backup_root(c.root)
         if backup_dir is None:
-            check_backup_root(root, [c])
-        run_dir = _new_run_dir(root, "rebuild-index" if command == "rebuild-index" else "repair")
+            check_backup_root(roots[id(c)], [c], default=True)
+    for c in todo:
+        root = roots[id(c)]
+        run_dir = _new_run_dir(root, run_name(command))
         log_dir = Path(os.path.abspath(c.root))
         entries = [_prepare(i, a, run_dir, log_dir) for i, a in enumerate(c.actions)]
+        follows = _incomplete_manifests(root, run_dir)
         doc = {"type": MANIFEST_TYPE, "version": 1, "created": now_text(), "command": command,
                "log_dir": str(log_dir), "status": "applying",
-               "follows": _incomplete_manifests(root, run_dir), "actions": entries}
+               "follows": follows, "lock_file_before": _lock_file_before(c.root, follows), "actions": entries}
+        if not doc["lock_file_before"] and (Path(c.root) / fn.LOCK_FILE).exists():
+            remove_lock_on_release(c.root)
         mpath = run_dir / MANIFEST_NAME
         atomic_write(mpath, json.dumps(doc, indent=1) + "\n")
         for a, e in zip(c.actions, entries, strict=True):
@@ -431,8 +477,43 @@ def apply_changes(changes: Sequence[ChangeSet], command: str, backup_dir=None, *
 # --------------------------------------------------------------------------------------------- locking
 
 
+# A ``.lock`` that kltool creates says so (the broker never reads or writes its ``.lock``'s content; its own is
+# empty), so that one left behind by a run killed with SIGKILL, at any step, is known as kltool's: the run
+# that completes it and ``restore`` remove it, and the tree ends as it was.
+LOCK_MARK = b"kltool\n"
+_remove_on_release: set[Path] = set()  # log dirs whose .lock goes when kltool releases it (see lock_file_before)
+
+
+def kltool_made_lock(root: Path) -> bool:
+    """Is ``root``'s ``.lock`` one that kltool created (it carries :data:`LOCK_MARK`)?"""
+    try:
+        with open(Path(root) / fn.LOCK_FILE, "rb") as f:
+            return f.read(len(LOCK_MARK) + 1) == LOCK_MARK
+    except OSError:
+        return False
+
+
+def remove_lock_on_release(root: Path) -> None:
+    """The ``.lock`` of ``root`` was not there before kltool's first run (a manifest says so): it goes when
+    kltool releases it."""
+    _remove_on_release.add(Path(os.path.realpath(root)))
+
+
+def _create_marked_lock(root: Path) -> None:
+    try:
+        fd = os.open(root / fn.LOCK_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+    except FileExistsError:
+        return
+    try:
+        os.write(fd, LOCK_MARK)
+    finally:
+        os.close(fd)
+
+
 class LogDirLocks:
-    """Hold every group's ``.lock`` (or, for a dry run, only check that no broker holds it)."""
+    """Hold every group's ``.lock`` (or, for a dry run, only check that no broker holds it). A missing
+    ``.lock`` of a log dir is created, marked as kltool's, and removed again on release; so is one a killed
+    kltool run left, or one a manifest says was not there before (:func:`remove_lock_on_release`)."""
 
     def __init__(self, roots: Iterable[Path], dry_run: bool):
         self.roots = list(roots)
@@ -447,6 +528,7 @@ class LogDirLocks:
                         raise BrokerLockHeld(held_message(r / fn.LOCK_FILE), path=r / fn.LOCK_FILE)
                     continue
                 if (r / fn.LOCK_FILE).exists() or looks_like_log_dir(r):
+                    _create_marked_lock(r)
                     self.held.append(BrokerLock(r).acquire())
         except BaseException:
             self.__exit__()
@@ -455,5 +537,12 @@ class LogDirLocks:
 
     def __exit__(self, *exc):
         while self.held:
-            self.held.pop().release()
+            lock = self.held.pop()
+            root = Path(os.path.realpath(lock.logdir))
+            if kltool_made_lock(root) or root in _remove_on_release:
+                _remove_on_release.discard(root)
+                with contextlib.suppress(FileNotFoundError):  # still held: gone before anyone can take it
+                    os.unlink(lock.lockpath)
+                fsync_dir(lock.lockpath.parent)
+            lock.release()
         return False

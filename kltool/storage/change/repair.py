@@ -56,6 +56,7 @@ from ...format.batch import V2_OVERHEAD
 from ...format.legacy import RECORD_OVERHEAD
 from ...format.records import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MIN_BATCH_SIZE_FIELD, BatchHeader
 from ..check.index_check import IndexChecker
+from ..confine import outside_findings
 from ..epochs import checkpoint_epochs, epoch_out_of_line
 from ..findings import Finding
 from ..fs import TMP_SUFFIX
@@ -1088,6 +1089,10 @@ def _groups(sel: Selection) -> list[Group]:  # noqa: C901
                 skipped.append(p.path)
             continue
         g = group(p.logdir.path if p.logdir is not None else p.path.parent, p.logdir)
+        outside = outside_findings(p)  # a symlink out of the log dir: never written through (storage/confine.py)
+        if outside:
+            g.problems.extend(outside)
+            continue
         if (g.root, p.path) not in members:
             members.add((g.root, p.path))
             g.partitions.append(p)

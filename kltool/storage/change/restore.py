@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import CorruptDataError, UnsafeOperation, UsageError
+from ...format import names as fn
+from ..confine import inside
 from ..fs import append_ranges, atomic_write, fsync_dir, looks_like_log_dir, staged
 from .apply import (
     CHUNK,
@@ -23,10 +25,11 @@ from .apply import (
     SAMPLE,
     LogDirLocks,
     file_size,
-    inside,
     move,
     now_text,
     read_file,
+    remove_lock_on_release,
+    run_name,
     sha256_bytes,
     sha256_file,
     stat_or_none,
@@ -65,7 +68,7 @@ def _check_sha(path: Path, sha: str | None, what: str) -> None:
         raise UnsafeOperation(f"the backup of {what} does not match its sha256 in the manifest", path=path)
 
 
-def _restore_quarantine(e: dict, f: Path, run_dir: Path, dry_run: bool) -> RestoreStep | None:
+def _restore_quarantine(e: dict, f: Path, run_dir: Path, dry_run: bool, what: str) -> RestoreStep | None:
     b = run_dir / e["backup"]
     if f.exists() or not b.exists():
         return None
@@ -76,7 +79,7 @@ def _restore_quarantine(e: dict, f: Path, run_dir: Path, dry_run: bool) -> Resto
     return step
 
 
-def _restore_rename(e: dict, f: Path, run_dir: Path, dry_run: bool) -> RestoreStep | None:
+def _restore_rename(e: dict, f: Path, run_dir: Path, dry_run: bool, what: str) -> RestoreStep | None:
     t = Path(e["target"])
     if f.exists() or not t.exists():
         return None
@@ -87,16 +90,16 @@ def _restore_rename(e: dict, f: Path, run_dir: Path, dry_run: bool) -> RestoreSt
     return step
 
 
-def _restore_write(e: dict, f: Path, run_dir: Path, dry_run: bool) -> RestoreStep | None:
+def _restore_write(e: dict, f: Path, run_dir: Path, dry_run: bool, what: str) -> RestoreStep | None:
     cur = read_file(f)
     cur_sha = None if cur is None else sha256_bytes(cur)
     if cur_sha == e.get("old_sha256") or (cur_sha is not None and cur_sha == e.get("prior_sha256")):
         return None
     if cur_sha != e["new_sha256"]:
-        raise UnsafeOperation("the file changed since the repair (neither its old nor its new content); "
+        raise UnsafeOperation(f"the file changed since the {what} (neither its old nor its new content); "
                               "not restored", path=f)
     if e.get("backup") is None:
-        step = RestoreStep("delete", str(f), "did not exist before the repair")
+        step = RestoreStep("delete", str(f), f"did not exist before the {what}")
         if not dry_run:
             os.unlink(f)
             fsync_dir(f.parent)
@@ -111,14 +114,14 @@ def _restore_write(e: dict, f: Path, run_dir: Path, dry_run: bool) -> RestoreSte
     return step
 
 
-def _restore_byte(e: dict, f: Path, run_dir: Path, dry_run: bool) -> RestoreStep | None:
+def _restore_byte(e: dict, f: Path, run_dir: Path, dry_run: bool, what: str) -> RestoreStep | None:
     with open(f, "rb") as fh:
         fh.seek(e["position"])
         cur = fh.read(1)
     if cur == bytes([e["old_byte"]]):
         return None
     if cur != bytes([e["new_byte"]]):
-        raise UnsafeOperation(f"byte {e['position']} changed since the repair; not restored", path=f)
+        raise UnsafeOperation(f"byte {e['position']} changed since the {what}; not restored", path=f)
     step = RestoreStep("write_byte", str(f), f"byte {e['position']} set back to {e['old_byte']}")
     if not dry_run:
         fd = os.open(f, os.O_RDWR)
@@ -130,21 +133,21 @@ def _restore_byte(e: dict, f: Path, run_dir: Path, dry_run: bool) -> RestoreStep
     return step
 
 
-def _restore_nothing(e: dict, f: Path, run_dir: Path, dry_run: bool) -> None:
+def _restore_nothing(e: dict, f: Path, run_dir: Path, dry_run: bool, what: str) -> None:
     return None  # a deleted file was never backed up (a .deleted leftover, removed the broker's way)
 
 
-def _restore_entry(e: dict, run_dir: Path, dry_run: bool) -> RestoreStep | None:
+def _restore_entry(e: dict, run_dir: Path, dry_run: bool, what: str = "repair") -> RestoreStep | None:
     undo = _RESTORE.get(e["op"])
     if undo is None:
         raise CorruptDataError(f"unknown action {e['op']!r} in the manifest")
-    step = undo(e, Path(e["file"]), run_dir, dry_run)
+    step = undo(e, Path(e["file"]), run_dir, dry_run, what)
     if step is not None:
         step.done = not dry_run
     return step
 
 
-def _restore_truncate(e: dict, f: Path, run_dir: Path, dry_run: bool) -> RestoreStep | None:
+def _restore_truncate(e: dict, f: Path, run_dir: Path, dry_run: bool, what: str) -> RestoreStep | None:
     (cut,) = e["cuts"]
     old_size, new_size = e["old_size"], e["new_size"]
     b = run_dir / cut["backup"]
@@ -154,7 +157,7 @@ def _restore_truncate(e: dict, f: Path, run_dir: Path, dry_run: bool) -> Restore
     if size == old_size:
         return None
     if not new_size <= size < old_size:
-        raise UnsafeOperation(f"the file has {size} bytes, neither the {new_size} left by the repair nor the "
+        raise UnsafeOperation(f"the file has {size} bytes, neither the {new_size} left by the {what} nor the "
                               f"{old_size} before it; not restored", path=f)
     step = RestoreStep("append", str(f), f"bytes [{new_size}, {old_size}) put back from {b}")
     if dry_run:
@@ -165,7 +168,7 @@ def _restore_truncate(e: dict, f: Path, run_dir: Path, dry_run: bool) -> Restore
         if done:
             fh.seek(new_size)
             if fh.read(done) != fb.read(done):
-                raise UnsafeOperation("the bytes after the repaired end differ from the backup; not restored", path=f)
+                raise UnsafeOperation(f"the bytes after the end the {what} left differ from the backup; not restored", path=f)
         fh.seek(size)
         fb.seek(done)
         shutil.copyfileobj(fb, fh, CHUNK)
@@ -174,18 +177,18 @@ def _restore_truncate(e: dict, f: Path, run_dir: Path, dry_run: bool) -> Restore
     return step
 
 
-def _restore_excise(e: dict, f: Path, run_dir: Path, dry_run: bool) -> RestoreStep | None:
+def _restore_excise(e: dict, f: Path, run_dir: Path, dry_run: bool, what: str) -> RestoreStep | None:
     old_size, new_size = e["old_size"], e["new_size"]
     size = file_size(f)
     if size == old_size:
         return None
     if size != new_size:
-        raise UnsafeOperation(f"the file has {size} bytes, neither the {new_size} left by the repair nor the "
+        raise UnsafeOperation(f"the file has {size} bytes, neither the {new_size} left by the {what} nor the "
                               f"{old_size} before it; not restored", path=f)
     head = sha256_file(f, 0, min(SAMPLE, new_size))
     tail = sha256_file(f, max(0, new_size - SAMPLE), new_size)
     if head != e["new_head_sha256"] or tail != e["new_tail_sha256"]:
-        raise UnsafeOperation("the file changed since the repair; not restored", path=f)
+        raise UnsafeOperation(f"the file changed since the {what}; not restored", path=f)
     step = RestoreStep("rewrite", str(f), f"{len(e['cuts'])} cut range(s) put back ({old_size - new_size} bytes)")
     if dry_run:
         return step
@@ -376,8 +379,9 @@ def restore(manifests, *, dry_run: bool = False, follow: bool = True,
     Every manifest is read and validated before anything changes (a hostile or broken one is a UsageError,
     exit 2, naming the entry); then the runs are undone newest first, each action in reverse order. Each
     step checks the file's state first, so an interrupted restore can be run again, and an action that was
-    never applied is skipped. The log dir's ``.lock`` is held meanwhile (and removed again if restore
-    created it), so the tree ends byte-identical to before the runs."""
+    never applied is skipped. The log dir's ``.lock`` is held meanwhile and removed again if kltool made it
+    (restore, or a run killed before it could remove it) or the manifest says there was none before the
+    runs, so the tree ends byte-identical to before them."""
     if isinstance(manifests, (str, os.PathLike)):
         manifests = [manifests]
     queue = [m for arg in manifests for m in _run_manifests(arg)]
@@ -414,11 +418,14 @@ def restore(manifests, *, dry_run: bool = False, follow: bool = True,
         run_dir = m.parent
         with LogDirLocks([root], dry_run):
             for e in reversed(doc.get("actions", [])):
-                step = _restore_entry(e, run_dir, dry_run)
+                step = _restore_entry(e, run_dir, dry_run, run_name(str(doc.get("command", ""))))
                 if step is not None:
                     steps.append(step)
                     if on_step is not None:
                         on_step(step)
+            if not dry_run and doc.get("lock_file_before") is False and (root / fn.LOCK_FILE).exists():
+                # no .lock before the run: none after
+                remove_lock_on_release(root)
             if not dry_run and doc.get("status") != "restored":
                 doc["status"] = "restored"
                 doc["restored"] = now_text()

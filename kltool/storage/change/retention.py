@@ -47,20 +47,28 @@ from ...format.checkpoints import (
 from ...format.names import filename_prefix
 from ...timeutil import format_time
 from .. import offsets as offs
+from ..confine import logdir_outside_findings, outside_findings
 from ..findings import Finding
 from ..fs import atomic_write, fsync_dir
 from ..logdir import LogDir, Selection
 from ..partition import Partition
 from ..segment import Segment
-from .apply import apply_changes
+from .apply import apply_changes, confine
 from .plan import Action, ChangeSet
 
 __all__ = [
-    "DEFAULT_RETENTION_MS", "Policy", "SegmentCandidate", "PartitionPlan", "RetentionPlan",
+    "Policy", "SegmentCandidate", "PartitionPlan", "RetentionPlan",
     "make_policy", "plan_retention", "apply_retention", "run_retention", "truncate_epochs_from_start",
 ]
 
-DEFAULT_RETENTION_MS = 604800000  # retention.ms (log.retention.hours=168)
+# Where a limit came from (``retention_ms_source``/``retention_bytes_source`` in the plan): only limits
+# given on the command line or stored for the topic (kltool create --config) apply, never Kafka's
+# defaults: offline, kltool cannot know the cluster's settings, and a backup is always "old".
+FROM_COMMAND_LINE = "command_line"
+FROM_TOPIC_CONFIG = "topic_config"
+NO_LIMIT_MESSAGE = ("no retention limit given: give --retention-ms, --retention-hours, --retention-bytes, "
+                    "--before-offset, --before-time or --offset-json-file, or store retention.ms or retention.bytes "
+                    "for the topic (kltool create --config)")
 LOG_START_CHECKPOINT = fn.LOG_START_OFFSET_CHECKPOINT
 HW_CHECKPOINT = fn.REPLICATION_OFFSET_CHECKPOINT
 EPOCH_CHECKPOINT = fn.LEADER_EPOCH_CHECKPOINT
@@ -72,7 +80,8 @@ NOT_RETAINED = {"__cluster_metadata"}
 @dataclass(frozen=True)
 class Policy:
     """What to apply. ``None`` settings come from the topic's stored config (``kltool create --config``),
-    else Kafka's defaults. ``time_and_size`` False applies only the new log start offset."""
+    else are not applied (never Kafka's defaults). ``time_and_size`` False applies only the new log start
+    offset."""
 
     now: int
     retention_ms: int | None = None
@@ -122,8 +131,10 @@ class SegmentCandidate:
 @dataclass
 class PartitionPlan:
     partition: Partition
-    retention_ms: int | None = None
-    retention_bytes: int | None = None
+    retention_ms: int | None = None  # None: no time limit applies
+    retention_bytes: int | None = None  # None: no size limit applies
+    retention_ms_source: str | None = None  # FROM_COMMAND_LINE | FROM_TOPIC_CONFIG
+    retention_bytes_source: str | None = None
     cleanup_policy: str | None = None
     log_start_offset: int | None = None
     new_log_start_offset: int | None = None
@@ -150,7 +161,8 @@ class PartitionPlan:
         p = self.partition
         return {"type": "partition_retention", "topic": p.topic, "partition": p.partition, "path": str(p.path),
                 "cleanup_policy": self.cleanup_policy, "retention_ms": self.retention_ms,
-                "retention_bytes": self.retention_bytes, "log_start_offset": self.log_start_offset,
+                "retention_ms_source": self.retention_ms_source, "retention_bytes": self.retention_bytes,
+                "retention_bytes_source": self.retention_bytes_source, "log_start_offset": self.log_start_offset,
                 "new_log_start_offset": self.new_log_start_offset, "log_end_offset": self.log_end_offset,
                 "high_watermark": self.high_watermark, "segments_deleted": len(self.deleted),
                 "segment_bytes": self.segment_bytes, "reclaimed_bytes": self.reclaimed_bytes,
@@ -163,6 +175,7 @@ class RetentionPlan:
     partitions: list[PartitionPlan] = field(default_factory=list)
     logdirs: list[LogDir] = field(default_factory=list)
     notes: list[Finding] = field(default_factory=list)
+    manifests: list[Path] = field(default_factory=list)  # the backup runs written (kltool restore undoes them)
 
     @property
     def actions(self) -> list[Action]:
@@ -203,18 +216,44 @@ def _mtime_ms(path: Path) -> int:
     return int(os.stat(path).st_mtime * 1000)
 
 
-def _topic_settings(ld: LogDir, topic: str, policy: Policy) -> tuple[str, int, int]:
-    """(cleanup.policy, retention.ms, retention.bytes) for ``topic``: the command line, then what
-    ``kltool create --config`` stored, then Kafka's defaults (internal topics are compacted)."""
+def _limit(given: int | None, cfg, key: str) -> tuple[int | None, str | None]:
+    """A limit and where it came from: the command line, else what ``kltool create --config`` stored for the
+    topic, else none."""
+    if given is not None:
+        return given, FROM_COMMAND_LINE
+    stored = cfg.overrides.get(key)
+    if stored is not None:
+        return int(stored), FROM_TOPIC_CONFIG
+    return None, None
+
+
+def _topic_settings(ld: LogDir, topic: str, policy: Policy, pp: PartitionPlan) -> str:
+    """Fill in ``pp``'s limits (with their sources) for ``topic``; returns its cleanup.policy (internal
+    topics are compacted)."""
     from ..topic_config import load_topic_config
 
     cfg = load_topic_config(ld.path, topic)
     cleanup = cfg.get("cleanup.policy")
     if "cleanup.policy" not in cfg.overrides and topic in COMPACTED_INTERNAL:
         cleanup = "compact"
-    ms = policy.retention_ms if policy.retention_ms is not None else cfg.retention_ms
-    size = policy.retention_bytes if policy.retention_bytes is not None else cfg.retention_bytes
-    return cleanup, ms, size
+    pp.retention_ms, pp.retention_ms_source = _limit(policy.retention_ms, cfg, "retention.ms")
+    pp.retention_bytes, pp.retention_bytes_source = _limit(policy.retention_bytes, cfg, "retention.bytes")
+    return cleanup
+
+
+def stored_limits(sel: Selection) -> bool:
+    """Does any selected topic have retention.ms or retention.bytes stored (``kltool create --config``)?"""
+    from ..topic_config import load_topic_config
+
+    seen = set()
+    for p in sel.partitions:
+        if p.logdir is None or (p.logdir.path, p.topic) in seen:
+            continue
+        seen.add((p.logdir.path, p.topic))
+        ov = load_topic_config(p.logdir.path, p.topic).overrides
+        if "retention.ms" in ov or "retention.bytes" in ov:
+            return True
+    return False
 
 
 # -------------------------------------------------------------------------------------------------- plan
@@ -264,11 +303,19 @@ class _Planner:
         ld = p.logdir
         if ld is None:
             return self.skip("no_log_dir", "not inside a log dir: retention needs its checkpoint files")
-        cleanup, pp.retention_ms, pp.retention_bytes = _topic_settings(ld, p.topic, policy)
-        pp.cleanup_policy = cleanup
+        outside = outside_findings(p)
+        if outside:  # a symlink out of the log dir: never deleted through
+            pp.notes.extend(outside)
+            pp.skipped = True
+            return pp
+        cleanup = pp.cleanup_policy = _topic_settings(ld, p.topic, policy, pp)
         if "delete" not in cleanup.split(","):
             return self.skip("compacted", f"cleanup.policy={cleanup}: left alone (only the log cleaner removes "
                                           f"records of a compacted topic)")
+        if policy.time_and_size and pp.retention_ms is None and pp.retention_bytes is None and \
+                policy.before_offset is None and policy.before_time is None:
+            return self.skip("no_limit", "no retention limit given on the command line or stored for the topic "
+                                         "(kltool create --config): left alone")
         segs = p.segments
         if not segs:
             return pp
@@ -373,7 +420,7 @@ class _Planner:
     def size_pass(self, live, lso, leo, hw):
         limit = self.pp.retention_bytes
         size = sum(c.size for c in live)
-        if limit < 0 or size < limit:
+        if limit is None or limit < 0 or size < limit:
             return live, lso
         diff = size - limit
 
@@ -389,7 +436,7 @@ class _Planner:
     def time_pass(self, live, lso, leo, hw):
         ms = self.pp.retention_ms
         now = self.policy.now
-        if ms < 0:
+        if ms is None or ms < 0:
             return live, lso
         n = len(live)
 
@@ -512,13 +559,14 @@ def plan_retention(sel: Selection, policy: Policy) -> RetentionPlan:
         if p.logdir is not None and p.logdir.path not in seen:
             seen.add(p.logdir.path)
             plan.logdirs.append(p.logdir)
-        if pp.notes and pp.notes[0].kind == "compacted":  # one note per topic, not per partition
+            plan.notes.extend(logdir_outside_findings(p.logdir.path))
+        if pp.notes and pp.notes[0].kind in ("compacted", "no_limit"):  # one note per topic, not per partition
             skipped.setdefault((str(p.logdir.path), p.topic), []).append(pp)
     for (ld, topic), pps in skipped.items():
-        msg = pps[0].notes.pop(0).message
+        first = pps[0].notes.pop(0)
         for pp in pps[1:]:
             pp.notes.pop(0)
-        plan.notes.append(Finding("info", "compacted", ld, f"topic {topic} ({len(pps)} partitions): {msg}"))
+        plan.notes.append(Finding("info", first.kind, ld, f"topic {topic} ({len(pps)} partitions): {first.message}"))
     return plan
 
 
@@ -555,12 +603,18 @@ def _steps(plan: RetentionPlan) -> list[tuple[str, Path, Action, str | None]]:
     return steps
 
 
-def apply_retention(plan: RetentionPlan, *, backup_dir=None,
+def apply_retention(plan: RetentionPlan, *, backup: bool = True, backup_dir=None,
                     on_action: Callable[[Action], None] | None = None) -> list[Path]:
-    """Carry out ``plan``; the caller holds each log dir's ``.lock``. Without ``backup_dir`` files go the
-    broker's way (renamed ``*.deleted``, removed at the end); with it they are moved into a run directory
-    of ``backup_dir`` by :func:`kltool.storage.change.apply.apply_changes`, whose manifest ``kltool restore``
-    undoes. ``on_action`` is called as each action completes. Returns the manifests written."""
+    """Carry out ``plan``; the caller holds each log dir's ``.lock``. With ``backup`` (the default) every
+    file removed or rewritten is moved into a run directory of ``backup_dir`` (default: beside each log dir,
+    ``<log dir>.kltool-backup``) by :func:`kltool.storage.change.apply.apply_changes`, whose manifest
+    ``kltool restore`` undoes; without, files go the broker's way (renamed ``*.deleted``, removed at the
+    end). ``on_action`` is called as each action completes. Returns the manifests written (also in
+    ``plan.manifests``)."""
+    if backup_dir is not None and not backup:
+        raise UsageError("--backup-dir and --no-backup: give one")
+    for ld in plan.logdirs:  # the broker's way too: nothing outside the log dir, checked before anything
+        confine(ChangeSet(ld.path, [a for a in plan.actions if a.logdir == ld.path]))
     steps = _steps(plan)
     left = {id(a): 0 for a in plan.actions}
     for _kind, _path, a, _c in steps:
@@ -574,10 +628,11 @@ def apply_retention(plan: RetentionPlan, *, backup_dir=None,
                 on_action(a)
 
     try:
-        if backup_dir is not None:
-            return _apply_with_backup(plan, steps, backup_dir, step_done)
-        _apply_broker_way(steps, step_done)
-        return []
+        if backup:
+            plan.manifests = _apply_with_backup(plan, steps, backup_dir, step_done)
+        else:
+            _apply_broker_way(steps, step_done)
+        return plan.manifests
     finally:
         for pp in plan.partitions:
             pp.partition.refresh()
@@ -642,12 +697,13 @@ def _apply_with_backup(plan: RetentionPlan, steps, backup_dir, step_done) -> lis
     return apply_changes(list(changes.values()), "retention", backup_dir, on_action=done)
 
 
-def run_retention(sel: Selection, policy: Policy, *, dry_run: bool = True, backup_dir=None,
+def run_retention(sel: Selection, policy: Policy, *, dry_run: bool = True, backup: bool = True, backup_dir=None,
                   on_plan: Callable[[RetentionPlan], None] | None = None,
                   on_action: Callable[[Action], None] | None = None, named=()) -> RetentionPlan:
     """``kltool retention`` and :meth:`kltool.Logs.retention`: lock each log dir (not for a dry run), plan,
-    show the plan (``on_plan``, still under the locks) and, unless ``dry_run``, apply it. ``named``: the
-    paths the selection came from (for the message when it holds no partition)."""
+    show the plan (``on_plan``, still under the locks) and, unless ``dry_run``, apply it (backed up unless
+    ``backup`` is False). Refused (UsageError) when no limit is given and none is stored for a selected
+    topic. ``named``: the paths the selection came from (for the message when it holds no partition)."""
     from .apply import LogDirLocks
 
     if sel.files:  # retention removes whole segments of a partition: a file cannot stand for that
@@ -657,13 +713,19 @@ def run_retention(sel: Selection, policy: Policy, *, dry_run: bool = True, backu
     if not sel.partitions:
         raise UsageError("retention needs a log dir or partition directories: none found in "
                          + ", ".join(map(str, named)))
+    if backup_dir is not None and not backup:
+        raise UsageError("--backup-dir and --no-backup: give one")
+    given = policy.retention_ms is not None or policy.retention_bytes is not None or not policy.time_and_size \
+        or policy.before_offset is not None or policy.before_time is not None
+    if not given and not stored_limits(sel):
+        raise UsageError(NO_LIMIT_MESSAGE)
     logdirs = sorted({p.logdir.path for p in sel.partitions if p.logdir is not None})
     with contextlib.nullcontext() if dry_run else LogDirLocks(logdirs, dry_run=False):
         plan = plan_retention(sel, policy)
         if on_plan is not None:
             on_plan(plan)
         if not dry_run and plan.has_work:
-            apply_retention(plan, backup_dir=backup_dir, on_action=on_action)
+            apply_retention(plan, backup=backup, backup_dir=backup_dir, on_action=on_action)
     return plan
 
 

@@ -16,6 +16,7 @@ from ...format import names as fn
 from ...format.compression import TooLarge
 from ...format.records import BatchHeader
 from ...plain import Plain
+from ..confine import logdir_outside_findings, outside_findings
 from ..epochs import EpochWatch, checkpoint_epochs
 from ..findings import Finding
 from ..logdir import LogDir, Selection
@@ -431,8 +432,10 @@ def verify_selection(sel: Selection, *, deep: bool = False, stats: VerifyStats |
             yield f
 
     for p in sel.partitions:
+        yield from count(outside_findings(p))  # a symlink out of the log dir (storage/confine.py)
         yield from count(verify_partition(p, deep=deep, stats=stats, progress=progress))
     for ld in sel.logdirs:
+        yield from count(logdir_outside_findings(ld.path))
         yield from count(_check_logdir(ld, stats))
     for f in sel.files:
         stats.files += 1

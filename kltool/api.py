@@ -129,11 +129,14 @@ class Logs:
 
     def records(self, *, topic: str | None = None, partition: int | None = None, from_offset: int | None = None,
                 to_offset: int | None = None, from_time: int | None = None, to_time: int | None = None,
-                key: bytes | None = None, include_control: bool = False) -> Iterator:
+                key: bytes | None = None, include_control: bool = False, isolation_level: str | None = None
+                ) -> Iterator:
         """The records (:class:`~kltool.storage.read.LogRecord`) of each selected partition in turn, in
         offset order, with the exact filters of ``kltool dump --records`` (offsets and times inclusive,
         times in epoch ms; the read of a partition ends at the first record stamped after ``to_time``).
-        Damaged regions are skipped (:meth:`verify` names them)."""
+        Damaged regions are skipped (:meth:`verify` names them). ``isolation_level`` ``read_uncommitted`` or
+        ``read_committed``: what a consumer at that level reads (:class:`~kltool.storage.read.Isolation`);
+        None (the default): every record, aborted ones included."""
         from .storage.read import records
 
         for p in self.partitions:
@@ -141,7 +144,8 @@ class Logs:
                     (partition is not None and p.partition != partition):
                 continue
             yield from records(p, from_offset=from_offset, to_offset=to_offset, from_time=from_time,
-                               to_time=to_time, key=key, include_control=include_control)
+                               to_time=to_time, key=key, include_control=include_control,
+                               isolation_level=isolation_level)
 
     def offset_for_time(self, topic: str, partition: int, timestamp: int):
         """``kltool offsets --time``: the first record with timestamp >= ``timestamp`` found the broker's

@@ -84,6 +84,7 @@ class Dumper:
         self.fmt = fmt  # a compiled kcat-style --format
         self.max_bytes = max_bytes
         self.tail = tail  # --from-offset -N: the last N offsets of each partition/file
+        self.isolation: str | None = None  # --isolation-level (partitions only)
         self.index_sanity_only = index_sanity_only
         self.stopped = False  # --to-time passed
         self.decoder_name = decoder
@@ -397,17 +398,23 @@ def _dump_log(d: Dumper, path, base_offset=None) -> None:
 
 
 def _dump_partition(d: Dumper, p) -> None:
-    from ..storage.read import read_partition
+    from ..storage.read import Isolation, read_partition
 
     out = d.out
     d.topic, d.partition = p.topic, p.partition
     if d.tail is not None:  # --from-offset -N: the last N offsets, as kcat -o -N
         d.flt.from_offset = max(p.log_start_offset(), p.log_end_offset() - d.tail)
+    iso = Isolation(p, d.isolation) if d.isolation is not None else None
     current = None
     for seg, item in read_partition(p, from_offset=d.flt.from_offset, to_offset=d.flt.to_offset,
                                     from_time=d.flt.from_time):
         if d.done:
             return
+        if iso is not None and not isinstance(item, Damage):
+            if iso.ends_at(item):
+                return
+            if iso.hides(item):
+                continue
         if seg is not current:
             current = seg
             if d.headers_shown:
@@ -626,6 +633,11 @@ _KAFKA_HINTS = {
 @click.option("--max-record-bytes", type=click.IntRange(min=1024), default=256 << 20, show_default=True,
               help="The largest record (key, value and headers) read; a record over it is reported (exit 2), "
                    "never held. Batches of any size are read.")
+@click.option("--isolation-level", type=click.Choice(["read_uncommitted", "read_committed"]), default=None,
+              help="Show what a consumer at this level reads: no transaction markers; read_committed: no aborted "
+                   "transactional records either, and nothing from the last stable offset on (log dirs and "
+                   "partition directories). Default: neither, the forensic view: every batch and record, markers "
+                   "and aborted records included.")
 @click.option("--verify-index-only", is_flag=True, hidden=True)
 @click.option("--key-decoder-class", hidden=True)
 @click.option("--value-decoder-class", hidden=True)
@@ -633,7 +645,7 @@ _KAFKA_HINTS = {
 def command(out, paths, topic, partition_spec, records, from_offset, to_offset, from_time, to_time, key, limit,  # noqa: C901
             encoding, decoder, fmt, files, print_data_log, deep_iteration, skip_record_metadata, offsets_decoder,
             transaction_log_decoder, cluster_metadata_decoder, max_bytes, index_sanity_check, max_record_bytes,
-            verify_index_only, key_decoder_class, value_decoder_class):
+            isolation_level, verify_index_only, key_decoder_class, value_decoder_class):
     """Print the batches (or --records) of log dirs, partitions, or files: .log, .index,
     .timeindex, .txnindex, .snapshot, checkpoint files, partition.metadata, meta.properties.
 
@@ -677,6 +689,10 @@ def command(out, paths, topic, partition_spec, records, from_offset, to_offset, 
     d = Dumper(out, records, encoding, limit, flt, decoder=decoder, payload=payload,
                skip_metadata=skip_record_metadata, fmt=None if fmt is None else compile_format(fmt),
                max_bytes=max_bytes, tail=tail, index_sanity_only=index_sanity_check)
+    if isolation_level is not None and sel.files:
+        raise UsageError(f"--isolation-level reads a whole partition (its aborted transactions span segments): give "
+                         f"its directory, not {sel.files[0]}")
+    d.isolation = isolation_level
     for p in sel.partitions:
         if d.limit is not None and d.emitted >= d.limit:
             break

@@ -6,7 +6,10 @@ indexes like the broker (``UnifiedLog.read`` / ``fetchOffsetByTimestamp``, ``Log
 - :func:`read_partition` yields the batches (and damage) that may hold matching records;
 - :class:`RecordFilter` is the exact rule for records (dump, the Spark data source and :func:`records`
   all filter with it; ``_speedups.format_v2`` applies the same rule in C);
-- :func:`records` yields the matching records themselves, for scripts."""
+- :func:`records` yields the matching records themselves, for scripts;
+- :class:`Isolation` is what a consumer at an isolation level sees (``read_uncommitted``: no control
+  batches; ``read_committed``: no aborted transactional batches either, and nothing from the last stable
+  offset on); without one, the forensic view: every batch."""
 
 from __future__ import annotations
 
@@ -116,6 +119,66 @@ class RecordFilter:
         return [i for i in range(n) if self.record_matches(offs[i], tss[i], cols.key(i))]
 
 
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
+
+
+class Isolation:
+    """What a consumer at ``level`` sees of a partition, batch by batch, as the broker serves a fetch:
+    control batches are hidden at both levels; at ``read_committed`` the batches of aborted transactions
+    are hidden too (the aborted ranges: a producer's transactional batches from its first one after its last
+    marker up to an ABORT marker, the ranges the broker keeps in ``.txnindex``), and the read ends at the last
+    stable offset (the first offset of the earliest transaction with no marker yet). Built from one pass over
+    the partition's batch headers (the markers' records are read to tell COMMIT from ABORT)."""
+
+    def __init__(self, p: Partition, level: str):
+        if level not in ISOLATION_LEVELS:
+            raise ValueError(f"isolation level must be one of {ISOLATION_LEVELS}, not {level!r}")
+        self.level = level
+        self.aborted: dict[int, list[tuple[int, int]]] = {}  # producer id -> [(first offset, marker offset)]
+        self.last_stable_offset: int | None = None
+        if level == "read_committed":
+            self._scan(p)
+
+    def _scan(self, p: Partition) -> None:
+        open_txn: dict[int, int] = {}  # producer id -> first offset of its open transaction
+        for seg in p.segments:
+            for h in seg.walk(with_data=False, hold_limit=HOLD):
+                if isinstance(h, Damage) or not h.crc_valid or not h.is_transactional:
+                    continue
+                if not h.is_control:
+                    open_txn.setdefault(h.producer_id, h.base_offset)
+                    continue
+                first = open_txn.pop(h.producer_id, None)
+                if self._marker(h, seg) == "ABORT":
+                    self.aborted.setdefault(h.producer_id, []).append(
+                        (h.base_offset if first is None else first, h.base_offset))
+        if open_txn:
+            self.last_stable_offset = min(open_txn.values())
+
+    @staticmethod
+    def _marker(h: BatchHeader, seg: Segment) -> str | None:
+        try:
+            for cols in records_of(h, seg.log_path):
+                if len(cols):
+                    c = cols.record(0).control
+                    return c["type"] if c else None
+        except CorruptDataError:
+            return None
+        return None
+
+    def ends_at(self, h: BatchHeader) -> bool:
+        """The read stops before this batch (it starts at or after the last stable offset)."""
+        return self.last_stable_offset is not None and h.base_offset >= self.last_stable_offset
+
+    def hides(self, h: BatchHeader) -> bool:
+        """The consumer never sees this batch's records."""
+        if h.is_control:
+            return True
+        if self.level != "read_committed" or not h.is_transactional:
+            return False
+        return any(first <= h.base_offset <= last for first, last in self.aborted.get(h.producer_id, ()))
+
+
 @dataclass(slots=True)
 class LogRecord:
     """A record as :func:`records` yields it, with where it lives."""
@@ -137,7 +200,8 @@ class LogRecord:
 
 def records(p: Partition, *, from_offset: int | None = None, to_offset: int | None = None,
             from_time: int | None = None, to_time: int | None = None, key: bytes | None = None,
-            include_control: bool = False, errors: list | None = None) -> Iterator[LogRecord]:
+            include_control: bool = False, errors: list | None = None,
+            isolation_level: str | None = None) -> Iterator[LogRecord]:
     """The records of partition ``p`` in offset order that pass the :class:`RecordFilter` built from
     the arguments; the read stops at the first record stamped after ``to_time``. Control records
     (transaction markers) only with ``include_control``, as a consumer never sees them. Damaged
@@ -145,14 +209,22 @@ def records(p: Partition, *, from_offset: int | None = None, to_offset: int | No
     list, each is appended to it (a :class:`~kltool.storage.scan.Damage`, a BatchHeader or a
     :class:`~kltool.errors.CorruptDataError`). A batch is read a bounded group of records at a time, so
     one whose records together exceed --max-record-bytes is read all the same; a record larger than it is an error
-    (:class:`~kltool.format.compression.TooLarge`) after the records before it."""
+    (:class:`~kltool.format.compression.TooLarge`) after the records before it. ``isolation_level``
+    (``read_uncommitted`` or ``read_committed``, see :class:`Isolation`): what a consumer at that level reads
+    (no control records, whatever ``include_control`` says); None: every record, aborted ones included."""
     flt = RecordFilter(from_offset, to_offset, from_time, to_time, key)
+    iso = Isolation(p, isolation_level) if isolation_level is not None else None
     for seg, item in read_partition(p, from_offset=from_offset, to_offset=to_offset, from_time=from_time):
         if isinstance(item, Damage) or not item.crc_valid:
             if errors is not None:
                 errors.append(item)
             continue
         h = item
+        if iso is not None:
+            if iso.ends_at(h):
+                return
+            if iso.hides(h):
+                continue
         if not flt.batch_may_match(h) or (h.is_control and not include_control):
             continue
         try:

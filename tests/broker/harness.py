@@ -132,7 +132,7 @@ class Broker:
         self.config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         (self.workdir / "log4j2.xml").write_text(LOG4J2.format(log=self.server_log))
         self.cluster_id = random_cluster_id()
-        run_tool("kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(self.config))
+        run_tool("kafka.tools.StorageTool", "format", f"--cluster-id={self.cluster_id}", "-c", str(self.config))  # an id may start with "-"
 
     @property
     def bootstrap(self) -> str:

@@ -147,3 +147,76 @@ def test_broker_rebuilt_indexes_equal_kltool_rebuild(live, tmp_path):
     assert mine.keys() == broker_files.keys()
     for name in broker_files:
         assert mine[name] == broker_files[name], name
+
+
+PID = 10**12  # far above the producer ids a young KRaft controller hands out (blocks of 1000 from 0)
+
+
+def _jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_kltool_keys_transactions_then_idempotent_producer(live, tmp_path):
+    """kltool append: keyed records without --partition land where the Java producer's murmur2 partitioner
+    (kafka-python's DefaultPartitioner is the same) puts the key; transactions kltool writes with their markers
+    are read by read_committed and read_uncommitted consumers as Kafka's own would be; idempotent and
+    transactional producers afterwards go on at the log end."""
+    b = live
+    b.create_topic("keyed", 6)
+    b.create_topic("ktxn", 2)
+    keys = [f"user-{i}" for i in range(60)] + ["", "\u00fc", "x" * 300]
+    prod = KafkaProducer(**b.kafka_python_args(), linger_ms=0)
+    placed = {k: prod.send("keyed", key=k.encode(), value=b"producer").get(timeout=30).partition for k in keys}
+    prod.close()
+    assert len(set(placed.values())) == 6
+    b.stop()
+
+    res = run_kltool("append", b.logdir, "keyed", "--input",
+                     _jsonl(tmp_path / "keyed.jsonl", [{"key": k, "value": "kltool"} for k in keys]))
+    assert res.code == 0, res
+    txns = [("commit", "c1"), ("abort", "a1"), ("commit", "c2"), ("abort", "a2")]
+    for n, (end, tag) in enumerate(txns):
+        rows = [{"key": f"{tag}-{i}", "value": f"{tag}-{i}", "partition": i % 2} for i in range(7 + n)]
+        res = run_kltool("append", b.logdir, "ktxn", "--input", _jsonl(tmp_path / f"{tag}.jsonl", rows),
+                         "--producer-id", str(PID), "--transactional", "--end-transaction", end,
+                         "--compression", "zstd" if n % 2 else "none")
+        assert res.code == 0, res
+    b.start()
+    log = b.log_text(since_start=True)
+    assert [ln for ln in log.splitlines() if ("keyed-" in ln or "ktxn-" in ln)
+            and any(w in ln for w in RECOVERY_WORDS)] == []
+
+    for p in range(6):
+        for r in b.consume_all("keyed", p):
+            if r.value == b"kltool":
+                assert placed[r.key.decode()] == p, (r.key, p)
+    assert sum(r.value == b"kltool" for p in range(6) for r in b.consume_all("keyed", p)) == len(keys)
+
+    def values(level):
+        return sorted(r.value.decode() for p in range(2) for r in b.consume_all("ktxn", p, isolation_level=level))
+
+    everything = sorted(f"{tag}-{i}" for n, (_, tag) in enumerate(txns) for i in range(7 + n))
+    assert values("read_uncommitted") == everything
+    assert values("read_committed") == [v for v in everything if v[0] == "c"]
+    for level in ("read_uncommitted", "read_committed"):  # scenario h on kltool's own markers
+        for p in range(2):
+            res = run_kltool("--json", "dump", "--records", "--isolation-level", level, b.partition_dir("ktxn", p))
+            assert res.code == 0, res
+            mine = [(r["offset"], r["value"]) for r in res.json() if r["type"] == "record"]
+            assert mine == [(r.offset, r.value.decode()) for r in b.consume_all("ktxn", p, isolation_level=level)]
+
+    ends = {p: len(b.consume_all("ktxn", p)) + sum(1 for _ in txns) for p in range(2)}  # + one marker each
+    idem = KafkaProducer(**b.kafka_python_args(), enable_idempotence=True, linger_ms=0)
+    for p in range(2):
+        md = idem.send("ktxn", key=b"idem", value=b"idem", partition=p).get(timeout=30)
+        assert md.offset == ends[p], (p, md.offset, ends[p])
+    idem.close()
+    tx = KafkaProducer(**b.kafka_python_args(), transactional_id="after-kltool", linger_ms=0)
+    tx.init_transactions()
+    tx.begin_transaction()
+    for p in range(2):
+        tx.send("ktxn", key=b"tx", value=b"c-after", partition=p)
+    tx.commit_transaction()
+    tx.close()
+    assert values("read_committed") == sorted([v for v in everything if v[0] == "c"] + ["c-after"] * 2 + ["idem"] * 2)

@@ -21,7 +21,9 @@ from pathlib import Path
 
 from ...errors import CorruptDataError
 from ...format import index as fidx
+from ...format import names as fn
 from ...format.records import BatchHeader
+from ...format.topics import CLUSTER_METADATA_TOPIC_NAME
 from ..findings import Finding
 
 __all__ = ["IndexChecker"]
@@ -37,10 +39,29 @@ def _warn(kind, file, msg, position=None, offset=None):
     return Finding("warning", kind, str(file), msg, position, offset)
 
 
+def _rebuilt_at_start(path: Path | None) -> bool:
+    """Whether the broker recovers the active segment beside ``path`` at its next start, rebuilding its
+    indexes from the log whatever they hold: always for the KRaft metadata log (Kafka 4.x opens it with
+    lastShutdownClean=false and recovery point 0), and in a log dir without ``.kafka_cleanshutdown``
+    (``LogLoader.recoverLog`` recovers every segment from the recovery point, which the active segment
+    holds). After a clean shutdown the broker trims the active indexes and opens them as they are
+    (``AbstractIndex``: every whole entry counts, a zero tail included)."""
+    if path is None:
+        return False
+    pdir = Path(path).parent
+    if pdir.name == f"{CLUSTER_METADATA_TOPIC_NAME}-0":
+        return True
+    root = pdir.parent
+    return (root / fn.META_PROPERTIES).exists() and not (root / fn.CLEAN_SHUTDOWN_FILE).exists()
+
+
 class IndexChecker:
     """Judges a segment's ``.index`` (``index_path``) and ``.timeindex`` (``timeindex_path``) against its
     batches. A path of None, or one that does not exist, is a missing index. ``log_size`` is the ``.log``'s
-    size (0 or None: no log to index); ``is_active`` exempts the active segment's preallocated zero tail."""
+    size (0 or None: no log to index); ``is_active`` exempts the active segment's preallocated zero tail: when
+    the broker rebuilds that segment's indexes at its next start (:func:`_rebuilt_at_start`) the zero entries,
+    an all-zero first entry included, are left out of every check and noted (severity info), as the broker's
+    recovery leaves them out."""
 
     def __init__(self, base_offset: int, index_path: Path | None, timeindex_path: Path | None, *,
                  log_size: int | None, is_active: bool = False):
@@ -61,7 +82,7 @@ class IndexChecker:
                                            "rebuild it by recovering the segment at startup"))
         else:
             self.oi = self._load(index_path, self.index_bytes, fidx.check_offset_index, fidx.offset_index_entries,
-                                 fidx.offset_index_zero_tail, is_active)
+                                 fidx.offset_index_zero_tail, fidx.OFFSET_ENTRY, is_active)
             self._order(self.oi, index_path, "index_corrupt", lambda a, b: b[0] <= a[0] or b[1] <= a[1],
                         lambda a, b: f"index entries out of order: ({a[0]}, {a[1]}) is followed by ({b[0]}, {b[1]})",
                         offset_of=lambda e: e[0])
@@ -75,7 +96,7 @@ class IndexChecker:
                     "or kltool rebuild-index rebuilds it"))
         else:
             self.ti = self._load(timeindex_path, self.time_bytes, fidx.check_time_index, fidx.time_index_entries,
-                                 fidx.time_index_zero_tail, is_active)
+                                 fidx.time_index_zero_tail, fidx.TIME_ENTRY, is_active)
             self._order(self.ti, timeindex_path, "time_index_order", lambda a, b: b[0] <= a[0] or b[1] < a[1],
                         lambda a, b: f"time index entry (timestamp {b[0]}, offset {b[1]}) follows (timestamp "
                                      f"{a[0]}, offset {a[1]}): timestamps must increase and offsets must not "
@@ -94,7 +115,9 @@ class IndexChecker:
         except FileNotFoundError:
             return None
 
-    def _load(self, path, data, check, entries, zero_tail, is_active) -> list[tuple[int, int]]:
+    def _load(self, path, data, check, entries, zero_tail, size, is_active) -> list[tuple[int, int]]:
+        if is_active and _rebuilt_at_start(path):
+            data = self._drop_preallocated(path, data, zero_tail, size)
         for msg in check(data, self.base, path=str(path)):
             self.findings.append(_err("index_corrupt", path, msg))
         zeros = zero_tail(data)
@@ -107,6 +130,19 @@ class IndexChecker:
             self.findings.append(_err("index_corrupt", path, e.message, position=e.position))
             return []
 
+    def _drop_preallocated(self, path, data, zero_tail, size):
+        """The entries before the zero tail (none when the whole file is zeros), with a note."""
+        n = len(data) // size
+        zeros = zero_tail(data)
+        if n and zeros == n - 1 and not any(data[:size]):
+            zeros = n
+        if not zeros:
+            return data
+        self.findings.append(Finding("info", "index_preallocated", str(path), f"{zeros} zero-filled entries at "
+                                     f"the end (preallocated): the broker rebuilds this index when it recovers the "
+                                     f"active segment at its next start"))
+        return data[:(n - zeros) * size]
+
     def _order(self, entries, path, kind, bad, message, offset_of) -> None:
         for a, b in zip(entries, entries[1:], strict=False):
             if bad(a, b):
@@ -118,7 +154,8 @@ class IndexChecker:
         if path is None:
             return []
         p = str(path)
-        return [f.message for f in self.findings if f.file == p and f.kind not in ("missing_index", "missing_time_index")]
+        return [f.message for f in self.findings
+                if f.file == p and f.severity != "info" and f.kind not in ("missing_index", "missing_time_index")]
 
     @property
     def index_problems(self) -> list[str]:

@@ -427,7 +427,7 @@ def verify_selection(sel: Selection, *, deep: bool = False, stats: VerifyStats |
         for f in fs:
             if f.severity == "error":
                 stats.errors += 1
-            else:
+            elif f.severity == "warning":  # info is a note, not a problem
                 stats.warnings += 1
             yield f
 

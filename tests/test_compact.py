@@ -125,6 +125,21 @@ def test_full_map_ends_the_pass_and_the_next_goes_on(tmp_path):
         [b"key-%03d" % i for i in range(80)] + [b"x"] * 20)
 
 
+def test_records_past_the_maps_end_are_kept_even_when_the_map_holds_a_later_offset(tmp_path):
+    log = Log(tmp_path / "ld", SMALL)
+    for i in range(28):
+        log.data([(b"key-%02d" % i, b"v")])
+    log.data([(b"x", b"1"), (b"x", b"2"), (b"y", b"3"), (b"z", b"4")])  # the map (30 keys) fills at z
+    for i in range(40):
+        log.data([(b"w", b"%d" % i)])
+    log.close()
+    pc = compact(log.root, dedupe_buffer_size=24 * 34).partitions[0]
+    assert pc.map_full and pc.end_offset == 28
+    # x@28 is below the map's x@29 but above its last offset (27): kept, as Kafka keeps it
+    assert [r[:3] for r in read_records(log.dir) if 28 <= r[0] <= 31] == [(28, b"x", b"1"), (29, b"x", b"2"),
+                                                                           (30, b"y", b"3"), (31, b"z", b"4")]
+
+
 def test_keyless_records_are_dropped(tmp_path):
     log = Log(tmp_path / "ld", SMALL)
     for i in range(40):

@@ -103,21 +103,25 @@ def main() -> None:
     extra = ["--dedupe-buffer-size", a.dedupe_buffer_size] if a.dedupe_buffer_size else []
     runs = []
     for i in range(a.runs):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         r = run_once(src, base / "work", extra)
-        peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB; the largest child so far
-        r["peak_rss_mb"] = max(peak, before) / 1024
+        ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        r["peak_rss_mb"] = ru1.ru_maxrss / 1024  # KiB: the largest child so far
+        r["cpu"] = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
         s = r["summary"]
         r["mb_s"] = s["bytes_before"] / 1e6 / r["seconds"]
         runs.append(r)
         print(f"run {i + 1}: {s['bytes_before'] / 1e6:,.1f} MB of log processed in {r['seconds']:.2f}s "
-              f"({r['mb_s']:.1f} MB/s); {s['bytes_after'] / 1e6:,.1f} MB after; {s['records_kept']:,} of "
+              f"({r['mb_s']:.1f} MB/s; CPU {r['cpu']:.2f}s = {s['bytes_before'] / 1e6 / r['cpu']:.1f} MB/s of CPU); "
+              f"{s['bytes_after'] / 1e6:,.1f} MB after; {s['records_kept']:,} of "
               f"{s['records_read']:,} records kept", file=sys.stderr)
     med = statistics.median(r["mb_s"] for r in runs)
     secs = statistics.median(r["seconds"] for r in runs)
+    cpu = statistics.median(r["cpu"] for r in runs)
     s = runs[0]["summary"]
     print(f"kltool compact: {s['bytes_before'] / 1e6:,.1f} MB -> {s['bytes_after'] / 1e6:,.1f} MB, median "
-          f"{secs:.2f}s = {med:.1f} MB/s (whole process), peak RSS {max(r['peak_rss_mb'] for r in runs):.0f} MB "
+          f"{secs:.2f}s = {med:.1f} MB/s (whole process; CPU {cpu:.2f}s = {s['bytes_before'] / 1e6 / cpu:.1f} MB/s), "
+          f"peak RSS {max(r['peak_rss_mb'] for r in runs):.0f} MB "
           f"(the largest child of the runs); the broker's cleaner on the same input: see its log line "
           f"'MB of log processed'")
     if a.dir is None:

@@ -381,6 +381,41 @@ def test_damaged_segment_is_refused_and_nothing_changes(tmp_path):
     assert not (root / "cleaner-offset-checkpoint").exists()
 
 
+def test_damage_below_the_dirty_range_is_refused_and_no_cleaned_file_stays(tmp_path):
+    log = versions_log(tmp_path)
+    root = log.close()
+    compact(root)
+    log.reopen()
+    for i in range(40):
+        log.data([(b"k%d" % (i % 5), b"again%d" % i)])
+    log.close()
+    # a segment cleaned by the first pass: read again by the second, after its map
+    seg = next(p for p in sorted(log.dir.glob("*.log")) if p.stat().st_size > 100)
+    data = bytearray(seg.read_bytes())
+    data[100] ^= 0xFF
+    seg.write_bytes(bytes(data))
+    files = sorted(p.name for p in log.dir.iterdir())
+    r = run_kltool("compact", root)
+    assert r.code == 2 and "verify --repair" in r.err and str(seg) in r.err
+    assert sorted(p.name for p in log.dir.iterdir()) == files
+
+
+def test_a_stale_offset_index_does_not_stop_the_map(tmp_path):
+    log = versions_log(tmp_path)
+    root = log.close()
+    compact(root)
+    log.reopen()
+    for i in range(40):
+        log.data([(b"k%d" % (i % 5), b"again%d" % i)])
+    log.close()
+    bases = segment_bases(log.dir)
+    first_dirty = int((root / "cleaner-offset-checkpoint").read_text().split()[-1])
+    dirty = max(b for b in bases if b <= first_dirty)
+    idx = log.dir / f"{dirty:020d}.index"
+    idx.write_bytes(struct.pack(">ii", first_dirty - dirty, 7))  # an entry pointing inside a batch
+    assert compact(root).partitions[0].groups
+
+
 def test_unfinished_swap_is_refused(tmp_path):
     root = versions_log(tmp_path).close()
     (root / "t-0" / f"{0:020d}.log.cleaned").write_bytes(b"")

@@ -60,8 +60,14 @@ def _damaged(seg, what: str, position: int) -> CorruptDataError:
 
 
 def batches_of(seg, start: int = 0):
-    """The batches of ``seg`` from byte ``start``, with their bytes; damage refuses the partition."""
+    """The batches of ``seg`` from byte ``start``, with their bytes; damage refuses the partition. A ``start``
+    that is not a batch's (a stale offset index) falls back to the file's start."""
+    first = True
     for item in seg.walk(start=start, with_data=True, resync=False):
+        if first and start and (isinstance(item, Damage) or not item.crc_valid):
+            yield from batches_of(seg, 0)
+            return
+        first = False
         if isinstance(item, Damage):
             raise _damaged(seg, f"damaged segment ({item.kind}: {item.message})", item.position)
         if not item.crc_valid:

@@ -451,7 +451,9 @@ def plan_compaction(sel: Selection, policy: Policy, *, dry_run: bool = True,
     prog = _Progress(progress)
     try:
         for p in sel.partitions:
-            plan.partitions.append(_Planner(p, policy, dry_run, prog).plan())
+            planner = _Planner(p, policy, dry_run, prog)
+            plan.partitions.append(planner.pc)
+            planner.plan()
     except BaseException:
         plan.discard()
         raise

@@ -291,6 +291,19 @@ def test_producers_last_batch_is_kept_as_an_empty_header(tmp_path):
     assert h.crc_valid
 
 
+def test_the_rounds_last_batch_stays_as_an_empty_header(tmp_path):
+    log = Log(tmp_path / "ld", SMALL)
+    for i in range(30):
+        log.data([(b"k%d" % (i % 3), b"v")])
+    last = log.data([(None, b"x" * 1150)])  # keyless, alone in its segment (segment.bytes 1200)
+    log.data([(b"k0", b"w")])  # the active segment
+    log.close()
+    pc = compact(log.root).partitions[0]
+    assert pc.first_uncleanable_offset == last + 1 == segment_bases(log.dir)[-1]
+    (h, recs), = [(h, r) for h, r in read_batches(log.dir) if h.base_offset == last]
+    assert recs == [] and h.count == 0 and pc.stats.batches_emptied == 1 and pc.stats.keyless == 1
+
+
 @pytest.mark.parametrize("codec", [0, GZIP, LZ4, ZSTD])
 def test_rewritten_batches_keep_their_header_fields(tmp_path, codec):
     log = Log(tmp_path / "ld", SMALL)

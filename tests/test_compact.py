@@ -510,3 +510,14 @@ def test_json_summary_counts(tmp_path):
     s = r.json()[-1]
     assert s["type"] == "summary" and s["partitions_cleaned"] == 1 and s["applied"] == s["actions"] > 0
     assert json.dumps(s)
+
+
+def test_a_topic_not_compacted_is_refused_once_not_per_partition():
+    import re
+
+    from .conftest import FIXTURES
+
+    r = run_kltool("compact", FIXTURES / "real" / "connect-spooldir-2019-zk", "--dry-run")
+    topics = re.findall(r"connect-spooldir-2019-zk/(\S+)-\d+: .*never compacts", r.err)
+    assert len(topics) == len(set(topics)) > 1
+    assert "topic _confluent-metrics (12 partitions): cleanup.policy=delete" in r.err

@@ -458,6 +458,7 @@ def plan_compaction(sel: Selection, policy: Policy, *, dry_run: bool = True,
         plan.discard()
         raise
     prog.flush()
+    _one_refusal_per_topic(plan)
     by_ld: dict[Path, list[PartitionCompaction]] = {}
     for pc in plan.partitions:
         if pc.end_offset is not None:
@@ -476,6 +477,20 @@ def plan_compaction(sel: Selection, policy: Policy, *, dry_run: bool = True,
             for pc in pcs:
                 pc.checkpoint_action = a
     return plan
+
+
+def _one_refusal_per_topic(plan: CompactPlan) -> None:
+    """A topic that is not compacted is said once (on its first partition), not once per partition."""
+    seen: dict[tuple, list[PartitionCompaction]] = {}
+    for pc in plan.partitions:
+        if pc.notes and pc.notes[0].kind == "not_compacted":
+            seen.setdefault((str(pc.partition.logdir.path), pc.partition.topic), []).append(pc)
+    for (_ld, topic), pcs in seen.items():
+        if len(pcs) > 1:
+            n = pcs[0].notes[0]
+            n.message = f"topic {topic} ({len(pcs)} partitions): {n.message}"
+            for pc in pcs[1:]:
+                pc.notes.pop(0)
 
 
 # ------------------------------------------------------------------------------------------------ apply

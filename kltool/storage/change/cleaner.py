@@ -25,7 +25,7 @@ from hashlib import md5
 from pathlib import Path
 
 from ...errors import CorruptDataError
-from ...format import decode_records
+from ...format import decode_records, parse_header
 from ...format import names as fn
 from ...format.batch import (
     ATTRIBUTES_OFFSET,
@@ -451,16 +451,11 @@ class CleanedSegment:
         self._fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
 
     def append(self, data: bytes, h: BatchHeader) -> None:
-        """One output batch (``h`` its header: the source batch's, whose last offset every kind of output
-        keeps; the max timestamp is read from ``data`` when it was rewritten)."""
+        """One output batch (``h``: the source batch's header; a rewritten batch's own is read from ``data``)."""
         n = len(data)
-        max_ts = h.max_timestamp
-        if data is not h.data and h.magic >= 2:
-            max_ts = struct.unpack_from(">q", data, 35)[0]
-        last = h.last_offset
-        if data is not h.data and h.magic < 2:
-            last = struct.unpack_from(">q", data, 0)[0]  # a v0/v1 message's offset is its last offset
-        self.index.on_batch(self.size, n, last, max_ts)
+        if data is not h.data:
+            h = parse_header(data, 0, check_crc=False)
+        self.index.on_batch(self.size, n, h.last_offset, h.max_timestamp)
         self.size += n
         if self._fd is not None:
             self._buf.append(data)

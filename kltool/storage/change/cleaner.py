@@ -89,6 +89,17 @@ class OffsetMap:
         self.capacity = int(self.slots * load_factor)
         self.entries: dict[bytes, int] = {}
         self.latest = -1
+        self.start = 0  # the first offset the map covers (the first dirty offset)
+        self.skipped: set[int] = set()  # base offsets of the batches left out as aborted
+        self._winners: set[int] | None = None
+
+    @property
+    def winners(self) -> set[int]:
+        """The offsets the map holds: a keyed record mapped by this pass is its key's latest iff its
+        offset is one of them (no key to look up)."""
+        if self._winners is None:
+            self._winners = set(self.entries.values())
+        return self._winners
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -312,7 +323,7 @@ def filter_batch(h: BatchHeader, rules: Rules, txn: TxnMeta, retain_legacy_delet
         kept, tombstones = list(range(n)), 0
     else:
         retain_deletes = retain_legacy_deletes if not v2 else (not h.has_delete_horizon or now < h.first_timestamp)
-        kept, tombstones = _kept_records(cols, rules.map, retain_deletes, st)
+        kept, tombstones = _kept_records(cols, rules.map, h, retain_deletes, st)
     st.records_kept += len(kept)
     st.records_removed += n - len(kept)
     st.tombstones_kept += tombstones
@@ -351,14 +362,28 @@ def filter_batch(h: BatchHeader, rules: Rules, txn: TxnMeta, retain_legacy_delet
     return None
 
 
-def _kept_records(cols, m: OffsetMap, retain_deletes: bool, st: CleanStats) -> tuple[list[int], int]:
+def _kept_records(cols, m: OffsetMap, h: BatchHeader, retain_deletes: bool, st: CleanStats) -> tuple[list[int], int]:
     """``shouldRetainRecord`` over a data batch's records: (indexes kept, tombstones among them)."""
+    offs = cols.offsets
+    if offs and offs[0] >= m.start and h.last_offset <= m.latest and h.base_offset not in m.skipped:
+        # every keyed record of this batch went into the map: it is its key's latest iff the map holds its offset
+        w = m.winners
+        vss = cols.value_starts
+        newest = [i for i, o in enumerate(offs) if o in w]
+        keyless = sum(1 for k in cols.key_starts if k < 0) if min(cols.key_starts) < 0 else 0
+        st.keyless += keyless
+        st.superseded += len(offs) - len(newest) - keyless
+        if all(vss[i] >= 0 for i in newest):
+            return newest, 0
+        kept = [i for i in newest if vss[i] >= 0 or retain_deletes]
+        st.tombstones_removed += len(newest) - len(kept)
+        return kept, sum(1 for i in kept if vss[i] < 0)
     kept: list[int] = []
     tombstones = 0
     latest = m.latest
     entries = m.entries
     buf = cols.buffer
-    for i, (off, ks, ke, vs) in enumerate(zip(cols.offsets, cols.key_starts, cols.key_ends, cols.value_starts,
+    for i, (off, ks, ke, vs) in enumerate(zip(offs, cols.key_starts, cols.key_ends, cols.value_starts,
                                               strict=True)):
         if off > latest:  # past the map: kept as it is
             kept.append(i)

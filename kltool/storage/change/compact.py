@@ -341,6 +341,7 @@ class _Planner:
         dirty = [s for s in segs[first:] if s.base_offset < end]
         txn = TxnMeta()
         txn.add(collect_aborted(txn_lists, first, pc.log_start_offset, end))
+        m.start = start
         full = False
         for j, seg in enumerate(dirty):
             nxt = dirty[j + 1].base_offset if j + 1 < len(dirty) else end
@@ -349,7 +350,9 @@ class _Planner:
                 if h.magic >= 2 and h.is_control:
                     c = control_of(h.data, h)
                     txn.on_control(h, None if c is None else c.get("type"))
-                elif not txn.on_data(h) and m.put_records(decode_records(h, h.data), start):
+                elif txn.on_data(h):
+                    m.skipped.add(h.base_offset)
+                elif m.put_records(decode_records(h, h.data), start):
                     full = True
                     break
                 if h.last_offset >= start:

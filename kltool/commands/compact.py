@@ -72,6 +72,21 @@ def _emit_plan(out, plan: cp.CompactPlan, dry_run: bool) -> None:
             out.line(f"PLAN  {a.describe()}")
 
 
+def _lock(out, stack, logdirs, dry_run: bool) -> None:
+    """Hold each log dir's .lock; a dry run only warns when a broker holds one (a preview of live files)."""
+    if dry_run:
+        from ..storage.fs import lock_holder_present
+
+        for ld in logdirs:
+            if lock_holder_present(ld):
+                out.warn(f"{ld}/.lock: a broker or another kltool holds this log dir (planning only; the files may "
+                         f"change while they are read)")
+        return
+    from ..storage.change.backup import LogDirLocks
+
+    stack.enter_context(LogDirLocks(logdirs, dry_run=False))
+
+
 @click.command("compact", epilog=EXAMPLES)
 @paths_argument
 @selection_options
@@ -116,9 +131,7 @@ def command(out, paths, topic, partition_spec, now, config_items, dedupe_buffer_
     t0 = time.perf_counter()
     manifests = []
     with contextlib.ExitStack() as stack:
-        from ..storage.change.backup import LogDirLocks
-
-        stack.enter_context(LogDirLocks(logdirs, dry_run=dry_run))
+        _lock(out, stack, logdirs, dry_run)
         with out.progress(total or None, "compact") as prog:
             plan = cp.plan_compaction(sel, policy, dry_run=dry_run, progress=prog.advance)
         try:

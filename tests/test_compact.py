@@ -518,3 +518,23 @@ def test_a_topic_not_compacted_is_refused_once_not_per_partition():
     topics = re.findall(r"connect-spooldir-2019-zk/(\S+)-\d+: .*never compacts", r.err)
     assert len(topics) == len(set(topics)) > 1
     assert "topic _confluent-metrics (12 partitions): cleanup.policy=delete" in r.err
+
+
+def test_dirty_ratio_is_reported_as_the_broker_computes_it(tmp_path):
+    log = versions_log(tmp_path)
+    root = log.close()
+    pc = cp.plan_compaction(open_paths([str(root)]), cp.Policy(now=T0)).partitions[0]
+    assert pc.dirty_ratio == 1.0 and pc.to_json()["broker_would_clean"] is True  # nothing clean yet
+    compact(root)
+    log.reopen()
+    for i in range(20):
+        log.data([(b"k%d" % (i % 5), b"w%d" % i)])
+    log.close()
+    segs = sorted((int(p.name.split(".")[0]), p.stat().st_size) for p in log.dir.glob("*.log"))
+    first_dirty = int((root / "cleaner-offset-checkpoint").read_text().split()[-1])
+    clean = sum(sz for b, sz in segs if b < first_dirty)
+    dirty = sum(sz for b, sz in segs[:-1] if b >= max(b for b, _ in segs if b <= first_dirty))
+    pc = cp.plan_compaction(open_paths([str(root)]), cp.Policy(now=T0, config={"min.cleanable.dirty.ratio": "0.99"}))
+    p = pc.partitions[0]
+    assert p.dirty_ratio == pytest.approx(dirty / (clean + dirty)) and 0 < p.dirty_ratio < 0.99
+    assert p.to_json()["broker_would_clean"] is False and p.groups  # reported, not required to act

@@ -538,3 +538,26 @@ def test_dirty_ratio_is_reported_as_the_broker_computes_it(tmp_path):
     p = pc.partitions[0]
     assert p.dirty_ratio == pytest.approx(dirty / (clean + dirty)) and 0 < p.dirty_ratio < 0.99
     assert p.to_json()["broker_would_clean"] is False and p.groups  # reported, not required to act
+
+
+def test_the_new_index_is_written_as_the_cleaner_appends_one_read_buffer_at_a_time(tmp_path):
+    from kltool.format.index import parse_offset_index
+    from kltool.storage.index_builder import IndexBuilder, rebuild_indexes
+
+    log = versions_log(tmp_path, keys=40, n=200)
+    root = log.close()
+    bases = segment_bases(log.dir)
+    compact(root, config={"segment.bytes": "100000", "index.interval.bytes": "100"})
+    out = [h for h, _ in read_batches(log.dir) if h.base_offset < bases[-1]]
+    # the sources are far below the 256 KiB read buffer: one append (one possible entry) per source segment
+    sim = IndexBuilder(0, 100)
+    for lo, hi in zip(bases, bases[1:], strict=False):
+        chunk = [h for h in out if lo <= h.base_offset < hi]
+        if chunk:
+            sim.on_append(chunk[0].position, sum(h.size for h in chunk), max(h.last_offset for h in chunk),
+                          max(h.max_timestamp for h in chunk),
+                          max(chunk, key=lambda h: (h.max_timestamp, -h.position)).last_offset)
+    index = parse_offset_index((log.dir / f"{0:020d}.index").read_bytes(), 0)
+    assert index == sim.offset_entries and len(index) >= 2
+    assert rebuild_indexes(0, out, index_interval_bytes=100)[0] != (log.dir / f"{0:020d}.index").read_bytes()
+    assert run_kltool("verify", root).code == 0

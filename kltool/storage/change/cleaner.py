@@ -45,11 +45,12 @@ from ..producer_state import control_of
 from ..scan import Damage
 
 __all__ = ["OffsetMap", "TxnMeta", "Rules", "CleanStats", "CleanedSegment", "filter_batch", "collect_aborted",
-           "group_segments", "DEFAULT_DEDUPE_BUFFER", "LOAD_FACTOR", "BYTES_PER_ENTRY", "INT_MAX"]
+           "group_segments", "DEFAULT_DEDUPE_BUFFER", "LOAD_FACTOR", "BYTES_PER_ENTRY", "INT_MAX", "IO_BUFFER"]
 
 DEFAULT_DEDUPE_BUFFER = 128 << 20  # log.cleaner.dedupe.buffer.size (per cleaner thread: divided by log.cleaner.threads)
 LOAD_FACTOR = 0.9  # log.cleaner.io.buffer.load.factor
 BYTES_PER_ENTRY = 24  # SkimpyOffsetMap: an MD5 hash (16 bytes) and an offset (8)
+IO_BUFFER = (512 << 10) // 2  # the cleaner's read buffer: log.cleaner.io.buffer.size / threads / 2
 INT_MAX = 2**31 - 1
 _HASHED = 16  # keys longer than this are kept as their MD5 digest (the broker hashes every key)
 
@@ -292,9 +293,10 @@ def _control_type(h: BatchHeader) -> str | None:
 
 
 def filter_batch(h: BatchHeader, rules: Rules, txn: TxnMeta, retain_legacy_deletes: bool,
-                 st: CleanStats) -> bytes | None:
+                 st: CleanStats) -> tuple[bytes, int] | None:
     """One batch of a group being cleaned: the bytes to write for it (the original, a rewritten batch or an
-    empty header), or None when it goes."""
+    empty header) and the largest offset they hold for ``FilterResult.maxOffset`` (a rewritten batch: its
+    last kept record's), or None when it goes."""
     now = rules.now
     st.batches_read += 1
     st.bytes_before += h.size
@@ -342,7 +344,7 @@ def filter_batch(h: BatchHeader, rules: Rules, txn: TxnMeta, retain_legacy_delet
             horizon = h.first_timestamp if h.has_delete_horizon else None
             if tombstones and horizon is not None:
                 st.tombstones_until = horizon if st.tombstones_until is None else max(st.tombstones_until, horizon)
-            return h.data
+            return h.data, h.last_offset
         if need_horizon:
             horizon = now + rules.delete_retention_ms
             st.horizon_set = horizon
@@ -353,11 +355,11 @@ def filter_batch(h: BatchHeader, rules: Rules, txn: TxnMeta, retain_legacy_delet
         out = _rebuild(h, cols, kept, horizon)
         st.batches_rewritten += 1
         st.bytes_after += len(out)
-        return out
+        return out, cols.offsets[kept[-1]]
     if retain_empty:
         st.batches_emptied += 1
         st.bytes_after += V2_HEADER.size
-        return empty_batch(h)
+        return empty_batch(h), h.last_offset
     st.batches_removed += 1
     return None
 
@@ -448,8 +450,9 @@ def group_segments(segs: list, sizes: list[tuple[int, int, int]], max_size: int,
 
 class CleanedSegment:
     """The new segment of one group: ``<base>.log.cleaned`` and its indexes (``dry_run``: sizes only).
-    Index entries follow ``LogSegment.recover``'s rule (one per batch past ``index.interval.bytes``); the
-    ``.txnindex`` holds the aborted transactions whose ABORT marker was kept."""
+    Index entries follow ``LogSegment.append``'s rule as the cleaner appends: one append per read buffer of
+    source batches (:data:`IO_BUFFER`, grown for a larger batch until the segment's end); the ``.txnindex``
+    holds the aborted transactions whose ABORT marker was kept."""
 
     KINDS = ("log", "index", "timeindex", "txnindex")
 
@@ -463,6 +466,8 @@ class CleanedSegment:
         self.dry_run = dry_run
         self._buf: list[bytes] = []
         self._buffered = 0
+        self._chunk: list[bytes] = []
+        self._chunk_ts = self._chunk_shallow = self._chunk_offset = -1
         self._fd: int | None = None
         self.paths: dict[str, Path] = {}
 
@@ -475,13 +480,29 @@ class CleanedSegment:
         p = self.paths["log"] = self.path("log")
         self._fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
 
-    def append(self, data: bytes, h: BatchHeader) -> None:
-        """One output batch (``h``: the source batch's header; a rewritten batch's own is read from ``data``)."""
+    def add(self, out: tuple[bytes, int], h: BatchHeader) -> None:
+        """One output batch of the current chunk (``h``: the source batch's header; a rewritten batch's own
+        timestamp is read from its bytes)."""
+        data, max_offset = out
+        ts = h.max_timestamp if data is h.data else parse_header(data, 0, check_crc=False).max_timestamp
+        shallow = h.last_offset
+        if h.magic < 2 and data is not h.data:
+            shallow = max_offset  # a v0/v1 wrapper's offset is its last
+        self._chunk.append(data)
+        if ts > self._chunk_ts:
+            self._chunk_ts, self._chunk_shallow = ts, shallow
+        self._chunk_offset = max(self._chunk_offset, max_offset)
+
+    def end_chunk(self) -> None:
+        """``LogSegment.append`` of what one ``filterTo`` call kept (one read buffer of source batches): an
+        index entry when more than ``index.interval.bytes`` were appended since the last one."""
+        if not self._chunk:
+            return
+        data = b"".join(self._chunk) if len(self._chunk) > 1 else self._chunk[0]
         n = len(data)
-        if data is not h.data:
-            h = parse_header(data, 0, check_crc=False)
-        self.index.on_batch(self.size, n, h.last_offset, h.max_timestamp)
+        self.index.on_append(self.size, n, self._chunk_offset, self._chunk_ts, self._chunk_shallow)
         self.size += n
+        self._chunk, self._chunk_ts, self._chunk_shallow, self._chunk_offset = [], -1, -1, -1
         if self._fd is not None:
             self._buf.append(data)
             self._buffered += n
@@ -499,6 +520,7 @@ class CleanedSegment:
     def finish(self, mtime_ns: int | None) -> None:
         """``onBecomeInactiveSegment`` + flush: the final time-index entry, the index files, fsync, and
         the last source segment's modification time (``setLastModified``) on log and indexes."""
+        self.end_chunk()
         self.index.finish()
         if self.dry_run:
             return

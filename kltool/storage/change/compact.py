@@ -49,6 +49,7 @@ from ..topic_config import INTERNAL_TOPIC_DEFAULTS, TopicConfig, load_topic_conf
 from . import backup as bk
 from .cleaner import (
     DEFAULT_DEDUPE_BUFFER,
+    IO_BUFFER,
     CleanedSegment,
     CleanStats,
     OffsetMap,
@@ -414,17 +415,30 @@ class _Planner:
                 upper = members[k + 1].base_offset if k + 1 < len(members) else seg.next_offset()
                 txn.add(collect_aborted(txn_lists, index_of[seg.base_offset], pc.log_start_offset, upper))
                 retain_legacy = _mtime_ms(seg.log_path) > legacy_horizon
-                for h in batches_of(seg):
-                    self.progress.add(h.size)
-                    out = filter_batch(h, rules, txn, retain_legacy, group.stats)
-                    if out is not None:
-                        cleaned.append(out, h)
+                self.clean_into(seg, cleaned, rules, txn, retain_legacy, group.stats)
             cleaned.finish(_mtime_ms(members[-1].log_path) * 1_000_000)
             pc.stats.add(group.stats)
             group.actions = _swap_actions(group)
         if pc.stats.horizon_set is not None:
             pc.note("horizon_set", f"tombstones and empty-transaction markers kept until deleteHorizonMs "
                     f"{pc.stats.horizon_set} (now + delete.retention.ms): a pass after that removes them")
+
+    def clean_into(self, seg, cleaned: CleanedSegment, rules: Rules, txn: TxnMeta, retain_legacy: bool,
+                   stats: CleanStats) -> None:
+        """``cleanInto``: the segment read a buffer at a time (whole batches within it; a larger batch grows the
+        buffer for the rest of the segment), each buffer's kept batches appended at once."""
+        cap, chunk_start = IO_BUFFER, 0
+        for h in batches_of(seg):
+            self.progress.add(h.size)
+            if h.end > chunk_start + cap:
+                cleaned.end_chunk()
+                chunk_start = h.position
+                while h.size > cap:
+                    cap *= 2
+            out = filter_batch(h, rules, txn, retain_legacy, stats)
+            if out is not None:
+                cleaned.add(out, h)
+        cleaned.end_chunk()
 
 
 def _swap_actions(g: Group) -> list[bk.Action]:

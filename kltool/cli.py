@@ -26,6 +26,7 @@ COMMANDS = {
     "append": ("kltool.commands.append", "Append records as real batches (every codec, rolling, indexes)."),
     "offsets": ("kltool.commands.offsets", "Offsets by time, earliest/latest, true record counts."),
     "retention": ("kltool.commands.retention", "Apply time, size and start-offset retention offline."),
+    "compact": ("kltool.commands.compact", "Compact partitions like the broker's log cleaner, offline."),
     "spark-report": ("kltool.commands.spark_report", "Batch analytics on a local or remote Spark."),
     "completion": ("kltool.commands.completion", "Print the shell completion script (bash, zsh, fish)."),
 }

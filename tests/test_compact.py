@@ -467,13 +467,39 @@ def test_backup_and_restore_put_the_old_segments_back(tmp_path):
     assert r.code == 0 and "kltool restore" in r.out
     assert {p.name: p.read_bytes() for p in (root / "t-0").iterdir()} != files
     assert run_kltool("restore", str(root) + ".kltool-backup").code == 0
-    now = {p.name: p.read_bytes() for p in (root / "t-0").iterdir()}
-    # every old file is back as it was; the new segment's files are left as .cleaned, as a killed cleaner
-    # leaves them (the broker deletes them at start-up, verify --repair quarantines them)
-    assert {k: v for k, v in now.items() if not k.endswith(".cleaned")} == files
-    assert not (root / "cleaner-offset-checkpoint").exists()
-    assert run_kltool("verify", "--repair", root).code == 0
+    # every old file is back as it was, and the new segment's files (created by the run) are gone
     assert {p.name: p.read_bytes() for p in (root / "t-0").iterdir()} == files
+    assert not (root / "cleaner-offset-checkpoint").exists()
+    (run,) = (root.parent / (root.name + ".kltool-backup")).iterdir()
+    assert run.name.startswith("compact-")
+    assert run_kltool("verify", root).code == 0
+
+
+def test_restore_round_trips_a_compaction_byte_for_byte(tmp_path):
+    """The whole log dir (every partition's files, the checkpoints) as it was, after several groups."""
+    root = versions_log(tmp_path).close()
+
+    def tree():
+        return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+    before = tree()
+    r = run_kltool("compact", "--json", root, "--config", "segment.bytes=600")
+    assert r.code == 0
+    assert any(d.get("op") == "create" and d["file"].endswith(".log.cleaned") for d in r.json())
+    assert tree() != before
+    back = run_kltool("restore", str(root) + ".kltool-backup")
+    assert back.code == 0 and "created by the compaction" in back.out
+    assert tree() == before
+
+
+def test_restore_keeps_a_created_file_that_changed_since(tmp_path):
+    root = versions_log(tmp_path).close()
+    assert run_kltool("compact", root).code == 0
+    seg = sorted((root / "t-0").glob("*.log"))[0]
+    with open(seg, "ab") as f:
+        f.write(b"x")
+    back = run_kltool("restore", str(root) + ".kltool-backup")
+    assert back.code != 0 and "changed since the compaction" in back.err
 
 
 def test_lock_held_by_a_live_process_is_refused(tmp_path):
@@ -561,3 +587,22 @@ def test_the_new_index_is_written_as_the_cleaner_appends_one_read_buffer_at_a_ti
     assert index == sim.offset_entries and len(index) >= 2
     assert rebuild_indexes(0, out, index_interval_bytes=100)[0] != (log.dir / f"{0:020d}.index").read_bytes()
     assert run_kltool("verify", root).code == 0
+
+
+def test_library_compact_plans_then_applies_and_restores(tmp_path):
+    import kltool
+
+    root = versions_log(tmp_path).close()
+    files = {p.name: p.read_bytes() for p in (root / "t-0").iterdir()}
+    logs = kltool.Logs(root)
+    plan = logs.compact(now=T0 + 1000)
+    assert plan.dry_run and plan.has_work and not plan.manifests
+    assert {p.name: p.read_bytes() for p in (root / "t-0").iterdir()} == files  # a plan writes nothing
+    seen = []
+    plan = logs.compact(now=T0 + 1000, config={"delete.retention.ms": 0}, dry_run=False, on_action=seen.append)
+    assert plan.partitions[0].settings["delete.retention.ms"] == {"value": "0", "source": "--config"}
+    assert len(plan.manifests) == 1 and seen and all(a.applied for a in plan.actions)
+    assert len(logs.partition("t", 0).segments) < len(files) // 3
+    logs.restore(*plan.manifests, dry_run=False)
+    assert {p.name: p.read_bytes() for p in (root / "t-0").iterdir()} == files
+    assert kltool.compact(root, now=T0 + 1000).has_work

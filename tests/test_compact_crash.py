@@ -18,7 +18,7 @@ KILLER = textwrap.dedent("""
     from pathlib import Path
     from kltool.storage.logdir import open_paths
     from kltool.storage.change import compact as cp
-    from kltool.storage.change.backup import LogDirLocks
+    from kltool.storage.change.apply import LogDirLocks
     root, k, mode, now = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
     seen = [0]
     def step(a):

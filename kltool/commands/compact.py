@@ -72,19 +72,14 @@ def _emit_plan(out, plan: cp.CompactPlan, dry_run: bool) -> None:
             out.line(f"PLAN  {a.describe()}")
 
 
-def _lock(out, stack, logdirs, dry_run: bool) -> None:
-    """Hold each log dir's .lock; a dry run only warns when a broker holds one (a preview of live files)."""
-    if dry_run:
-        from ..storage.fs import lock_holder_present
+def _warn_held(out, logdirs) -> None:
+    """A dry run only warns when a broker holds a log dir's .lock (a preview of live files)."""
+    from ..storage.fs import lock_holder_present
 
-        for ld in logdirs:
-            if lock_holder_present(ld):
-                out.warn(f"{ld}/.lock: a broker or another kltool holds this log dir (planning only; the files may "
-                         f"change while they are read)")
-        return
-    from ..storage.change.backup import LogDirLocks
-
-    stack.enter_context(LogDirLocks(logdirs, dry_run=False))
+    for ld in logdirs:
+        if lock_holder_present(ld):
+            out.warn(f"{ld}/.lock: a broker or another kltool holds this log dir (planning only; the files may "
+                     f"change while they are read)")
 
 
 @click.command("compact", epilog=EXAMPLES)
@@ -113,36 +108,27 @@ def command(out, paths, topic, partition_spec, now, config_items, dedupe_buffer_
     dir's .lock."""
     from ..storage.topic_config import parse_config_items
 
-    if backup_dir and no_backup:
-        raise UsageError("give --backup-dir or --no-backup, not both")
     overrides = parse_config_items(config_items)
     now_ms = parse_time(now) if now is not None else int(time.time() * 1000)
     policy = cp.Policy(now=now_ms, config=overrides, force=force,
                        dedupe_buffer_size=_size(dedupe_buffer_size) or cp.DEFAULT_DEDUPE_BUFFER)
     sel = select(paths, topic, partition_spec)
-    if sel.files:
-        f = sel.files[0]
-        raise UsageError(f"compaction works on whole partitions: give the partition directory ({f.parent}) or its "
-                         f"log dir, not a single file", path=f)
-    if not sel.partitions:
-        raise UsageError("compact needs a log dir or partition directories: none found in " + ", ".join(paths))
     logdirs = sorted({p.logdir.path for p in sel.partitions if p.logdir is not None})
     total = sum(s.size for p in sel.partitions for s in p.segments[:-1]) * 2
     t0 = time.perf_counter()
-    manifests = []
-    with contextlib.ExitStack() as stack:
-        _lock(out, stack, logdirs, dry_run)
-        with out.progress(total or None, "compact") as prog:
-            plan = cp.plan_compaction(sel, policy, dry_run=dry_run, progress=prog.advance)
-        try:
+    if dry_run:
+        _warn_held(out, logdirs)
+    with contextlib.ExitStack() as bar:
+        prog = bar.enter_context(out.progress(total or None, "compact"))
+
+        def on_plan(plan):
+            bar.close()  # the progress line ends before the plan is shown
             _emit_plan(out, plan, dry_run)
-            if not dry_run and plan.has_work:
-                emit = (lambda a: out.emit(a.to_json())) if out.json_mode else None
-                manifests = cp.apply_compaction(plan, backup_dir=backup_dir, backup=not no_backup, on_action=emit)
-        except BaseException:
-            if not dry_run and not any(a.applied for a in plan.actions):
-                plan.discard()
-            raise
+
+        emit = (lambda a: out.emit(a.to_json())) if out.json_mode else None
+        plan = cp.run_compaction(sel, policy, dry_run=dry_run, backup=not no_backup, backup_dir=backup_dir,
+                                 on_plan=on_plan, on_action=emit, progress=prog.advance, named=paths)
+    manifests = plan.manifests
     summary = cp.summarize(plan)
     summary["seconds"] = round(time.perf_counter() - t0, 3)
     summary["manifests"] = [str(m) for m in manifests]

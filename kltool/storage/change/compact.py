@@ -17,8 +17,9 @@ Per partition (the rules themselves are in :mod:`kltool.storage.change.cleaner`)
    is reported (whether the broker would pick the partition now), not required.
 4. **Swap**, per group as ``LocalLog.replaceSegments`` does: the ``.cleaned`` files renamed ``.swap`` (log
    first), the old segment files removed (renamed ``.deleted`` then deleted, or, with a backup, moved into
-   the backup run by :func:`kltool.storage.change.backup.apply_changes`), the ``.swap`` files renamed into
-   place; then ``cleaner-offset-checkpoint`` moves to the map's end. Killed at any point, the broker's start-up
+   the backup run by :func:`kltool.storage.change.apply.apply_changes`, whose manifest records the new files as
+   ``create`` steps so that ``kltool restore`` removes them again), the ``.swap`` files renamed into place;
+   then ``cleaner-offset-checkpoint`` moves to the map's end. Killed at any point, the broker's start-up
    (``LogLoader``) and ``kltool verify --repair`` finish the swap (every ``.swap`` file of the group exists)
    or undo it (a ``.cleaned`` file is left: it and the ``.swap`` files at or above it are deleted).
 
@@ -30,6 +31,7 @@ refuses its partition, pointing to ``kltool verify --repair``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from bisect import bisect_right
 from collections.abc import Callable
@@ -46,7 +48,7 @@ from ..logdir import Selection
 from ..partition import Partition
 from ..producer_state import ProducerStateManager, control_of
 from ..topic_config import INTERNAL_TOPIC_DEFAULTS, TopicConfig, load_topic_config
-from . import backup as bk
+from . import apply as ap
 from .cleaner import (
     DEFAULT_DEDUPE_BUFFER,
     IO_BUFFER,
@@ -60,9 +62,10 @@ from .cleaner import (
     filter_batch,
     group_segments,
 )
+from .plan import Action, ChangeSet
 
 __all__ = ["Policy", "PartitionCompaction", "Group", "CompactPlan", "plan_compaction", "apply_compaction",
-           "summarize", "SETTINGS", "DEFAULT_PRODUCER_ID_EXPIRATION_MS"]
+           "run_compaction", "summarize", "SETTINGS", "DEFAULT_PRODUCER_ID_EXPIRATION_MS"]
 
 CLEANER_CHECKPOINT = fn.CLEANER_OFFSET_CHECKPOINT
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86400000  # producer.id.expiration.ms
@@ -91,7 +94,7 @@ class Group:
         self.sources = sources
         self.cleaned = cleaned
         self.stats = CleanStats()
-        self.actions: list[bk.Action] = []
+        self.actions: list[Action] = []
 
     @property
     def base_offset(self) -> int:
@@ -127,14 +130,14 @@ class PartitionCompaction:
         self.notes: list[Finding] = []
         self.skipped = False
         self.refused = False
-        self.checkpoint_action: bk.Action | None = None
+        self.checkpoint_action: Action | None = None
 
     @property
     def name(self) -> str:
         return self.partition.name
 
     @property
-    def actions(self) -> list[bk.Action]:
+    def actions(self) -> list[Action]:
         return [a for g in self.groups for a in g.actions]
 
     def setting(self, key: str):
@@ -165,10 +168,11 @@ class CompactPlan:
         self.policy = policy
         self.dry_run = dry_run
         self.partitions: list[PartitionCompaction] = []
-        self.checkpoints: list[bk.Action] = []  # one cleaner-offset-checkpoint write per log dir
+        self.checkpoints: list[Action] = []  # one cleaner-offset-checkpoint write per log dir
+        self.manifests: list[Path] = []  # the backup runs written (applied with a backup)
 
     @property
-    def actions(self) -> list[bk.Action]:
+    def actions(self) -> list[Action]:
         out = [a for pc in self.partitions for a in pc.actions]
         return out + self.checkpoints
 
@@ -441,20 +445,23 @@ class _Planner:
         cleaned.end_chunk()
 
 
-def _swap_actions(g: Group) -> list[bk.Action]:
+def _swap_actions(g: Group) -> list[Action]:
     """``LocalLog.replaceSegments`` for one group, as plan steps: the new files ``.cleaned`` -> ``.swap``
     (log first), the old segments' files out, the ``.swap`` files into place."""
     c = g.cleaned
     kinds = ["log", "index", "timeindex"] + (["txnindex"] if c.aborted else [])
-    acts = [bk.Action("rename", c.path(k), "cleaned segment complete: .cleaned -> .swap", target=c.path(k, "swap"))
-            for k in kinds]
+    # the new files, written while planning, recorded first so that restore removes them again
+    acts = [Action("create", c.path(k), f"the cleaned segment replacing {len(g.sources)} "
+                   f"segment(s) from offset {c.base_offset}", new_size=c.size if k == "log" else None) for k in kinds]
+    acts += [Action("rename", c.path(k), "cleaned segment complete: .cleaned -> .swap", target=c.path(k, "swap"))
+             for k in kinds]
     for s in g.sources:
         for q in (s.log_path, s.index_path, s.timeindex_path, s.txnindex_path):
-            size = bk.file_size(q)
+            size = ap.file_size(q)
             if size is not None:
-                acts.append(bk.Action("quarantine", q, f"replaced by the cleaned segment "
+                acts.append(Action("quarantine", q, f"replaced by the cleaned segment "
                                       f"{fn.segment_file(c.base_offset, 'log')}", old_size=size))
-    acts += [bk.Action("rename", c.path(k, "swap"), "swap the cleaned segment in", target=c.path(k, ""))
+    acts += [Action("rename", c.path(k, "swap"), "swap the cleaned segment in", target=c.path(k, ""))
              for k in kinds]
     return acts
 
@@ -487,7 +494,7 @@ def plan_compaction(sel: Selection, policy: Policy, *, dry_run: bool = True,
         for pc in pcs:
             new[(pc.partition.topic, pc.partition.partition)] = pc.end_offset
         if new != current:
-            a = bk.Action("write_checkpoint", path / CLEANER_CHECKPOINT, "the first dirty offsets after this pass: "
+            a = Action("write_checkpoint", path / CLEANER_CHECKPOINT, "the first dirty offsets after this pass: "
                           + ", ".join(f"{pc.name} {pc.end_offset}" for pc in pcs),
                           data=encode_offset_checkpoint(new).encode())
             plan.checkpoints.append(a)
@@ -514,10 +521,10 @@ def _one_refusal_per_topic(plan: CompactPlan) -> None:
 
 
 def apply_compaction(plan: CompactPlan, *, backup_dir=None, backup: bool = True,
-                     on_action: Callable[[bk.Action], None] | None = None) -> list[Path]:
+                     on_action: Callable[[Action], None] | None = None) -> list[Path]:
     """Swap the planned groups in (the caller holds every log dir's ``.lock``). With ``backup`` (default)
-    the old segment files are moved into a backup run with a manifest (``kltool restore`` puts them back;
-    the new segment's files stay as ``*.cleaned``, which the broker deletes at start-up); without it they go
+    the old segment files are moved into a backup run with a manifest (``kltool restore`` puts them back and
+    removes the new segment's files); without it they go
     the broker's way (renamed ``*.deleted``, then deleted). Returns the manifests written."""
     if plan.dry_run:
         raise ValueError("a dry-run plan has no .cleaned files to swap in")
@@ -535,18 +542,18 @@ def apply_compaction(plan: CompactPlan, *, backup_dir=None, backup: bool = True,
 
 def _apply_with_backup(plan: CompactPlan, backup_dir, on_action) -> list[Path]:
     """The one coupling to the change engine: one change set per log dir, applied by ``apply_changes``."""
-    changes: dict[Path, bk.ChangeSet] = {}
+    changes: dict[Path, ChangeSet] = {}
     for pc in plan.partitions:
         acts = pc.actions
         if acts:
             root = pc.partition.logdir.path
-            cs = changes.setdefault(root, bk.ChangeSet(root=root))
+            cs = changes.setdefault(root, ChangeSet(root=root))
             cs.actions += acts
             cs.protect.append(pc.partition.path)
     for a in plan.checkpoints:
         root = a.file.parent
-        changes.setdefault(root, bk.ChangeSet(root=root)).actions.append(a)
-    return bk.apply_changes(list(changes.values()), "compact", backup_dir, on_action=on_action)
+        changes.setdefault(root, ChangeSet(root=root)).actions.append(a)
+    return ap.apply_changes(list(changes.values()), "compact", backup_dir, on_action=on_action)
 
 
 def _apply_broker_way(plan: CompactPlan, on_action) -> None:
@@ -554,7 +561,9 @@ def _apply_broker_way(plan: CompactPlan, on_action) -> None:
         for g in pc.groups:
             deleted = []
             for a in g.actions:
-                if a.op == "rename":
+                if a.op == "create":  # written while planning
+                    pass
+                elif a.op == "rename":
                     os.rename(a.file, a.target)
                     fsync_dir(a.file.parent)
                 else:  # quarantine: the broker's asyncDeleteSegment renames to .deleted, deletes later
@@ -574,6 +583,40 @@ def _apply_broker_way(plan: CompactPlan, on_action) -> None:
         a.applied = True
         if on_action is not None:
             on_action(a)
+
+
+def run_compaction(sel: Selection, policy: Policy, *, dry_run: bool = True, backup: bool = True, backup_dir=None,
+                   on_plan: Callable[[CompactPlan], None] | None = None,
+                   on_action: Callable[[Action], None] | None = None,
+                   progress: Callable[[int], None] | None = None, lock: bool = True, named=()) -> CompactPlan:
+    """``kltool compact`` and :meth:`kltool.Logs.compact`: lock each log dir (not for a dry run), plan (the
+    ``.cleaned`` files written), show the plan (``on_plan``, still under the locks) and, unless ``dry_run``,
+    swap it in (backed up unless ``backup`` is False; ``plan.manifests`` for ``kltool restore``). A failure
+    before anything is swapped in removes the ``.cleaned`` files again. ``lock=False``: the caller holds
+    the locks; ``named``: the paths the selection came from (for the message when it holds no partition)."""
+    from .apply import LogDirLocks
+
+    if sel.files:
+        f = sel.files[0]
+        raise UsageError(f"compaction works on whole partitions: give the partition directory ({f.parent}) or its "
+                         f"log dir, not a single file", path=f)
+    if not sel.partitions:
+        raise UsageError("compact needs a log dir or partition directories: none found in " + ", ".join(map(str, named)))
+    if backup_dir is not None and not backup:
+        raise UsageError("give --backup-dir or --no-backup, not both")
+    logdirs = sorted({p.logdir.path for p in sel.partitions if p.logdir is not None})
+    with LogDirLocks(logdirs, dry_run=False) if lock and not dry_run else contextlib.nullcontext():
+        plan = plan_compaction(sel, policy, dry_run=dry_run, progress=progress)
+        try:
+            if on_plan is not None:
+                on_plan(plan)
+            if not dry_run and plan.has_work:
+                plan.manifests = apply_compaction(plan, backup_dir=backup_dir, backup=backup, on_action=on_action)
+        except BaseException:
+            if not dry_run and not any(a.applied for a in plan.actions):
+                plan.discard()
+            raise
+    return plan
 
 
 def summarize(plan: CompactPlan) -> dict:

@@ -450,8 +450,7 @@ def group_segments(segs: list, sizes: list[tuple[int, int, int]], max_size: int,
 
 class CleanedSegment:
     """The new segment of one group: ``<base>.log.cleaned`` and its indexes (``dry_run``: sizes only).
-    Index entries follow ``LogSegment.append``'s rule as the cleaner appends: one append per read buffer of
-    source batches (:data:`IO_BUFFER`, grown for a larger batch until the segment's end); the ``.txnindex``
+    Index entries follow ``LogSegment.append``'s rule batch by batch (:meth:`add`); the ``.txnindex``
     holds the aborted transactions whose ABORT marker was kept."""
 
     KINDS = ("log", "index", "timeindex", "txnindex")
@@ -467,7 +466,6 @@ class CleanedSegment:
         self._buf: list[bytes] = []
         self._buffered = 0
         self._chunk: list[bytes] = []
-        self._chunk_ts = self._chunk_shallow = self._chunk_offset = -1
         self._fd: int | None = None
         self.paths: dict[str, Path] = {}
 
@@ -481,31 +479,31 @@ class CleanedSegment:
         self._fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
 
     def add(self, out: tuple[bytes, int], h: BatchHeader) -> None:
-        """One output batch of the current chunk (``h``: the source batch's header; a rewritten batch's own
-        timestamp is read from its bytes)."""
-        data, max_offset = out
-        ts = h.max_timestamp if data is h.data else parse_header(data, 0, check_crc=False).max_timestamp
-        shallow = h.last_offset
-        if h.magic < 2 and data is not h.data:
-            shallow = max_offset  # a v0/v1 wrapper's offset is its last
+        """One output batch (``h``: the source batch's header; a rewritten batch's own header is read from
+        its bytes). Its index entries follow Kafka 4.4's ``LogSegment.append``, which walks the appended
+        batches one by one: an offset entry ``(batch.lastOffset, its position)`` when more than
+        ``index.interval.bytes`` were appended since the last entry, the time index taking the running
+        maximum timestamp and the last offset of the batch holding it (the rule of recovery too)."""
+        data = out[0]
+        if data is h.data:
+            last, ts = h.last_offset, h.max_timestamp
+        else:
+            nh = parse_header(data, 0, check_crc=False)
+            last, ts = nh.last_offset, nh.max_timestamp
+        n = len(data)
+        self.index.on_batch(self.size, n, last, ts)
+        self.size += n
         self._chunk.append(data)
-        if ts > self._chunk_ts:
-            self._chunk_ts, self._chunk_shallow = ts, shallow
-        self._chunk_offset = max(self._chunk_offset, max_offset)
 
     def end_chunk(self) -> None:
-        """``LogSegment.append`` of what one ``filterTo`` call kept (one read buffer of source batches): an
-        index entry when more than ``index.interval.bytes`` were appended since the last one."""
+        """What one ``filterTo`` call kept (one read buffer of source batches), written as one piece."""
         if not self._chunk:
             return
         data = b"".join(self._chunk) if len(self._chunk) > 1 else self._chunk[0]
-        n = len(data)
-        self.index.on_append(self.size, n, self._chunk_offset, self._chunk_ts, self._chunk_shallow)
-        self.size += n
-        self._chunk, self._chunk_ts, self._chunk_shallow, self._chunk_offset = [], -1, -1, -1
+        self._chunk = []
         if self._fd is not None:
             self._buf.append(data)
-            self._buffered += n
+            self._buffered += len(data)
             if self._buffered >= (1 << 20):
                 self._flush()
 

@@ -10,8 +10,9 @@ again. Copy 2 gets ``kltool compact`` with the same settings (``--config``), the
 (``--now`` = the deleteHorizonMs the broker wrote minus delete.retention.ms). Per partition everything is compared:
 segment base offsets, every batch's header (base/last offset, count, producer id/epoch/sequence, attributes with
 0x40, deleteHorizonMs, timestamps), every record, markers, ``.txnindex`` bytes, the indexes, the
-cleaner-offset-checkpoint, and the ``.log`` bytes (uncompressed partition 0: byte-identical; partition 1's
-gzip batches are recompressed by Java's Deflater and by zlib, so only the decoded batches are compared there).
+cleaner-offset-checkpoint, and every file's bytes (gzip batches too: zlib and Java's Deflater give the same
+stream). Partition 2 holds lz4 and zstd batches, whose rewritten bytes differ (a deliberate difference, pinned
+by an xfail): there the decoded batches and records are compared.
 
 A second pass after the delete horizon (the same new data on both: the broker appends it, kltool's copy takes the
 broker's new segments over its own cleaned ones) removes the same tombstones and markers. Then the broker starts on
@@ -37,7 +38,7 @@ from ..conftest import run_kltool
 from . import harness
 
 TOPIC = "judge"
-PARTS = (0, 1)
+PARTS = (0, 1, 2)  # 2: lz4 and zstd batches only
 DEDUPE = 2 * 1024 * 1024
 DELETE_RETENTION = 12_000
 CONFIG = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "1.0", "segment.ms": "10000",
@@ -46,6 +47,7 @@ CONFIG = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "1.0", "segm
 KLTOOL_SETTINGS = ("cleanup.policy", "segment.ms", "delete.retention.ms", "min.compaction.lag.ms", "segment.bytes",
                    "segment.index.bytes")
 KEYS = 60
+BYTES_DIFFER = {2}  # lz4 and zstd: the batches the cleaner rewrites are recompressed by other libraries
 
 
 def _checkpoint(path: Path) -> dict:
@@ -79,6 +81,9 @@ def _produce(b: harness.Broker, wave0: int, waves: int, seed: str, after: int = 
                                batch_size=8192, acks=1)
     tx1 = KafkaProducer(**args, transactional_id=f"judge-tx1-{seed}", linger_ms=5)
     tx2 = KafkaProducer(**args, transactional_id=f"judge-tx2-{seed}", compression_type="gzip", linger_ms=5)
+    lz4 = KafkaProducer(**args, enable_idempotence=True, compression_type="lz4", linger_ms=5, batch_size=4096)
+    zstd = KafkaProducer(**args, enable_idempotence=False, compression_type="zstd", linger_ms=5, batch_size=4096,
+                         acks=1)
     tx1.init_transactions()
     tx2.init_transactions()
     base = max(int(time.time() * 1000) + 5_000, after + 11_000)
@@ -93,8 +98,11 @@ def _produce(b: harness.Broker, wave0: int, waves: int, seed: str, after: int = 
                 plain_idem.send(TOPIC, key=k, value=v, partition=i % 2, timestamp_ms=ts + i, headers=hdrs)
                 if i % 3 == 0:
                     plain_gzip.send(TOPIC, key=k, value=None if tomb else v[:50], partition=1, timestamp_ms=ts + i)
+                (lz4 if i % 2 else zstd).send(TOPIC, key=k, value=v, partition=2, timestamp_ms=ts + i, headers=hdrs)
             plain_idem.flush()
             plain_gzip.flush()
+            lz4.flush()
+            zstd.flush()
             for n, tx in enumerate((tx1, tx2)):
                 tx.begin_transaction()
                 for i in range(8):
@@ -107,7 +115,7 @@ def _produce(b: harness.Broker, wave0: int, waves: int, seed: str, after: int = 
                 else:
                     tx.commit_transaction()
     finally:
-        for p in (plain_idem, plain_gzip, tx1, tx2):
+        for p in (plain_idem, plain_gzip, lz4, zstd, tx1, tx2):
             p.close()
     return base + (waves - 1) * 11_000 + 600
 
@@ -179,6 +187,8 @@ def _compare(broker_dir: Path, kltool_dir: Path) -> dict:
         assert vm["records"] == vt["records"], p
         sm, st = _segments(mine), _segments(theirs)
         for name in st:  # gzip too: zlib and Java's Deflater give the same stream, the header was made the same
+            if p in BYTES_DIFFER and not name.endswith(".txnindex"):
+                continue  # test_lz4_zstd_rewritten_batches_bytes
             assert sm[name] == st[name], (p, name)
         views[p] = vt
     cm, ct = _checkpoint(kltool_dir / "cleaner-offset-checkpoint"), _checkpoint(broker_dir / "cleaner-offset-checkpoint")
@@ -271,9 +281,10 @@ def test_first_pass_like_the_broker(judged):
     views = _compare(judged["pass1_broker"], judged["pass1_kltool"])
     for p in PARTS:  # the pass did something worth comparing
         c = _counts(views[p])
-        assert c["tombstones"] and c["markers"] and c["horizons"], (p, c)
-        assert len(views[p]["segments"]) >= 3
-        assert any(s["txnindex"] for s in views[p]["segments"].values()), p  # aborted transactions kept
+        assert c["tombstones"] and (c["markers"] or p == 2) and c["horizons"], (p, c)
+        assert len(views[p]["segments"]) >= (2 if p == 2 else 3)  # groups split on 0 and 1
+        if p != 2:
+            assert any(s["txnindex"] for s in views[p]["segments"].values()), p  # aborted transactions kept
 
 
 def test_second_pass_after_the_horizon_like_the_broker(judged):
@@ -284,6 +295,18 @@ def test_second_pass_after_the_horizon_like_the_broker(judged):
     # tombstones and markers of the first pass are gone (their horizon passed), the new ones kept
     assert any(r[0] not in kept for r in old)
     assert _counts(views[0])["tombstones"]
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "deliberate difference: a lz4 or zstd batch the cleaner rewrites (records removed, a delete horizon set) is "
+    "recompressed by kltool with python-lz4 / libzstd, by the broker with lz4-java / zstd-jni: other compressed "
+    "bytes (so other batch sizes, positions and index entries) for the same records, headers and offsets, which "
+    "the comparison above checks; untouched batches are copied byte for byte by both"))
+def test_lz4_zstd_rewritten_batches_bytes(judged):
+    for mine, theirs in ((judged["pass1_kltool"], judged["pass1_broker"]),
+                         (judged["pass2_kltool"], judged["pass2_broker"])):
+        for p in BYTES_DIFFER:
+            assert _segments(mine / f"{TOPIC}-{p}") == _segments(theirs / f"{TOPIC}-{p}"), p
 
 
 def _plain(records) -> list:

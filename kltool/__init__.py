@@ -7,8 +7,9 @@ The library API (every command is a thin wrapper over these); start from :class:
 >>> logs.verify().clean                            # kltool verify
 >>> logs.repair(dry_run=True).plan.actions         # kltool verify --repair --dry-run
 >>> logs.retention(retention_ms=7 * 86400_000)     # kltool retention --dry-run (a plan)
+>>> logs.compact()                                # kltool compact --dry-run (a plan); dry_run=False applies it
 >>> for r in logs.records(topic="orders", from_offset=100): ...
->>> kltool.verify("/var/lib/kafka/data").clean          # one call each: verify, repair, retention, restore
+>>> kltool.verify("/var/lib/kafka/data").clean          # one call each: verify, repair, retention, compact, restore
 
 Lower down: ``open_path``/``open_log_dir``/``open_partition`` give the storage objects (``LogDir``,
 ``Partition``, ``Segment``), ``walk`` the batch walker, ``decode_records`` a batch's records (all at once),
@@ -21,7 +22,8 @@ __version__ = "0.1.0"
 
 # name -> module that defines it (imported on first use: `import kltool` stays cheap)
 _EXPORTS = {
-    "Logs": "api", "VerifyReport": "api", "verify": "api", "repair": "api", "retention": "api", "restore": "api",
+    "Logs": "api", "VerifyReport": "api", "verify": "api", "repair": "api", "retention": "api", "compact": "api",
+    "restore": "api",
     "KltoolError": "errors", "CorruptDataError": "errors", "UsageError": "errors", "PathNotFound": "errors",
     "PathNotReadable": "errors", "BrokerLockHeld": "errors", "UnsafeOperation": "errors",
     "open_path": "storage.logdir", "open_paths": "storage.logdir", "open_log_dir": "storage.logdir",

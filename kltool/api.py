@@ -26,7 +26,7 @@ from pathlib import Path
 from .errors import UsageError
 from .plain import Plain
 
-__all__ = ["Logs", "VerifyReport", "verify", "repair", "retention", "restore"]
+__all__ = ["Logs", "VerifyReport", "verify", "repair", "retention", "compact", "restore"]
 
 
 class VerifyReport(Plain):
@@ -262,6 +262,30 @@ class Logs:
             if not dry_run:
                 self.refresh()
 
+    def compact(self, *, now: int | None = None, config: dict | None = None, dedupe_buffer_size: int | None = None,
+                force: bool = False, dry_run: bool = True, backup: bool = True, backup_dir=None, on_plan=None,
+                on_action=None):
+        """``kltool compact``: one pass of the broker's log cleaner per partition. Returns the ``CompactPlan``
+        (applied unless ``dry_run``). ``now`` (epoch ms) is the cleaner's clock; ``config`` overrides topic
+        settings ({"delete.retention.ms": "0", ...}), else ``kltool-topics.json``, else Kafka's defaults;
+        ``dedupe_buffer_size`` bounds the offset map (default 128 MiB). Topics whose cleanup.policy lacks
+        ``compact`` are refused unless ``force``. Replaced segments are backed up (beside the log dir, or in
+        ``backup_dir``; ``plan.manifests`` for ``kltool restore``) unless ``backup=False``. ``on_plan(plan)``
+        is called before anything is swapped in, ``on_action(action)`` as each action completes."""
+        from .storage.change import compact as cp
+        from .storage.topic_config import parse_config_items
+
+        overrides = parse_config_items([f"{k}={v}" for k, v in (config or {}).items()])
+        policy = cp.Policy(now=int(time.time() * 1000) if now is None else now, config=overrides, force=force,
+                           dedupe_buffer_size=cp.DEFAULT_DEDUPE_BUFFER if dedupe_buffer_size is None
+                           else dedupe_buffer_size)
+        try:
+            return cp.run_compaction(self.selection, policy, dry_run=dry_run, backup=backup, backup_dir=backup_dir,
+                                     on_plan=on_plan, on_action=on_action, named=self.paths)
+        finally:
+            if not dry_run:
+                self.refresh()
+
     def restore(self, *manifests, dry_run: bool = True, follow: bool = True, on_step=None) -> list:
         """``kltool restore``: undo backup runs (see :func:`restore`); without ``manifests``, every run in
         the backup directory beside each log dir (``<log dir>.kltool-backup``)."""
@@ -332,6 +356,11 @@ def repair(*paths, dry_run: bool = True, backup_dir=None, like_broker: bool = Fa
 def retention(*paths, dry_run: bool = True, topic: str | None = None, partitions=None, **limits):
     """``Logs(*paths, ...).retention(dry_run=dry_run, **limits)``: a plan unless ``dry_run=False``."""
     return Logs(*paths, topic=topic, partitions=partitions).retention(dry_run=dry_run, **limits)
+
+
+def compact(*paths, dry_run: bool = True, topic: str | None = None, partitions=None, **options):
+    """``Logs(*paths, ...).compact(dry_run=dry_run, **options)``: a plan unless ``dry_run=False``."""
+    return Logs(*paths, topic=topic, partitions=partitions).compact(dry_run=dry_run, **options)
 
 
 def restore(*manifests, dry_run: bool = True, follow: bool = True, on_step=None) -> list:

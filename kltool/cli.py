@@ -30,6 +30,7 @@ COMMANDS = {
     "producers": ("kltool.commands.producers", "Producer state as the broker rebuilds it (snapshot + log)."),
     "diff": ("kltool.commands.diff", "Where two copies of a partition or log dir diverge, and what each lacks."),
     "tiered-fetch": ("kltool.commands.tiered_fetch", "Reassemble segments of Aiven's tiered-storage plugin."),
+    "compact": ("kltool.commands.compact", "Compact partitions like the broker's log cleaner, offline."),
     "spark-report": ("kltool.commands.spark_report", "Batch analytics on a local or remote Spark."),
     "completion": ("kltool.commands.completion", "Print the shell completion script (bash, zsh, fish)."),
 }

@@ -1,7 +1,9 @@
 """Compression codecs exactly as Kafka writes and reads them (Kafka's ``CompressionType``,
 ``KafkaLZ4BlockInputStream``, ``SnappyFactory``).
 
-* gzip: one RFC 1952 member on write; concatenated members accepted on read.
+* gzip: one RFC 1952 member on write, its header as Java 16+'s GZIPOutputStream writes it (OS byte 255,
+  "unknown": tests/broker/test_broker_compact.py found it in the batches Kafka 4.4's cleaner rewrites);
+  concatenated members accepted on read.
 * snappy: xerial framing (``\\x82SNAPPY\\0`` + versions + length-prefixed raw blocks) on write;
   on read, data without the xerial magic is decoded as one raw snappy buffer, like SnappyInputStream.
 * lz4: Kafka's LZ4 frame (independent 64 KiB blocks, no checksums). Magic-0 data carries a wrong
@@ -539,7 +541,8 @@ def compress(codec: int, data: bytes, level: int | None = None, magic: int = 2) 
     if codec == GZIP:
         lvl = 6 if level is None or level < 0 else level
         c = zlib.compressobj(lvl, zlib.DEFLATED, 31)
-        return c.compress(data) + c.flush()
+        out = c.compress(data) + c.flush()
+        return out[:9] + b"\xff" + out[10:]  # zlib's OS byte is the build's (3, Unix); Java's is 255
     if codec == SNAPPY:
         parts = [XERIAL_HEADER]
         for i in range(0, len(data), XERIAL_BLOCK):

@@ -54,10 +54,13 @@ DEFAULTS: dict[str, str] = {
     "compression.gzip.level": "-1",
     "compression.lz4.level": "9",
     "compression.zstd.level": "3",
+    "delete.retention.ms": "86400000",
     "index.interval.bytes": "4096",
     "max.compaction.lag.ms": str(LONG_MAX),
     "max.message.bytes": "1048588",
     "message.timestamp.type": "CreateTime",
+    "min.cleanable.dirty.ratio": "0.5",
+    "min.compaction.lag.ms": "0",
     "retention.bytes": "-1",
     "retention.ms": "604800000",
     "segment.bytes": "1073741824",
@@ -102,6 +105,16 @@ def _choice(*options: str):
     return check
 
 
+def _ratio(key: str, value: str) -> str:
+    try:
+        v = float(value.strip())
+    except ValueError:
+        v = -1.0
+    if not 0.0 <= v <= 1.0:
+        raise UsageError(f"invalid value {value!r} for configuration {key}: must be a number in [0, 1]")
+    return str(v)
+
+
 def _policy(key: str, value: str) -> str:
     items = [x.strip() for x in value.split(",") if x.strip()]
     if not items or any(x not in ("compact", "delete") for x in items):
@@ -116,10 +129,13 @@ _VALIDATORS = {
     "compression.gzip.level": _int_range(1, 9, extra=(-1,)),
     "compression.lz4.level": _int_range(1, 17),
     "compression.zstd.level": _int_range(-131072, 22),
+    "delete.retention.ms": _int_range(0, LONG_MAX),
     "index.interval.bytes": _int_range(0, INT_MAX),
     "max.compaction.lag.ms": _int_range(1, LONG_MAX),
     "max.message.bytes": _int_range(0, INT_MAX),
     "message.timestamp.type": _choice("CreateTime", "LogAppendTime"),
+    "min.cleanable.dirty.ratio": _ratio,
+    "min.compaction.lag.ms": _int_range(0, LONG_MAX),
     "retention.bytes": _int_range(LONG_MIN, LONG_MAX),
     "retention.ms": _int_range(-1, LONG_MAX),
     "segment.bytes": _int_range(14, INT_MAX),

@@ -107,8 +107,8 @@ def check_backup_root(root: Path, changes: Iterable[ChangeSet], *, default: bool
 
 def run_name(command: str) -> str:
     """What a run is called in its directory's name and in restore's messages: ``retention``,
-    ``rebuild-index``, else ``repair`` (whose modes are ``salvage`` and ``like-broker``)."""
-    return command if command in ("retention", "rebuild-index") else "repair"
+    ``rebuild-index``, ``compact``, else ``repair`` (whose modes are ``salvage`` and ``like-broker``)."""
+    return command if command in ("retention", "rebuild-index", "compact") else "repair"
 
 
 def now_text() -> str:
@@ -283,6 +283,19 @@ def _prepare(i: int, a: Action, run_dir: Path, root: Path) -> dict:
             if prior is not None:  # moved aside by an earlier action of this run: restore puts it back
                 e["prior_sha256"] = sha256_bytes(prior)
         e["new_sha256"] = sha256_bytes(a.data)
+    elif a.op == "create":
+        if a.data is not None:
+            n = len(a.data)
+            head, tail = a.data[:min(SAMPLE, n)], a.data[max(0, n - SAMPLE):]
+        else:  # made already (by the planner, under the lock): recorded as it is now
+            n = file_size(a.file)
+            if n is None:
+                raise UnsafeOperation("the file this run was to create is missing", path=a.file)
+            head, tail = sha256_file(a.file, 0, min(SAMPLE, n)), sha256_file(a.file, max(0, n - SAMPLE), n)
+        if a.data is not None:
+            head, tail = sha256_bytes(head), sha256_bytes(tail)
+        e["new_size"] = n
+        e["new_head_sha256"], e["new_tail_sha256"] = head, tail
     elif a.op == "quarantine":
         dst = files / stem / rel
         dst.parent.mkdir(parents=True, exist_ok=True)
@@ -380,6 +393,21 @@ def _apply_write(a: Action, entry: dict, run_dir: Path) -> None:
     atomic_write(a.file, a.data, like=stat_or_none(like), like_mode=like == a.file)
 
 
+def _apply_create(a: Action, entry: dict, run_dir: Path) -> None:
+    """Write ``data`` as a new file; a file made before the run (``data`` None) only has to be there as
+    recorded."""
+    size = file_size(a.file)
+    if a.data is None or size == len(a.data):
+        if size != entry["new_size"]:
+            raise UnsafeOperation(f"expected {entry['new_size']} bytes, found {size}: the file changed since planning",
+                                  path=a.file)
+        return
+    if size is not None:
+        raise UnsafeOperation("exists already: not created", path=a.file)
+    like = _like(a.file)
+    atomic_write(a.file, a.data, like=stat_or_none(like), like_mode=False)
+
+
 def _apply_quarantine(a: Action, entry: dict, run_dir: Path) -> None:
     dst = run_dir / entry["backup"]
     if not a.file.exists() and dst.exists():
@@ -407,7 +435,8 @@ def _apply_delete(a: Action, entry: dict, run_dir: Path) -> None:
 
 _APPLY = {"truncate": _apply_truncate, "excise": _apply_excise, "fix_magic": _apply_fix_byte,
           "fix_field": _apply_fix_byte, "rebuild_index": _apply_write, "write_checkpoint": _apply_write,
-          "quarantine": _apply_quarantine, "rename": _apply_rename, "delete": _apply_delete}
+          "quarantine": _apply_quarantine, "rename": _apply_rename, "delete": _apply_delete,
+          "create": _apply_create}
 
 
 def _apply(a: Action, entry: dict, run_dir: Path) -> None:

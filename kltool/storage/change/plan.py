@@ -17,8 +17,10 @@ from pathlib import Path
 __all__ = ["Cut", "Action", "ChangeSet", "OPS"]
 
 # The file steps the apply engine knows (and a manifest may name).
+# ``create``: a file the run makes that did not exist before (compaction's ``.cleaned`` files, written while
+# planning); the manifest records its size and head/tail hashes, and restore removes it again.
 OPS = ("truncate", "excise", "fix_magic", "fix_field", "rebuild_index", "write_checkpoint", "quarantine", "rename",
-       "delete")
+       "delete", "create")
 
 
 @dataclass
@@ -136,6 +138,8 @@ class Action:
             return f"rebuild_index {f} ({self.entries} entries, {self.bytes} bytes): {self.reason}"
         if self.op == "write_checkpoint":
             return f"write_checkpoint {f}: {self.reason}"
+        if self.op == "create" and self.new_size is not None:
+            return f"create {f} ({self.new_size} bytes): {self.reason}"
         return f"{self.op} {f}: {self.reason}"
 
 

@@ -133,6 +133,22 @@ def _restore_byte(e: dict, f: Path, run_dir: Path, dry_run: bool, what: str) -> 
     return step
 
 
+def _restore_create(e: dict, f: Path, run_dir: Path, dry_run: bool, what: str) -> RestoreStep | None:
+    """A file the run made goes again (when it is still as the run left it)."""
+    size = file_size(f)
+    if size is None:
+        return None
+    n = e["new_size"]
+    if size != n or sha256_file(f, 0, min(SAMPLE, n)) != e["new_head_sha256"] \
+            or sha256_file(f, max(0, n - SAMPLE), n) != e["new_tail_sha256"]:
+        raise UnsafeOperation(f"the file changed since the {what} created it; not removed", path=f)
+    step = RestoreStep("delete", str(f), f"created by the {what}")
+    if not dry_run:
+        os.unlink(f)
+        fsync_dir(f.parent)
+    return step
+
+
 def _restore_nothing(e: dict, f: Path, run_dir: Path, dry_run: bool, what: str) -> None:
     return None  # a deleted file was never backed up (a .deleted leftover, removed the broker's way)
 
@@ -209,9 +225,16 @@ def _restore_excise(e: dict, f: Path, run_dir: Path, dry_run: bool, what: str) -
     return step
 
 
+def _what(command: str) -> str:
+    """The run as restore's messages name it ("since the compaction", "since the repair")."""
+    name = run_name(command)
+    return "compaction" if name == "compact" else name
+
+
 _RESTORE = {"delete": _restore_nothing, "quarantine": _restore_quarantine, "rename": _restore_rename,
             "rebuild_index": _restore_write, "write_checkpoint": _restore_write, "fix_magic": _restore_byte,
-            "fix_field": _restore_byte, "truncate": _restore_truncate, "excise": _restore_excise}
+            "fix_field": _restore_byte, "truncate": _restore_truncate, "excise": _restore_excise,
+            "create": _restore_create}
 
 
 # ------------------------------------------------------------------------------ a manifest is input
@@ -298,6 +321,10 @@ class _Checker:
             self.int_(f"{w}.new_byte", e.get("new_byte"), 0, 255)
         elif op in ("truncate", "excise"):
             self.cuts(w, op, e)
+        elif op == "create":
+            self.int_(f"{w}.new_size", e.get("new_size"))
+            self.sha(f"{w}.new_head_sha256", e.get("new_head_sha256"))
+            self.sha(f"{w}.new_tail_sha256", e.get("new_tail_sha256"))
 
     def cuts(self, w: str, op: str, e: dict) -> None:
         old = self.int_(f"{w}.old_size", e.get("old_size"))
@@ -418,7 +445,7 @@ def restore(manifests, *, dry_run: bool = False, follow: bool = True,
         run_dir = m.parent
         with LogDirLocks([root], dry_run):
             for e in reversed(doc.get("actions", [])):
-                step = _restore_entry(e, run_dir, dry_run, run_name(str(doc.get("command", ""))))
+                step = _restore_entry(e, run_dir, dry_run, _what(str(doc.get("command", ""))))
                 if step is not None:
                     steps.append(step)
                     if on_step is not None:

@@ -156,7 +156,8 @@ def bench_master(master: str, pdir: Path, n: int, runs: int, n_tasks: int) -> li
     from kltool.spark import session
 
     t = time.perf_counter()
-    spark = session(master, "kltool-bench", conf={"spark.executor.memory": "1g", "spark.sql.adaptive.enabled": "false"})
+    spark = session(master, "kltool-bench", conf={"spark.executor.memory": "1g", "spark.sql.adaptive.enabled": "false"},
+                    pushdown=True)  # a fresh DataFrame per query
     print(f"  {master}: session start {time.perf_counter() - t:.1f} s", flush=True)
     path = str(pdir)
     cores = 2

@@ -38,6 +38,11 @@ class CorruptDataError(KltoolError):
     """Bytes that are not what Kafka writes."""
 
 
+class MissingDependency(KltoolError):
+    """A package this data needs (a codec library, crc32c) is not installed in the running Python: never
+    a reason to skip data as undecodable."""
+
+
 class UsageError(KltoolError):
     """Bad arguments or a path that is not what the command needs."""
 

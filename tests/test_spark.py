@@ -29,9 +29,10 @@ def spark():
     from kltool.spark import session
 
     # AQE off: it only adds planning time on data this small (saves ~0.5 s per report)
+    # pushdown forced on, as spark-report has it: every query here loads its own DataFrame
     s = session("local[2]", "kltool-tests", conf={"spark.sql.shuffle.partitions": "2",
                                                    "spark.sql.adaptive.enabled": "false",
-                                                   "spark.sql.codegen.wholeStage": "false"})
+                                                   "spark.sql.codegen.wholeStage": "false"}, pushdown=True)
     yield s
     s.stop()
 
@@ -149,6 +150,37 @@ def test_counts_and_timeline(spark):
         assert (r.log_start_offset, r.log_end_offset) == (p.log_start_offset(), p.log_end_offset()), p
     tl = timeline(spark, [str(p) for p in paths]).collect()
     assert sum(r.records for r in tl) == len(allr)
+    assert all(r.damaged_bytes == 0 for r in got.values())
+
+
+def test_timeline_buckets_records_by_their_own_timestamps(spark, kl, tmp_path):
+    import datetime as dt
+    import json
+
+    from kltool.spark.reports import timeline
+
+    hour = 1_700_002_800_000  # a whole hour (UTC)
+    ld = tmp_path / "ld"
+    assert kl("create", ld, "tl", "-p", "1").code == 0
+    stamps = [hour - 60_000, hour + 60_000, hour + 120_000, hour + 3_600_000 + 5]  # batches of two
+    stdin = "".join(json.dumps({"value": "v", "timestamp": t}) + "\n" for t in stamps)
+    assert kl("append", ld, "tl", "-p", "0", "--batch-records", "2", stdin=stdin).code == 0
+    got = {int(r.time.replace(tzinfo=dt.UTC).timestamp() * 1000): (r.records, r.batches)
+           for r in timeline(spark, [str(ld)]).collect()}
+    assert {k: v[0] for k, v in got.items()} == {hour - 3_600_000: 1, hour: 2, hour + 3_600_000: 1}
+    assert {k: v[1] for k, v in got.items() if v[1]} == {hour: 1, hour + 3_600_000: 1}  # by max timestamp
+
+
+def test_counts_name_the_damaged_bytes(spark, kl):
+    from kltool.spark.reports import counts
+
+    d = ORACLE / "damaged-v2-zero-tail-0"
+    [r] = counts(spark, [str(d)]).collect()
+    verify = [x for x in kl("--json", "verify", d).json() if x["type"] == "summary"][0]
+    assert r.damaged_bytes == verify["damaged_bytes"] > 0
+    assert r.records == len(kltool_records([d]))
+    res = kl("spark-report", "counts", d)
+    assert res.code == 0 and f"damaged-v2-zero-tail-0: {r.damaged_bytes} damaged bytes were not read" in res.err, res
 
 
 def test_cli_writes_parquet(spark, kl, tmp_path):
@@ -293,3 +325,24 @@ def test_split_segments_through_spark(spark):
     assert whole.rdd.getNumPartitions() == 1 and split.rdd.getNumPartitions() >= 4
     cols = ["offset", F.unix_millis("timestamp").alias("ts"), "key", "value"]
     assert sorted(map(tuple, split.select(cols).collect())) == sorted(map(tuple, whole.select(cols).collect()))
+
+
+def test_schema_edge_cases(spark):
+    from kltool.errors import UsageError
+    from kltool.spark import spark_error
+
+    d = str(ORACLE / "v2-txn-0")
+    spark.conf.set("spark.sql.timestampType", "TIMESTAMP_NTZ")  # Spark's Kafka source declares timestamp_ltz too
+    try:
+        df = spark.read.format("kafka-log").load(d)
+        assert dict(df.dtypes)["timestamp"] == "timestamp" and df.count() == 12
+        assert len(df.select("timestamp").collect()) == 12
+    finally:
+        spark.conf.unset("spark.sql.timestampType")
+    got = spark.read.format("kafka-log").schema("OFFSET LONG, Partition INT").load(d).select("offset").collect()
+    assert sorted(r.offset for r in got) == sorted(r[2] for r in kltool_records([ORACLE / "v2-txn-0"]))
+    with pytest.raises(Exception) as ei:
+        spark.read.format("kafka-log").schema("offset INT, value STRING").load(d).count()
+    err = spark_error(ei.value)
+    assert isinstance(err, UsageError) and "offset is int, the source gives bigint" in str(err), err
+    assert len(str(err).splitlines()) == 1

@@ -70,3 +70,13 @@ def test_output_files_give_times_as_each_format_does(tmp_path):
     assert rows[0]["timestamp"] == 1714564800123 and rows[1]["timestamp"] is None
     write_output(t, str(tmp_path / "o.parquet"))
     assert pa.types.is_timestamp(pq.read_table(tmp_path / "o.parquet").schema.field("timestamp").type)
+
+
+def test_an_existing_output_file_is_not_overwritten_without_force(kl, tmp_path):
+    out = tmp_path / "r.csv"
+    out.write_text("mine\n")
+    res = kl("spark-report", "sizes", SAMPLE, "-o", out)
+    assert res.code == 2, res
+    assert "starting Spark" not in res.err and len(res.err.strip().splitlines()) == 1
+    assert "exists; give --force to overwrite it" in res.err
+    assert out.read_text() == "mine\n"

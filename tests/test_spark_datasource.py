@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -13,6 +14,7 @@ from .test_spark_helpers import brute_offset_for_time, kltool_records
 pa = pytest.importorskip("pyarrow")
 pytest.importorskip("pyspark")
 
+from kltool.errors import CorruptDataError, UsageError  # noqa: E402
 from kltool.format import build_batch  # noqa: E402
 from kltool.format.compression import LZ4, ZSTD  # noqa: E402
 from kltool.spark import datasource as ds  # noqa: E402
@@ -45,7 +47,7 @@ def rows_of(batches) -> list[tuple]:
 
 @pytest.mark.parametrize("d", DIRS, ids=lambda p: p.name)
 def test_records_equal_kltool_decoding(d):
-    got = rows_of(read_all({"path": str(d)}))
+    got = rows_of(read_all({"path": str(d), "failOnDataLoss": "false"}))  # damaged ones: kltool's skips
     assert got == kltool_records([d])
     assert got, "fixture read nothing"
 
@@ -97,7 +99,13 @@ def test_damaged_hole_is_skipped_and_counted(tmp_path):
         if i == 2:
             data += bytes(8192)  # a zero-filled hole between valid batches
     (pdir / "00000000000000000000.log").write_bytes(bytes(data))
-    rows = rows_of(read_all({"path": str(pdir)}))
+    with pytest.raises(CorruptDataError) as e:  # Spark's failOnDataLoss=true: one line, file and position
+        read_all({"path": str(pdir)})
+    dmg = [r for b in read_all({"path": str(pdir), "level": "damage"}) for r in b.to_pylist()]
+    hole = dmg[0]["position"]
+    assert str(e.value).startswith(f"{pdir / '00000000000000000000.log'} at byte {hole}: zero_run, 8192 unreadable bytes")
+    assert len(str(e.value).splitlines()) == 1 and "failOnDataLoss=false" in str(e.value)
+    rows = rows_of(read_all({"path": str(pdir), "failOnDataLoss": "false"}))
     assert [r[2] for r in rows] == list(range(30))
     assert rows == kltool_records([pdir])
     dmg = [r for b in read_all({"path": str(pdir), "level": "damage"}) for r in b.to_pylist()]
@@ -155,3 +163,139 @@ def test_header_keys_that_are_not_utf8_are_replaced_like_java(tmp_path):
     (b,) = read_all({"path": str(pdir)})
     assert b.column("headers").to_pylist() == [[{"key": "\ufffdk", "value": b"x"}, {"key": "ok", "value": None}], None]
     assert b.column("key").to_pylist() == [None, b"k"] and b.column("value").to_pylist() == [b"v", None]
+
+
+@pytest.mark.parametrize("name", ["damaged-v2-crc-0", "damaged-v2-zero-tail-0", "damaged-v2-bad-magic-0",
+                                  "damaged-v2-torn-payload-0"])
+def test_damaged_data_fails_the_read_unless_failondataloss_is_false(name, caplog):
+    d = ORACLE / name
+    with pytest.raises(CorruptDataError) as e:
+        read_all({"path": str(d)})
+    msg = str(e.value)
+    assert len(msg.splitlines()) == 1 and msg.startswith(str(d)) and " at byte " in msg and "data lost" in msg
+    with caplog.at_level("WARNING", logger="kltool.spark"):
+        rows = rows_of(read_all({"path": str(d), "failOnDataLoss": "false"}))
+    assert rows == kltool_records([d])
+    assert "damaged bytes" in caplog.text and "failOnDataLoss=false" in caplog.text
+
+
+def test_a_clean_log_reads_with_the_default():
+    assert len(rows_of(read_all({"path": str(ORACLE / "v2-multi-segment-0")}))) == 1200
+
+
+def test_subscribe_subscribe_pattern_and_offsets_by_timestamp():
+    paths = json.dumps([str(ORACLE / n) for n in ("v2-multi-segment-0", "v2-txn-0", "v1-gzip-0")])
+
+    def topics(**kw):
+        return sorted({r[0] for r in rows_of(read_all({"paths": paths, **kw}))})
+
+    assert topics(subscribe="v2-txn,v1-gzip") == ["v1-gzip", "v2-txn"]
+    assert topics(subscribePattern="v2-.*") == ["v2-multi-segment", "v2-txn"]
+    assert topics(subscribePattern="v2") == []  # the whole name, as Java's Pattern.matches
+    d = ORACLE / "v2-multi-segment-0"
+    stamps = sorted(r[3] for r in kltool_records([d]))
+    t = stamps[700]
+    by_ts = rows_of(read_all({"path": str(d), "startingOffsetsByTimestamp": json.dumps({"v2-multi-segment": {"0": t}})}))
+    assert by_ts == rows_of(read_all({"path": str(d), "startingTimestamp": str(t)}))
+    assert by_ts and by_ts[0][2] == brute_offset_for_time([d], t)[("v2-multi-segment", 0)][0]
+    end = rows_of(read_all({"path": str(d), "endingOffsetsByTimestamp": json.dumps({"v2-multi-segment": {"0": t}})}))
+    assert end == rows_of(read_all({"path": str(d), "endingTimestamp": str(t)}))
+    assert len(end) + len(by_ts) == 1200
+
+
+def test_user_schemas_are_checked_at_planning_and_names_are_case_insensitive():
+    from pyspark.sql import types as T
+
+    from kltool.errors import UsageError
+    from kltool.spark.datasource import user_columns
+
+    s = T.StructType([T.StructField("OFFSET", T.LongType()), T.StructField("Timestamp", T.TimestampType())])
+    assert user_columns("records", s) == (["offset", "timestamp"], ["OFFSET", "Timestamp"])
+    assert user_columns("records", T.StructType([T.StructField("offset", T.LongType(), False)])) == (["offset"], None)
+    for fields, words in (
+            ([T.StructField("offset", T.IntegerType())], "offset is int, the source gives bigint"),
+            ([T.StructField("value", T.StringType())], "value is string, the source gives binary"),
+            ([T.StructField("key", T.BinaryType(), False)], "key is NOT NULL but may be null"),
+            ([T.StructField("timestamp", T.TimestampNTZType())], "the source gives timestamp (timestamp_ltz)"),
+            ([T.StructField("nope", T.LongType())], "no column nope")):
+        with pytest.raises(UsageError) as e:
+            user_columns("records", T.StructType(fields))
+        assert words in str(e.value) and len(str(e.value).splitlines()) == 1
+    with pytest.raises(UsageError, match="no column _metadata"):
+        user_columns("batches", T.StructType([T.StructField("_metadata", T.StringType())]))
+    d = ORACLE / "v2-multi-segment-0"
+    reader = ds.KafkaLogReader(ds.normalize_options({"path": str(d)}), ["offset"])
+    reader.aliases = ["OFFSET"]
+    assert [b.schema.names for p in reader.partitions() for b in reader.read(p)][0] == ["OFFSET"]
+
+
+def test_provenance_columns_name_the_log_dir_file_and_batch_position():
+    d = ORACLE / "v2-multi-segment-0"
+    cols = [*ds.ARROW_RECORD_SCHEMA.names, "_metadata"]
+    reader = ds.KafkaLogReader(ds.normalize_options({"path": str(d), "includeMetadata": "true"}), cols)
+    rows = [r for p in reader.partitions() for b in reader.read(p) for r in b.to_pylist()]
+    assert len(rows) == 1200
+    batches = [r for b in read_all({"path": str(d), "level": "batches"}) for r in b.to_pylist()]
+    where = {}
+    for b in batches:
+        for o in range(b["base_offset"], b["last_offset"] + 1):
+            where[o] = (b["file"], b["position"])
+    for r in rows:
+        m = r["_metadata"]
+        assert (m["file"], m["position"]) == where[r["offset"]]
+        assert m["log_dir"] == str(d.parent)
+    plain = rows_of(read_all({"path": str(d)}))
+    assert [(r["offset"], r["value"]) for r in rows] == [(x[2], x[6]) for x in plain]  # the same records
+    ddl = ds.KafkaLogDataSource({"path": str(d), "includeMetadata": "true"}).schema()
+    assert ddl.endswith("_metadata struct<log_dir: string, file: string, position: long>")
+
+
+def test_replica_copies_in_two_log_dirs(tmp_path, kl, caplog):
+    import shutil as sh
+
+    src = ORACLE / "v2-multi-segment-0"
+    for broker in ("b1", "b2"):
+        sh.copytree(src, tmp_path / broker / "v2-multi-segment-0")
+    # broker 2's copy is ahead: one more record
+    assert kl("append", tmp_path / "b2", "v2-multi-segment", "-p", "0", stdin='{"value": "late"}\n').code == 0
+    paths = json.dumps([str(tmp_path / "b1"), str(tmp_path / "b2")])
+    with caplog.at_level("WARNING", logger="kltool.spark"):
+        both = rows_of(read_all({"paths": paths}))
+    assert len(both) == 1200 + 1201  # every copy, and a warning naming them
+    assert "v2-multi-segment-0 is in 2 log dirs" in caplog.text and "replicas=one" in caplog.text
+    one = rows_of(read_all({"paths": paths, "replicas": "one"}))
+    assert [r[2] for r in one] == list(range(1201)) and one[-1][6] == b"late"
+
+
+def test_read_committed_skips_aborted_transactions_and_stops_at_the_last_stable_offset(tmp_path):
+    import shutil as sh
+
+    d = ORACLE / "v2-txn-0"  # pid 2000 committed (0-2, 6-7), 2001 aborted (3-4), 5 plain, 2002 committed (10-13)
+
+    def offsets(path, **kw):
+        return [r[2] for r in rows_of(read_all({"path": str(path), **kw}))]
+
+    assert offsets(d) == [0, 1, 2, 3, 4, 5, 6, 7, 10, 11, 12, 13]
+    assert offsets(d, **{"kafka.isolation.level": "read_committed"}) == [0, 1, 2, 5, 6, 7, 10, 11, 12, 13]
+    assert offsets(d, splitBytes="100", **{"kafka.isolation.level": "read_committed"}) == [
+        0, 1, 2, 5, 6, 7, 10, 11, 12, 13]
+    # without its COMMIT marker, pid 2002's transaction is open: nothing from its first offset on
+    open_txn = tmp_path / "v2-txn-0"
+    sh.copytree(d, open_txn)
+    last = [b for b in read_all({"path": str(d), "level": "batches"}) for b in b.to_pylist()][-1]
+    log = open_txn / "00000000000000000000.log"
+    log.write_bytes(log.read_bytes()[:last["position"]])
+    assert offsets(open_txn, **{"kafka.isolation.level": "read_committed"}) == [0, 1, 2, 5, 6, 7]
+    assert offsets(open_txn) == [0, 1, 2, 3, 4, 5, 6, 7, 10, 11, 12, 13]
+
+
+def test_a_starting_timestamp_past_every_record(tmp_path):
+    d = ORACLE / "v2-multi-segment-0"
+    late = str(max(r[3] for r in kltool_records([d])) + 1)
+    assert rows_of(read_all({"path": str(d), "startingTimestamp": late})) == []  # kltool's default: nothing
+    for opts in ({"startingTimestamp": late}, {"startingOffsetsByTimestamp": json.dumps({"v2-multi-segment": {"0": int(late)}})}):
+        with pytest.raises(UsageError, match=f"v2-multi-segment-0: no record with a timestamp at or after {late}"):
+            read_all({"path": str(d), "startingOffsetsByTimestampStrategy": "error", **opts})
+    # a pushed timestamp filter finding nothing reads nothing, whatever the strategy
+    p = ds.Pushed(time_min=int(late))
+    assert ds.plan_segments({"path": str(d), "startingOffsetsByTimestampStrategy": "error"}, p) == []

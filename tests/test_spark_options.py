@@ -77,3 +77,36 @@ def test_pushed_bounds_meet_the_options():
     p = pushed(sds.GreaterThan(("offset",), 10), sds.LessThan(("offset",), 100))
     assert _narrowed({"startingoffset": "20"}, p) == {"startingoffset": "20", "endingoffset": "100"}
     assert _narrowed({"endingoffset": "50"}, p) == {"startingoffset": "11", "endingoffset": "50"}
+
+
+@pytest.mark.parametrize(("opts", "words"), [
+    ({"path": "/p", "startingOffset": "1", "statringOffsets": "earliest"}, "unknown option 'statringoffsets'"),
+    ({"path": "/p", "includeHeaders": "flase"}, "option includeheaders must be true or false, not 'flase'"),
+    ({"path": "/p", "maxRecordsPerBatch": "many"}, "option maxrecordsperbatch must be an integer"),
+    ({"path": "/p", "level": "bytes"}, "option level must be one of records, batches, damage, segments"),
+    ({"path": "/p", "kafka.isolation.level": "serializable"}, "kafka.isolation.level must be read_uncommitted"),
+    ({"path": "/p", "subscribe": "a", "assign": '{"a":[0]}'}, "only one of assign, subscribe and subscribePattern"),
+    ({"path": "/p", "subscribePattern": "a("}, "subscribePattern is not a regular expression"),
+    ({"path": "/p", "startingOffsetsByTimestamp": "{1}"}, "startingOffsetsByTimestamp: expected JSON"),
+    ({"path": "/p", "endingOffsets": '{"t":[1]}'}, "endingOffsets: expected earliest, latest or JSON"),
+    ({"path": "/p", "replicas": "two"}, "option replicas must be all or one"),
+])
+def test_bad_options_are_one_line_errors_at_planning(opts, words):
+    with pytest.raises(UsageError) as e:
+        o.check_options(o.normalize_options(opts))
+    assert words in str(e.value) and len(str(e.value).splitlines()) == 1
+
+
+def test_a_format_kafka_jobs_options_are_accepted():
+    o.check_options(o.normalize_options({
+        "path": "/p", "kafka.bootstrap.servers": "h:9092", "kafka.security.protocol": "SSL", "subscribe": "a,b",
+        "startingOffsets": "earliest", "endingOffsets": "latest", "includeHeaders": "true", "failOnDataLoss": "false",
+        "kafka.isolation.level": "read_committed", "fetchOffset.numRetries": "3", "storage.region": "x"}))
+
+
+def test_subscribe_and_subscribe_pattern_match_whole_topic_names():
+    m = o.topic_matcher({"subscribe": "orders, audit"})
+    assert m("orders") and m("audit") and not m("orders2")
+    m = o.topic_matcher({"subscribepattern": "ord.*|aud"})
+    assert m("orders") and m("aud") and not m("audit") and not m(None)
+    assert o.topic_matcher({}) is None

@@ -14,7 +14,7 @@ from __future__ import annotations
 import struct
 import zlib
 
-from ..errors import CorruptDataError
+from ..errors import CorruptDataError, KltoolError, MissingDependency
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
 CODEC_NAMES = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
@@ -31,22 +31,36 @@ _zstd_d: list = []  # the one zstandard.ZstdDecompressor, made on first use
 
 # The codec libraries are imported on first use: most commands never meet a compressed batch, and
 # importing cramjam, lz4 and zstandard costs several milliseconds of every kltool process's start.
+# A missing library is an error naming the codec, the package and this Python, never corrupt data.
 def _snappy():
-    import cramjam
-
+    try:
+        import cramjam
+    except ImportError:
+        raise _missing("snappy", "cramjam") from None
     return cramjam.snappy
 
 
 def _lz4():
-    import lz4.frame
-
+    try:
+        import lz4.frame
+    except ImportError:
+        raise _missing("lz4", "lz4") from None
     return lz4.frame
 
 
 def _zstd():
-    import zstandard
-
+    try:
+        import zstandard
+    except ImportError:
+        raise _missing("zstd", "zstandard") from None
     return zstandard
+
+
+def _missing(codec: str, package: str) -> MissingDependency:
+    import sys
+
+    return MissingDependency(f"{codec}-compressed data needs the {package} package, which the Python at "
+                             f"{sys.executable} does not have: pip install {package}")
 
 
 def codec_name(codec_id: int) -> str:
@@ -476,7 +490,7 @@ class Inflater:
             except StopIteration:
                 self.eof = True
                 break
-            except CorruptDataError:
+            except KltoolError:  # CorruptDataError, TooLarge, MissingDependency
                 raise
             except Exception as e:  # the codec libraries raise their own types
                 raise CorruptDataError(f"{codec_name(self.codec)} decompression failed: {e}") from None
@@ -511,7 +525,7 @@ def decompress(codec: int, data, magic: int = 2, limit: int | None = None) -> by
                 raise TooLarge(f"{codec_name(codec)} data decompresses to more than {limit} bytes "
                                f"(--max-record-bytes): not held in memory", size=total)
             out.append(chunk)
-    except CorruptDataError:
+    except KltoolError:  # CorruptDataError, TooLarge, MissingDependency
         raise
     except Exception as e:  # the codec libraries raise their own types
         raise CorruptDataError(f"{codec_name(codec)} decompression failed: {e}") from None

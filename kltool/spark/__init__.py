@@ -34,12 +34,13 @@ class SparkUnavailable(KltoolError):
     """Spark (or Java, or pyspark) cannot be started."""
 
 
-def register(spark, *, pushdown: bool = False) -> None:
-    """Make ``spark.read.format("kafka-log")`` available in ``spark`` (``pushdown``: see
-    :func:`kltool.spark.datasource.register`)."""
+def register(spark, *, pushdown: bool | None = None) -> bool:
+    """Make ``spark.read.format("kafka-log")`` available in ``spark``; returns whether filters are
+    pushed down (``pushdown``: see :func:`kltool.spark.datasource.register`; by default only where
+    Spark cannot reuse a pushed plan in another scan)."""
     from .datasource import register as _register
 
-    _register(spark, pushdown=pushdown)
+    return _register(spark, pushdown=pushdown)
 
 
 def _check_java() -> None:
@@ -77,11 +78,11 @@ def _is_local_master(master: str) -> bool:
 
 
 def session(master: str = "local[*]", app_name: str = "kltool", *, quiet: bool = True, conf: dict | None = None,
-            jvm_log: bool | str = False, ship: bool = False, pushdown: bool = True):
+            jvm_log: bool | str = False, ship: bool = False, pushdown: bool | None = None):
     """A SparkSession for kltool: Python workers run this interpreter (unless ``PYSPARK_PYTHON`` or
     ``spark.pyspark.python`` says otherwise: a user's choice is kept), Spark logs only errors (on
-    stderr), no UI, few shuffle partitions, and ``kafka-log`` registered with filter pushdown
-    (``pushdown``; with pyspark 4.3.0 load a DataFrame per filtered query, see
+    stderr), no UI, few shuffle partitions, and ``kafka-log`` registered (``pushdown``: filter
+    pushdown, by default only where Spark keeps a pushed plan to its own scan, see
     :func:`kltool.spark.datasource.register`). ``conf`` entries (``--conf k=v``) are applied last and win.
 
     ``ship`` sends kltool itself to the executors (:func:`ship_kltool`), for clusters whose Python
@@ -105,7 +106,7 @@ def session(master: str = "local[*]", app_name: str = "kltool", *, quiet: bool =
          .config("spark.ui.showConsoleProgress", "false")
          .config("spark.sql.shuffle.partitions", "8")
          .config("spark.sql.session.timeZone", "UTC")
-         .config(PUSHDOWN_CONF, "true" if pushdown else "false"))
+         .config(PUSHDOWN_CONF, "true" if pushdown else "false"))  # register() sets it where safe
     # Workers run this interpreter (it has kltool, pyarrow and the same pyspark) unless the user chose
     # one: PYSPARK_PYTHON, else --conf spark.pyspark.python. pyspark's driver reads the choice from
     # the environment when it starts the context (spark-submit would have set it from the conf).
@@ -179,7 +180,9 @@ def kltool_zip(directory: str | None = None) -> str:
 
 def ship_kltool(spark) -> str:
     """Send kltool to the executors of ``spark`` (for Python environments without it): a zip of its
-    Python files added with ``addPyFile``. Returns the zip's path."""
+    Python files added with ``addPyFile``. Returns the zip's path. Their Python still needs pyarrow,
+    crc32c and, for compressed topics, lz4, zstandard and cramjam: a missing one fails the job with
+    one line naming it and the executor."""
     path = kltool_zip()
     spark.sparkContext.addPyFile(path)
     return path

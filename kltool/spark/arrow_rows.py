@@ -14,7 +14,7 @@ from .options import DEFAULT_ROWS_PER_BATCH, _bool, _int, normalize_options
 from .planning import SegmentGroup, SegmentRead
 
 # Spark's Kafka source (KafkaRecordToRowConverter.kafkaSchema with includeHeaders=true).
-RECORD_SCHEMA = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
+RECORD_SCHEMA = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp_ltz, "
                  "timestampType int, headers array<struct<key: string, value: binary>>")
 BATCH_SCHEMA = ("topic string, partition int, segment long, position long, size int, base_offset long, "
                 "last_offset long, count int, magic int, compression string, crc_valid boolean, "
@@ -34,6 +34,11 @@ ARROW_RECORD_SCHEMA = pa.schema([
     ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()), ("partition", pa.int32()),
     ("offset", pa.int64()), ("timestamp", _TS), ("timestampType", pa.int32()), ("headers", _HEADERS),
 ])
+# Provenance of each record (option includeMetadata, or ``_metadata`` in a user schema), like the
+# ``_metadata`` column of Spark's file sources: the log dir, the segment file, the batch's byte position.
+METADATA_DDL = "_metadata struct<log_dir: string, file: string, position: long>"
+_METADATA = pa.struct([("log_dir", pa.string()), ("file", pa.string()), ("position", pa.int64())])
+METADATA_FIELD = pa.field("_metadata", _METADATA)
 ARROW_BATCH_SCHEMA = pa.schema([
     ("topic", pa.string()), ("partition", pa.int32()), ("segment", pa.int64()), ("position", pa.int64()),
     ("size", pa.int32()), ("base_offset", pa.int64()), ("last_offset", pa.int64()), ("count", pa.int32()),
@@ -68,7 +73,7 @@ class _RecordChunk:
     (``_speedups.arrow_v2``) and the Python loop (:meth:`add`) append to the same buffers, and only
     to those of the columns asked for (``want``)."""
 
-    __slots__ = ("bufs", "rows", "nbytes")
+    __slots__ = ("bufs", "rows", "nbytes", "positions")
 
     def __init__(self, want):
         def new(*inits):
@@ -90,6 +95,7 @@ class _RecordChunk:
         self.bufs = tuple(b)
         self.rows = 0
         self.nbytes = 0
+        self.positions = array("q") if "_metadata" in want else None  # each row's batch position
 
     def __len__(self):
         return self.rows
@@ -138,8 +144,15 @@ class _RecordChunk:
         self.rows += n
         self.nbytes += len(buf)
 
-    def to_arrow(self, topic: str | None, partition: int | None, columns: list[str] | None = None) -> pa.RecordBatch:
-        """The chunk as a RecordBatch of ``columns`` (default: all of Spark's Kafka-source schema)."""
+    def mark(self, position: int, rows_before: int) -> None:
+        """The rows added since there were ``rows_before`` came from the batch at ``position``."""
+        if self.positions is not None:
+            self.positions.extend(array("q", [position]) * (self.rows - rows_before))
+
+    def to_arrow(self, topic: str | None, partition: int | None, columns: list[str] | None = None,
+                 where: tuple[str, str] | None = None) -> pa.RecordBatch:
+        """The chunk as a RecordBatch of ``columns`` (default: all of Spark's Kafka-source schema);
+        ``where``: (log dir, file) for ``_metadata``."""
         n = self.rows
         b = self.bufs
 
@@ -155,10 +168,13 @@ class _RecordChunk:
             "timestamp": lambda: pc.multiply_checked(ints(_TSS, pa.int64()), 1000).cast(_TS),
             "timestampType": lambda: ints(_TYPES, pa.int32()),
             "headers": lambda: self._headers(n) if b[_HE] is not None and len(b[_HKE]) > 4 else pa.nulls(n, _HEADERS),
+            "_metadata": lambda: pa.StructArray.from_arrays(
+                [pa.repeat(pa.scalar(where[0], pa.string()), n), pa.repeat(pa.scalar(where[1], pa.string()), n),
+                 pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(self.positions)])], fields=list(_METADATA)),
         }
         if columns is None:
             return pa.RecordBatch.from_arrays([make[f.name]() for f in ARROW_RECORD_SCHEMA], schema=ARROW_RECORD_SCHEMA)
-        schema = pa.schema([ARROW_RECORD_SCHEMA.field(c) for c in columns])
+        schema = pa.schema([METADATA_FIELD if c == "_metadata" else ARROW_RECORD_SCHEMA.field(c) for c in columns])
         return pa.RecordBatch.from_arrays([make[c]() for c in columns], schema=schema)
 
     def _headers(self, n: int) -> pa.Array:
@@ -205,6 +221,20 @@ def _binary(t, n: int, ends: bytearray, data: bytearray, valid: bytearray | None
                                         pa.py_buffer(data)])
 
 
+def executor() -> str:
+    """This executor, for error messages: its host, pid and task."""
+    import socket
+
+    try:
+        from pyspark import TaskContext
+
+        tc = TaskContext.get()
+        task = f", task {tc.partitionId()}.{tc.attemptNumber()} of stage {tc.stageId()}" if tc else ""
+    except Exception:  # noqa: BLE001
+        task = ""
+    return f"executor on {socket.gethostname()} (pid {os.getpid()}{task})"
+
+
 class _Source:
     """Where an executor reads a planned segment (or split): the local file itself, or the byte range
     of an object-store segment copied into a local temporary file. Errors name the path and the
@@ -219,16 +249,7 @@ class _Source:
         self._tmp = None
 
     def _where(self) -> str:
-        import socket
-
-        try:
-            from pyspark import TaskContext
-
-            tc = TaskContext.get()
-            task = f", task {tc.partitionId()}.{tc.attemptNumber()} of stage {tc.stageId()}" if tc else ""
-        except Exception:  # noqa: BLE001
-            task = ""
-        return f"executor on {socket.gethostname()} (pid {os.getpid()}{task})"
+        return executor()
 
     def __enter__(self):
         from ..errors import KltoolError
@@ -292,9 +313,12 @@ class _Source:
 
 
 def read_records(part: SegmentRead, *, include_control: bool = False, include_headers: bool = True,
-                 chunk_rows: int = DEFAULT_ROWS_PER_BATCH, chunk_bytes: int = 32 << 20, columns: list[str] | None = None):
+                 chunk_rows: int = DEFAULT_ROWS_PER_BATCH, chunk_bytes: int = 32 << 20, columns: list[str] | None = None,
+                 fail_on_data_loss: bool = True):
     """pyarrow.RecordBatches of the records of one segment in [part.start, part.end); only
-    ``columns`` when given (keys, values and headers are not copied out when not asked for)."""
+    ``columns`` when given (keys, values and headers are not copied out when not asked for).
+    Damaged bytes on the way (see :class:`DataLoss`) fail the read, or with ``fail_on_data_loss`` False
+    are skipped with a warning."""
     want_kv = columns is None or "key" in columns or "value" in columns
     include_headers = include_headers and (columns is None or "headers" in columns)
     from ..storage.read import RecordFilter
@@ -308,6 +332,7 @@ def read_records(part: SegmentRead, *, include_control: bool = False, include_he
         src.start = seg.position_for_offset(start)
     flt = RecordFilter(from_offset=start, to_offset=None if end is None else end - 1)  # end is exclusive
     with src:
+        src.loss = DataLoss(part.file, fail_on_data_loss, src.shift)
         yield from _records_of(src, part, flt, start, end, include_control, include_headers, want_kv, chunk_rows,
                                chunk_bytes, columns)
 
@@ -325,9 +350,15 @@ def _records_of(src, part, flt, start, end, include_control, include_headers, wa
     if not want_kv:
         want -= {"key", "value"}
     C = speedups.C
-    out = _Rows(want, part.topic, part.partition, columns, chunk_rows, chunk_bytes)
+    log_dir = os.path.dirname(part.partition_dir.rstrip("/")) if part.partition_dir else None
+    out = _Rows(want, part.topic, part.partition, columns, chunk_rows, chunk_bytes, (log_dir, part.file))
+    out.loss = getattr(src, "loss", None) or DataLoss(part.file, True, src.shift)
+    out.shift = src.shift
     stop = src.stop
-    for item in src.walk(with_data=True, runs=C is not None, hold_limit=HOLD):
+    out.aborted = part.aborted
+    # provenance and read_committed: every batch through _add_batch
+    runs = C is not None and "_metadata" not in want and not part.aborted
+    for item in src.walk(with_data=True, runs=runs, hold_limit=HOLD):
         if isinstance(item, BatchRun):
             buf, i = item.window()
             first = i
@@ -356,7 +387,8 @@ def _records_of(src, part, flt, start, end, include_control, include_headers, wa
             if status == 3 or clipped:
                 break
             continue
-        if not hasattr(item, "crc_valid"):  # Damage: skipped (see level=damage)
+        if not hasattr(item, "crc_valid"):  # Damage (see level=damage)
+            out.loss.region(item)
             continue
         if (yield from _add_batch(out, item, flt, start, end, include_control)) == 3:
             break
@@ -364,25 +396,74 @@ def _records_of(src, part, flt, start, end, include_control, include_headers, wa
             yield out.flush()
     if len(out.chunk):
         yield out.flush()
+    out.loss.warn()
+
+
+class DataLoss:
+    """What a read of ``file`` could not return: unreadable regions, batches with a bad CRC and batches
+    that do not decode, in the range read. Like Spark's Kafka source, ``failOnDataLoss`` (``fail``, the
+    default) fails the read at the first with one line naming the file and the byte position; without
+    it they are skipped and one warning (on the executor's log) gives the bytes and records lost."""
+
+    def __init__(self, file: str, fail: bool, shift: int = 0):
+        self.file, self.fail, self.shift = file, fail, shift
+        self.bytes = self.records = self.batches = self.regions = 0
+
+    def _lost(self, position: int, what: str):
+        from ..errors import CorruptDataError
+
+        raise CorruptDataError(f"{what}: data lost (failOnDataLoss=false skips it and warns)", path=self.file,
+                               position=position + self.shift)
+
+    def region(self, d) -> None:
+        if self.fail:
+            self._lost(d.position, f"{d.kind}, {d.length} unreadable bytes")
+        self.bytes += d.length
+        self.regions += 1
+
+    def batch(self, h, why: str) -> None:
+        if self.fail:
+            self._lost(h.position, f"batch {h.base_offset}..{h.last_offset} {why}")
+        self.bytes += h.size
+        self.batches += 1
+        self.records += h.count or 0
+
+    def warn(self) -> None:
+        if self.bytes:
+            import logging
+
+            logging.getLogger("kltool.spark").warning(
+                "%s: skipped %d damaged bytes (%d unreadable regions, %d batches with a bad CRC or undecodable "
+                "holding up to %d records) (failOnDataLoss=false)", self.file, self.bytes, self.regions,
+                self.batches, self.records)
 
 
 class _Rows:
     """The chunk of rows being filled, and how it becomes the next pyarrow.RecordBatch."""
 
-    __slots__ = ("want", "topic", "partition", "columns", "max_rows", "max_bytes", "chunk")
+    __slots__ = ("want", "topic", "partition", "columns", "max_rows", "max_bytes", "chunk", "loss", "shift", "where",
+                 "aborted")
 
-    def __init__(self, want, topic, partition, columns, max_rows, max_bytes):
+    def __init__(self, want, topic, partition, columns, max_rows, max_bytes, where=None):
         self.want, self.topic, self.partition, self.columns = want, topic, partition, columns
         self.max_rows, self.max_bytes = max_rows, max_bytes
         self.chunk = _RecordChunk(want)
+        self.shift = 0
+        self.where = where
+        self.aborted = None
 
     def full(self) -> bool:
         return len(self.chunk) >= self.max_rows or self.chunk.nbytes >= self.max_bytes
 
     def flush(self):
-        batch = self.chunk.to_arrow(self.topic, self.partition, self.columns)
+        batch = self.chunk.to_arrow(self.topic, self.partition, self.columns, self.where)
         self.chunk = _RecordChunk(self.want)
         return batch
+
+
+def _aborted(aborted, h) -> bool:
+    pid, base = h.producer_id, h.base_offset
+    return any(p == pid and first <= base <= marker for p, first, marker in aborted)
 
 
 def _add_batch(out: _Rows, h, flt, start, end, include_control):
@@ -395,13 +476,19 @@ def _add_batch(out: _Rows, h, flt, start, end, include_control):
     from ..format import speedups
     from ..storage.scan import records_of
 
-    if not h.crc_valid or (h.is_control and not include_control):
-        return 0
     if start is not None and h.last_offset < start:
         return 0
     if end is not None and h.magic == 2 and h.base_offset >= end:
         return 3
+    if not h.crc_valid:
+        out.loss.batch(h, f"has a bad CRC (stored {h.crc})")
+        return 0
+    if h.is_control and not include_control:
+        return 0
+    if out.aborted and h.is_transactional and not h.is_control and _aborted(out.aborted, h):
+        return 0  # read_committed: an aborted transaction's records
     tt = TIMESTAMP_TYPE_IDS.get(h.timestamp_type, -1)
+    pos = h.position + out.shift
     try:
         groups = records_of(h)
         if isinstance(groups, tuple):  # a usual batch: decoded whole
@@ -419,17 +506,22 @@ def _add_batch(out: _Rows, h, flt, start, end, include_control):
                 if got is not None:
                     chunk.rows += got
                     chunk.nbytes += len(cols.buffer)
+                    chunk.mark(pos, chunk.rows - got)
                     return 0
+            before = out.chunk.rows
             out.chunk.add(cols, idx, tt)
+            out.chunk.mark(pos, before)
             return 0
         for cols in groups:
             idx = flt.indices(cols) if len(cols) else None
             if idx:
+                before = out.chunk.rows
                 out.chunk.add(cols, idx, tt)
+                out.chunk.mark(pos, before)
                 if out.full():
                     yield out.flush()
-    except CorruptDataError:
-        return 0  # an undecodable batch (the records before the damage are kept): `kltool verify --deep` names it
+    except CorruptDataError as e:  # an undecodable batch (the records before the damage are kept)
+        out.loss.batch(h, f"does not decode ({e.message})")
     return 0
 
 
@@ -534,7 +626,30 @@ def _project(batches, columns):
 
 def read_partition_rows(opts: dict, part: SegmentGroup | SegmentRead | list, columns: list[str] | None = None):
     """What one DataFrame partition holds, for ``opts['level']`` (also usable without Spark); only
-    ``columns`` (a narrower schema the user gave) when given."""
+    ``columns`` (a narrower schema the user gave) when given. A package the data needs that this
+    executor's Python lacks (a codec library, crc32c) fails the task with one line naming the package
+    and the executor: the data is never skipped as undecodable."""
+    from ..errors import MissingDependency
+
+    try:
+        yield from _partition_rows(opts, part, columns)
+    except MissingDependency as e:
+        raise MissingDependency(f"{e.message} (on the {executor()})") from None
+    except ImportError as e:  # kltool's own dependencies, on an executor that has kltool but not them
+        raise missing_package(e) from None
+
+
+def missing_package(e: ImportError):
+    """kltool's own dependency (crc32c, ...) missing in this worker's Python, as one line."""
+    import sys
+
+    from ..errors import MissingDependency
+
+    return MissingDependency(f"kltool needs the {e.name} package, which the Python at {sys.executable} does "
+                             f"not have: pip install {e.name} (on the {executor()})")
+
+
+def _partition_rows(opts: dict, part, columns):
     opts = normalize_options(opts)
     level = (opts.get("level") or "records").lower()
     segs = part.value if isinstance(part, InputPartition) else part
@@ -547,7 +662,8 @@ def read_partition_rows(opts: dict, part: SegmentGroup | SegmentRead | list, col
         if level == "records":
             yield from read_records(seg, include_control=_bool(opts.get("includecontrol"), False),
                                     include_headers=_bool(opts.get("includeheaders"), True),
-                                    chunk_rows=_int(opts, "maxrecordsperbatch") or DEFAULT_ROWS_PER_BATCH, columns=columns)
+                                    chunk_rows=_int(opts, "maxrecordsperbatch") or DEFAULT_ROWS_PER_BATCH, columns=columns,
+                                    fail_on_data_loss=_bool(opts.get("failondataloss"), True))
         elif level == "batches":
             yield from _project(read_batches(seg), columns)
         else:

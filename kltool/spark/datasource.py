@@ -11,9 +11,9 @@ Each DataFrame partition reads segments (``.log`` files) with the batch walker
 its ``.index``, small ones are packed together the way Spark's file sources pack files
 (``maxPartitionBytes``, ``openCostInBytes``, ``minPartitions``). Paths are local or URIs on object
 stores (:mod:`kltool.storage.uri`: ``s3://``, ``s3a://``, ``gs://``, ``abfs://``, ``hdfs://``): planning
-lists them by name, executors copy the byte range they read into a local temporary file. Damaged regions
-are skipped and valid batches after them are still read (``level=damage`` lists them). Rows are
-produced as ``pyarrow.RecordBatch`` chunks.
+lists them by name, executors copy the byte range they read into a local temporary file. Damaged data
+fails the query unless ``failOnDataLoss`` is false (``level=damage`` lists it). Rows are produced as
+``pyarrow.RecordBatch`` chunks.
 
 Options (all strings, as Spark passes them):
 
@@ -26,8 +26,9 @@ Options (all strings, as Spark passes them):
     ``storage.secret_key``, ``storage.region``, ... (else the usual environment and config files).
 ``topic``, ``partition``
     A topic glob (``orders*``) and partition numbers (``0,2,5-7``).
-``assign``
-    Spark's JSON list of partitions to read: ``{"orders":[0,1],"audit":[2]}``.
+``assign`` / ``subscribe`` / ``subscribePattern``
+    Spark's: a JSON list of partitions to read (``{"orders":[0,1],"audit":[2]}``), topic names
+    (``orders,audit``), a regular expression the whole topic name matches; at most one of the three.
 ``level``
     ``records`` (default; Spark's Kafka-source schema), ``batches`` (one row per batch, headers only),
     ``damage`` (one row per unreadable region or CRC-invalid batch), ``segments`` (one row per segment).
@@ -38,11 +39,37 @@ Options (all strings, as Spark passes them):
 ``startingTimestamp`` / ``endingTimestamp``
     Epoch ms: per partition, start at (end before) the first offset whose timestamp is >= it, found
     through the time and offset indexes like the broker's ListOffsets.
+``startingOffsetsByTimestamp`` / ``endingOffsetsByTimestamp``
+    Spark's JSON of epoch ms per partition (``{"t":{"0":1700000000000}}``): the same per partition.
+``startingOffsetsByTimestampStrategy``
+    What a start timestamp after every record of a partition does: ``latest`` (kltool's default: read
+    nothing there) or ``error`` (Spark's default: fail the query in one line).
+``replicas``
+    ``all`` (default): a partition found in several log dirs (replicas of several brokers, a backup of a
+    whole cluster) gives the rows of every copy, with a warning naming them. ``one``: only the copy a
+    consumer would read, the one with the highest leader epoch, then the highest log end offset (local
+    paths).
+``includeMetadata``
+    ``true`` adds ``_metadata struct<log_dir, file, position>`` to the records level: the log dir, the
+    segment file and the byte position of each record's batch, like the ``_metadata`` of Spark's file
+    sources (also given by naming ``_metadata`` in a user schema).
+``kafka.isolation.level``
+    ``read_uncommitted`` (default) or ``read_committed``: as a consumer with that isolation level, no
+    record of an aborted transaction and nothing from the first offset of a transaction still open at the
+    log's end (the last stable offset); found by a walk of the partition's batch headers on the driver
+    (local paths). Spark's other ``kafka.*`` settings and broker-only options (``kafka.bootstrap.servers``,
+    ``fetchOffset.numRetries``, ...) are accepted and have no effect on files; any other unknown option,
+    and a malformed value, is an error when the DataFrame is created.
 ``respectLogStartOffset``
     ``false`` to also return records below a partition's log start offset (its
     ``log-start-offset-checkpoint`` entry): Kafka treats them as deleted. Records level only.
 ``includeControl``
     ``true`` to also return control records (transaction markers); a Kafka consumer never sees them.
+``failOnDataLoss``
+    ``true`` (the default, as Spark's Kafka source): damaged bytes in what the records level reads (an
+    unreadable region, a batch with a bad CRC, a batch that does not decode) fail the query with one line
+    naming the file and the byte position. ``false``: skip them (the valid batches after them are still
+    read), with one warning per segment on the executor's log giving the bytes and records lost.
 ``includeHeaders``
     ``false`` to leave ``headers`` null without decoding them (faster).
 ``allStates``
@@ -57,10 +84,13 @@ Options (all strings, as Spark passes them):
     ``defaultParallelism``, as Spark's ``spark.sql.files.*``; ``maxPartitionBytes=0`` gives exactly one
     partition per segment (piece).
 
-Filters on ``topic``, ``partition``, ``offset`` and ``timestamp`` are pushed down when the session
-has ``spark.sql.python.filterPushdown.enabled`` (``register(spark, pushdown=True)``). A narrower
+Filters on ``topic``, ``partition``, ``offset`` and ``timestamp`` are pushed down where that cannot give
+a wrong answer (see :func:`register`: not on pyspark 4.3.0, which reuses a pushed plan in later scans,
+unless forced with ``register(spark, pushdown=True)`` by code that loads a DataFrame per query). A narrower
 schema given with ``.schema("offset LONG, timestamp TIMESTAMP")`` is read without decoding keys,
-values or headers.
+values or headers; its names may be in any case, and a type other than the source's (or NOT NULL on a
+column that may be null) is an error at planning. ``timestamp`` is declared ``timestamp_ltz``, as Spark's
+Kafka source does, so sessions with ``spark.sql.timestampType=TIMESTAMP_NTZ`` read it too.
 """
 from __future__ import annotations
 
@@ -74,6 +104,9 @@ from .arrow_rows import (  # noqa: F401 (the names tests, bench and README use f
     ARROW_RECORD_SCHEMA,
     ARROW_SCHEMAS,
     ARROW_SEGMENT_SCHEMA,
+    METADATA_DDL,
+    METADATA_FIELD,
+    RECORD_SCHEMA,
     SCHEMAS,
     read_batches,
     read_damage,
@@ -89,6 +122,7 @@ from .options import (  # noqa: F401
     Pushed,
     _int,
     _push,
+    check_options,
     normalize_options,
     option_paths,
     storage_options,
@@ -103,10 +137,58 @@ from .planning import (  # noqa: F401
 )
 
 
+def _internal(e: BaseException):
+    """An unexpected exception (a kltool bug) as one line that still says where it was raised; a package
+    missing in this worker's Python as one line naming it."""
+    import traceback
+
+    from ..errors import KltoolError
+
+    if isinstance(e, ImportError) and e.name:
+        from .arrow_rows import missing_package
+
+        return missing_package(e)
+    frames = traceback.extract_tb(e.__traceback__)
+    at = f" at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
+    return KltoolError(f"internal error in kltool (a bug, please report it): {type(e).__name__}: {e}{at}")
+
+
+def _one_line(f):
+    """Spark shows an exception from a data source's worker with its traceback unless the worker's
+    environment has SPARK_HIDE_TRACEBACK (``register`` sets it): kltool's errors are one line that names
+    the file and position; anything else becomes one line naming the bug's place."""
+    import functools
+
+    from ..errors import KltoolError
+
+    @functools.wraps(f)
+    def wrapper(*a, **k):
+        try:
+            return f(*a, **k)
+        except KltoolError:
+            raise
+        except Exception as e:  # noqa: BLE001
+            raise _internal(e) from None
+    return wrapper
+
+
+def _rows_one_line(rows):
+    from ..errors import KltoolError
+
+    try:
+        yield from rows
+    except KltoolError:
+        raise
+    except Exception as e:  # noqa: BLE001
+        raise _internal(e) from None
+
+
 class KafkaLogReader(DataSourceReader):
     """Reads the planned segments; ``columns``: a narrower schema the user gave (``.schema(...)``)."""
 
     default_min_partitions: int | None = None
+
+    aliases: list[str] | None = None  # the user schema's names, where their case differs from the columns'
 
     def __init__(self, options: dict, columns: list[str] | None = None, default_min_partitions: int | None = None):
         self.options = options
@@ -114,6 +196,7 @@ class KafkaLogReader(DataSourceReader):
         self.pushed = Pushed()
         self.default_min_partitions = default_min_partitions
 
+    @_one_line
     def partitions(self):
         opts = self.options
         segs = plan_segments(opts, self.pushed)
@@ -127,7 +210,10 @@ class KafkaLogReader(DataSourceReader):
         return [SegmentGroup(g) for g in groups]
 
     def read(self, partition):
-        return read_partition_rows(self.options, partition, self.columns)
+        rows = _rows_one_line(read_partition_rows(self.options, partition, self.columns))
+        if self.aliases is None:
+            return rows
+        return (b.rename_columns(self.aliases) for b in rows)
 
 
 class KafkaLogPushdownReader(KafkaLogReader):
@@ -148,50 +234,108 @@ class KafkaLogDataSource(DataSource):
     pushdown = False
     default_min_partitions: int | None = None
 
+    @_one_line
     def __init__(self, options):
         super().__init__(options)
         self.options = normalize_options(options)
-        level = (self.options.get("level") or "records").lower()
-        if level not in SCHEMAS:
-            from ..errors import UsageError
-
-            raise UsageError(f"kafka-log: option level must be one of {', '.join(SCHEMAS)}, not {level!r}")
+        check_options(self.options)
 
     @classmethod
     def name(cls) -> str:
         return NAME
 
+    @_one_line
     def schema(self) -> str:
-        return SCHEMAS[(self.options.get("level") or "records").lower()]
+        level = (self.options.get("level") or "records").lower()
+        if level == "records" and str(self.options.get("includemetadata") or "").lower() == "true":
+            return f"{RECORD_SCHEMA}, {METADATA_DDL}"
+        return SCHEMAS[level]
 
+    @_one_line
     def reader(self, schema) -> DataSourceReader:
         level = (self.options.get("level") or "records").lower()
-        full = ARROW_SCHEMAS[level].names
-        names = list(schema.fieldNames()) if hasattr(schema, "fieldNames") else list(full)
-        unknown = [n for n in names if n not in full]
-        if unknown:
-            from ..errors import UsageError
-
-            raise UsageError(f"kafka-log (level {level}): no column {', '.join(unknown)}; "
-                             f"the columns are {', '.join(full)}")
-        columns = None if names == list(full) else names
+        columns, aliases = user_columns(level, schema)
         cls = KafkaLogPushdownReader if self.pushdown else KafkaLogReader
-        return cls(self.options, columns, self.default_min_partitions)
+        r = cls(self.options, columns, self.default_min_partitions)
+        r.aliases = aliases
+        return r
+
+
+# Columns that may hold null (a record without key, value or headers; a lone segment outside a partition
+# directory has no topic or partition): a user schema may not declare them NOT NULL.
+_NULLABLE = {"key", "value", "headers", "topic", "partition", "_metadata"}
+
+
+def user_columns(level: str, schema) -> tuple[list[str] | None, list[str] | None]:
+    """The columns a schema asks for (None: all, in the source's order) and the names to give them
+    where the schema spells them in another case (Spark's column names are case-insensitive). A
+    column the level does not have, a type other than the source's or NOT NULL on a column that
+    may be null is one UsageError line, on the driver, before anything is read."""
+    from ..errors import UsageError
+
+    full = ARROW_SCHEMAS[level]
+    if not hasattr(schema, "fields"):
+        return None, None
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    known = {f.name.lower(): f for f in full}
+    if level == "records":
+        known["_metadata"] = METADATA_FIELD
+    names, bad = [], []
+    for f in schema.fields:
+        a = known.get(f.name.lower())
+        if a is None:
+            raise UsageError(f"kafka-log (level {level}): no column {f.name}; the columns are "
+                             f"{', '.join(full.names)}" + (" and _metadata" if level == "records" else ""))
+        want = from_arrow_type(a.type)
+        if f.dataType != want:
+            bad.append(f"{f.name} is {f.dataType.simpleString()}, the source gives {want.simpleString()}"
+                       + (" (timestamp_ltz)" if want.typeName() == "timestamp" else ""))
+        elif not f.nullable and a.name in _NULLABLE:
+            bad.append(f"{f.name} is NOT NULL but may be null")
+        names.append(a.name)
+    if bad:
+        raise UsageError(f"kafka-log (level {level}): schema does not match the source: {'; '.join(bad)}")
+    user = [f.name for f in schema.fields]
+    return (None if names == full.names else names), (user if user != names else None)
 
 
 class KafkaLogPushdownDataSource(KafkaLogDataSource):
     pushdown = True
 
 
-def register(spark, *, pushdown: bool = False) -> None:
-    """Make ``spark.read.format("kafka-log")`` available in this session. With ``pushdown`` it also
-    turns on Python data source filter pushdown (``spark.sql.python.filterPushdown.enabled``, a
-    runtime SQL setting: pyspark refuses a reader that pushes filters while it is off).
+SCAN_BUILDER = "org.apache.spark.sql.execution.datasources.v2.python.PythonScanBuilder"
 
-    Off by default in your own sessions because pyspark 4.3.0 keeps the plan of the first filtered
-    query on a DataFrame for its later scans: ``df.where("offset > 5").count(); df.count()`` then
-    counts only offsets > 5. With pushdown, load a DataFrame per query (kltool's reports do).
+
+def pushdown_is_scan_scoped(spark) -> bool:
+    """True when the running Spark keeps what a filter pushdown planned (the partitions and the read
+    function) to the scan it was planned for. pyspark 4.3.0 stores it on the relation instead, shared
+    by every later scan of the same DataFrame, view or table, so that ``df.where("offset > 995").count();
+    df.count()`` counts only the offsets above 995, and a temp view, a union of two filtered halves or a
+    cache give the same wrong counts. Spark's fix moved the field into the scan builder; kltool looks for
+    it there (False when it cannot look: Spark Connect)."""
+    try:
+        jvm = spark.sparkContext._jvm
+        cls = jvm.java.lang.Class.forName(SCAN_BUILDER)
+        return any(f.getName() == "readInfo" for f in cls.getDeclaredFields())
+    except Exception:  # noqa: BLE001 (Spark Connect, a renamed class: not provably safe)
+        return False
+
+
+def register(spark, *, pushdown: bool | None = None) -> bool:
+    """Make ``spark.read.format("kafka-log")`` available in this session; returns whether filters are
+    pushed down.
+
+    ``pushdown`` None (the default): on only where Spark keeps a pushed plan to its own scan
+    (:func:`pushdown_is_scan_scoped`; not pyspark 4.3.0), so a DataFrame, a temp view or a cached
+    table queried with and without filters always gives Spark's answers. ``True`` forces it on (and
+    sets ``spark.sql.python.filterPushdown.enabled``, which pyspark needs for a reader that pushes
+    filters): only for code that loads a DataFrame per query and scans it once, as kltool's reports
+    do; on pyspark 4.3.0 any reuse of such a DataFrame gives wrong counts. ``False``: off. Without
+    pushdown the same rows are read through options (``startingOffsets``, ``assign``, ``topic``...).
     DataFrame partitions default to the cluster's ``defaultParallelism``, not the driver's CPUs."""
+    if pushdown is None:
+        pushdown = pushdown_is_scan_scoped(spark)
     base = KafkaLogPushdownDataSource if pushdown else KafkaLogDataSource
     if pushdown:
         spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
@@ -200,4 +344,68 @@ def register(spark, *, pushdown: bool = False) -> None:
     except Exception:  # Spark Connect: no SparkContext
         parallelism = None
     cls = type(f"{base.__name__}ForSession", (base,), {"default_min_partitions": parallelism})
-    spark.dataSource.register(cls)
+    sc = _context(spark)
+    python = worker_python(spark)
+    saved = getattr(sc, "pythonExec", None)
+    env = getattr(sc, "environment", None)
+    hide = None if env is None else env.get("SPARK_HIDE_TRACEBACK")
+    if sc is not None and python is not None:
+        sc.pythonExec = python  # what the registered source's workers run (planning on the driver, executors)
+    if env is not None:
+        env["SPARK_HIDE_TRACEBACK"] = "1"  # the workers' errors: one line (see _one_line)
+    try:
+        spark.dataSource.register(cls)
+    finally:
+        if sc is not None and saved is not None:
+            sc.pythonExec = saved
+        if env is not None:
+            if hide is None:
+                env.pop("SPARK_HIDE_TRACEBACK", None)
+            else:
+                env["SPARK_HIDE_TRACEBACK"] = hide
+    return pushdown
+
+
+def _context(spark):
+    try:
+        return spark.sparkContext
+    except Exception:  # noqa: BLE001 (Spark Connect: no SparkContext, the server's Python runs the source)
+        return None
+
+
+def worker_python(spark) -> str | None:
+    """The Python the source's workers run. pyspark gives a registered data source the interpreter
+    ``PYSPARK_PYTHON`` named when the context started, else ``python3`` on PATH; the session's
+    ``spark.pyspark.python`` is not consulted for it, so a venv not on PATH failed with a long Py4J trace.
+    Here: ``PYSPARK_PYTHON`` as it was, else ``spark.pyspark.python`` (both the user's choice: kltool may
+    reach it shipped, see ship_kltool), else pyspark's default ``python3`` when it can import kltool and
+    pyarrow, else this interpreter. When none can, one line says what to set (MissingDependency)."""
+    import shutil
+    import subprocess
+    import sys
+
+    from ..errors import MissingDependency
+
+    sc = _context(spark)
+    if sc is None:
+        return None
+    conf = sc.getConf().get("spark.pyspark.python", None)
+    if os.environ.get("PYSPARK_PYTHON"):
+        return getattr(sc, "pythonExec", None) or os.environ["PYSPARK_PYTHON"]
+    if conf:
+        return conf
+    current = getattr(sc, "pythonExec", None) or "python3"
+    found = shutil.which(current)
+    if found and os.path.realpath(found) == os.path.realpath(sys.executable):
+        return current
+    try:
+        ok = found is not None and subprocess.run([found, "-c", "import kltool.spark.datasource, pyarrow"],
+                                                  capture_output=True, timeout=120).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        ok = False
+    if ok:
+        return current
+    if sys.executable:
+        return sys.executable  # this interpreter has kltool and pyarrow: it is running this
+    raise MissingDependency(f"Spark's Python workers would run {current}, which cannot import kltool and pyarrow: "
+                            "set PYSPARK_PYTHON (or spark.pyspark.python) to a Python with kltool[spark] installed")

@@ -30,6 +30,97 @@ def _int(opts, name):
         raise UsageError(f"option {name} must be an integer, not {v!r}") from None
 
 
+# Every option the source takes (lower case, as looked up), and the kinds of value checked at planning.
+BOOL_OPTIONS = {"respectlogstartoffset", "includecontrol", "includeheaders", "allstates", "failondataloss",
+                "includemetadata"}
+INT_OPTIONS = {"startingoffset", "endingoffset", "startingtimestamp", "endingtimestamp", "maxrecordsperbatch",
+               "splitbytes", "maxpartitionbytes", "opencostinbytes", "minpartitions"}
+OPTIONS = BOOL_OPTIONS | INT_OPTIONS | {
+    "path", "paths", "topic", "partition", "assign", "subscribe", "subscribepattern", "level", "startingoffsets",
+    "endingoffsets", "startingoffsetsbytimestamp", "endingoffsetsbytimestamp", "kafka.isolation.level",
+    "startingoffsetsbytimestampstrategy", "replicas"}
+# Spark's Kafka-source options about reaching a broker: meaningless for files, accepted so that a
+# format("kafka") job runs by changing one line (with every kafka.* consumer setting but the isolation level).
+IGNORED = {"kafkaconsumer.polltimeoutms", "fetchoffset.numretries", "fetchoffset.retryintervalms", "groupidprefix"}
+LEVELS = ("records", "batches", "damage", "segments")
+
+
+def check_options(opts: dict) -> None:
+    """Every option known and every value well-formed, on the driver when the source is created: an
+    unknown option, a bad number, boolean or JSON is one UsageError line here, never ignored or found
+    on an executor."""
+    from ..errors import UsageError
+
+    for k in opts:
+        if k in OPTIONS or k in IGNORED or k.startswith("storage.") or k.startswith("kafka."):
+            continue
+        raise UsageError(f"kafka-log: unknown option {k!r}; the options are {', '.join(sorted(OPTIONS))}, "
+                         "storage.KEY and Spark's kafka.* settings")
+    for k in sorted(BOOL_OPTIONS & opts.keys()):
+        if str(opts[k]).strip().lower() not in ("true", "false"):
+            raise UsageError(f"kafka-log: option {k} must be true or false, not {opts[k]!r}")
+    for k in sorted(INT_OPTIONS & opts.keys()):
+        _int(opts, k)
+    level = str(opts.get("level") or "records").lower()
+    if level not in LEVELS:
+        raise UsageError(f"kafka-log: option level must be one of {', '.join(LEVELS)}, not {level!r}")
+    iso = str(opts.get("kafka.isolation.level") or "read_uncommitted").lower()
+    if iso not in ("read_uncommitted", "read_committed"):
+        raise UsageError(f"kafka-log: option kafka.isolation.level must be read_uncommitted or read_committed, "
+                         f"not {opts['kafka.isolation.level']!r}")
+    strategy = str(opts.get("startingoffsetsbytimestampstrategy") or "error").lower()
+    if strategy not in ("error", "latest"):
+        raise UsageError(f"kafka-log: option startingOffsetsByTimestampStrategy must be error or latest, not "
+                         f"{opts['startingoffsetsbytimestampstrategy']!r}")
+    if str(opts.get("replicas") or "all").lower() not in ("all", "one"):
+        raise UsageError(f"kafka-log: option replicas must be all or one, not {opts['replicas']!r}")
+    given = [k for k in ("assign", "subscribe", "subscribepattern") if opts.get(k)]
+    if len(given) > 1:  # Spark's rule
+        raise UsageError(f"kafka-log: give only one of assign, subscribe and subscribePattern, not {' and '.join(given)}")
+    topic_matcher(opts)
+    _assigned(opts)
+    _spark_offsets(opts.get("startingoffsets"), "startingOffsets")
+    _spark_offsets(opts.get("endingoffsets"), "endingOffsets")
+    for k, name in (("startingoffsetsbytimestamp", "startingOffsetsByTimestamp"),
+                    ("endingoffsetsbytimestamp", "endingOffsetsByTimestamp")):
+        by_timestamp(opts.get(k), name)
+
+
+def topic_matcher(opts: dict):
+    """Spark's ``subscribe`` (topic names, comma-separated) or ``subscribePattern`` (a regular expression
+    the whole topic name matches, as Java's Pattern.matches) as a predicate on topic names; None when
+    neither is given."""
+    if opts.get("subscribe"):
+        names = {t.strip() for t in str(opts["subscribe"]).split(",") if t.strip()}
+        return lambda t: t in names
+    if opts.get("subscribepattern"):
+        import re
+
+        try:
+            rx = re.compile(str(opts["subscribepattern"]))
+        except re.error as e:
+            from ..errors import UsageError
+
+            raise UsageError(f"kafka-log: option subscribePattern is not a regular expression "
+                             f"({opts['subscribepattern']!r}: {e})") from None
+        return lambda t: t is not None and rx.fullmatch(t) is not None
+    return None
+
+
+def by_timestamp(spec, name: str) -> dict | None:
+    """Spark's startingOffsetsByTimestamp/endingOffsetsByTimestamp: {"topic": {"0": epoch ms}}."""
+    if spec is None or str(spec).strip() == "":
+        return None
+    try:
+        d = json.loads(str(spec))
+        return {(t, int(p)): int(ts) for t, parts in d.items() for p, ts in parts.items()}
+    except (ValueError, AttributeError, TypeError):
+        from ..errors import UsageError
+
+        raise UsageError(f'kafka-log: option {name}: expected JSON like {{"topic":{{"0":1700000000000}}}}, '
+                         f"not {spec!r}") from None
+
+
 def normalize_options(options) -> dict:
     """Spark passes options case-insensitively: keys are looked up in lower case here."""
     return {str(k).lower(): v for k, v in dict(options).items()}

@@ -17,9 +17,11 @@ from .options import (
     _bool,
     _int,
     _spark_offsets,
+    by_timestamp,
     normalize_options,
     option_paths,
     storage_options,
+    topic_matcher,
 )
 
 
@@ -39,6 +41,7 @@ class SegmentRead:
     position: int = 0  # byte to start reading at (a batch start: 0, an index seek, a split point)
     stop: int | None = None  # read the batches that start before this byte (a split's end); None: to the end
     storage: dict | None = None  # storage options, for object-store URIs
+    aborted: tuple | None = None  # read_committed: (producer id, first offset, marker offset) of aborted txns
 
 
 def offset_for_time(p, timestamp: int) -> tuple[int, int] | None:
@@ -83,11 +86,15 @@ def plan_segments(opts, pushed: Pushed | None = None) -> list[SegmentRead]:
     remote = [p for p in all_paths if is_remote(p)]
     if remote:
         _check_remote_bounds(opts, remote[0])
+        if _committed_only(opts):
+            from ..errors import UsageError
+
+            raise UsageError(f"{remote[0]}: kafka.isolation.level=read_committed needs local paths")
     if records and pushed is not None and not pushed.empty():
         opts = _narrowed(opts, pushed)
     bounds = _Bounds(opts)
     # local paths as absolute ones, as Spark qualifies file-source paths: executors run elsewhere
-    local = [os.path.abspath(local_path(p)) for p in all_paths if not is_remote(p)]
+    local = [q for p in all_paths if not is_remote(p) for q in _expand(os.path.abspath(local_path(p)), p)]
     out: list[SegmentRead] = []
     for parts, lone in (_local_partitions(opts, local), _remote_partitions(opts, remote)):
         for p in parts:
@@ -101,11 +108,29 @@ def plan_segments(opts, pushed: Pushed | None = None) -> list[SegmentRead]:
     return out
 
 
+def _expand(path: str, given: str) -> list[str]:
+    """A local path with glob characters that does not exist as named: its matches (as Spark's file
+    sources expand a glob), in order; none is a one-line error."""
+    if os.path.exists(path) or not any(c in path for c in "*?["):
+        return [path]
+    import glob
+
+    found = sorted(glob.glob(path))
+    if not found:
+        from ..errors import UsageError
+
+        raise UsageError(f"{given}: the glob matches no file or directory")
+    return found
+
+
+PUSHED_TIME = " pushed timestamp"  # (not an option name: a pushed filter finding no record reads nothing)
+
+
 def _narrowed(opts: dict, pushed: Pushed) -> dict:
     """``opts`` with the offset and time bounds the pushed filters allow (records level)."""
     opts = dict(opts)
     for key, v, pick in (("startingoffset", pushed.offset_min, max), ("endingoffset", pushed.offset_end, min),
-                         ("startingtimestamp", pushed.time_min, max)):
+                         (PUSHED_TIME, pushed.time_min, max)):
         if v is not None:
             g = _int(opts, key)
             opts[key] = str(v if g is None else pick(g, v))
@@ -121,6 +146,17 @@ class _Bounds:
         self.m_start = _spark_offsets(opts.get("startingoffsets"), "startingOffsets")
         self.m_end = _spark_offsets(opts.get("endingoffsets"), "endingOffsets")
         self.t_start, self.t_end = _int(opts, "startingtimestamp"), _int(opts, "endingtimestamp")
+        self.mt_start = by_timestamp(opts.get("startingoffsetsbytimestamp"), "startingOffsetsByTimestamp") or {}
+        self.mt_end = by_timestamp(opts.get("endingoffsetsbytimestamp"), "endingOffsetsByTimestamp") or {}
+        self.t_pushed = _int(opts, PUSHED_TIME)
+        self.strict = str(opts.get("startingoffsetsbytimestampstrategy") or "latest").lower() == "error"
+
+    def times(self, key):
+        """(timestamp, is_start, strict) bounds of partition ``key``: one for all, its own, a pushed
+        filter's; ``strict``: a start with no record at or after it is an error (Spark's
+        startingOffsetsByTimestampStrategy=error) rather than nothing to read."""
+        return ((self.t_start, True, self.strict), (self.t_end, False, False), (self.mt_start.get(key), True, self.strict),
+                (self.mt_end.get(key), False, False), (self.t_pushed, True, False))
 
 
 def _check_remote_bounds(opts, uri) -> None:
@@ -128,9 +164,11 @@ def _check_remote_bounds(opts, uri) -> None:
 
     m_start = _spark_offsets(opts.get("startingoffsets"), "startingOffsets")
     latest = m_start == LATEST or isinstance(m_start, dict) and LATEST in m_start.values()
-    if _int(opts, "startingtimestamp") is not None or _int(opts, "endingtimestamp") is not None or latest:
-        raise UsageError(f"{uri}: startingTimestamp/endingTimestamp and startingOffsets latest are not "
-                         "supported for object-store paths; filter on the timestamp column instead")
+    times = ("startingtimestamp", "endingtimestamp", "startingoffsetsbytimestamp", "endingoffsetsbytimestamp")
+    if any(opts.get(k) not in (None, "") for k in times) or latest:
+        raise UsageError(f"{uri}: timestamps (startingTimestamp, startingOffsetsByTimestamp, ...) and "
+                         "startingOffsets latest are not supported for object-store paths; filter on the "
+                         "timestamp column instead")
 
 
 @dataclass
@@ -148,6 +186,8 @@ class _Planned:
     log_end: object = None  # () -> int
     for_time: object = None  # (timestamp) -> (offset, timestamp) | None
     storage: dict | None = None
+    aborted: tuple | None = None  # read_committed (see committed())
+    stable_end: int | None = None  # read_committed: the last stable offset, where reading stops
 
 
 def _local_partitions(opts, paths):
@@ -156,10 +196,17 @@ def _local_partitions(opts, paths):
     from ..format.topics import parse_partition_dir_name
 
     partitions, files = _selection(opts, paths) if paths else ([], [])
+    wanted = topic_matcher(opts)
+    if wanted is not None:
+        partitions, files = [p for p in partitions if wanted(p.topic)], []
+    partitions = _replicas(partitions, str(opts.get("replicas") or "all").lower())
     planned = [_Planned(p.topic, p.partition, str(p.path),
                         [(s.base_offset, str(s.log_path), _Size(s), None) for s in p.segments],
                         p.log_start_offset() if p.segments else None, p.log_end_offset,
                         lambda ts, p=p: offset_for_time(p, ts)) for p in partitions]
+    if _committed_only(opts) and (opts.get("level") or "records").lower() == "records":
+        for pl, p in zip(planned, partitions, strict=True):
+            pl.aborted, pl.stable_end = committed(p)
     lone = []
     g_start, g_end = _int(opts, "startingoffset"), _int(opts, "endingoffset")
     for f in files:
@@ -173,6 +220,41 @@ def _local_partitions(opts, paths):
             pass
         lone.append(SegmentRead(str(f), topic, part, base, g_start, g_end, f.stat().st_size, str(f.parent)))
     return planned, lone
+
+
+def _replicas(partitions: list, mode: str) -> list:
+    """The copies of one partition found in several log dirs (replicas on several brokers, backups of a
+    whole cluster): ``mode`` ``all`` keeps every copy (with a warning naming them: each gives rows, see the
+    provenance columns), ``one`` the copy a consumer would read, the one with the highest leader epoch,
+    then the highest log end offset."""
+    by_key: dict = {}
+    for p in partitions:
+        by_key.setdefault((p.topic, p.partition), []).append(p)
+    dups = {k: ps for k, ps in by_key.items() if len(ps) > 1}
+    if not dups:
+        return partitions
+    if mode == "all":
+        import logging
+
+        for (t, n), ps in sorted(dups.items()):
+            logging.getLogger("kltool.spark").warning(
+                "%s-%d is in %d log dirs (%s): rows come from every copy; option replicas=one keeps the leader's",
+                t, n, len(ps), ", ".join(str(p.path.parent) for p in ps))
+        return partitions
+    keep = {id(max(ps, key=_replica_rank)) for ps in dups.values()}
+    return [p for p in partitions if (p.topic, p.partition) not in dups or id(p) in keep]
+
+
+def _replica_rank(p) -> tuple[int, int]:
+    """(leader epoch, log end offset) of a copy: the epoch from its leader-epoch-checkpoint and its last batch."""
+    from ..storage.epochs import checkpoint_epochs
+
+    epochs = set(checkpoint_epochs(p.path))
+    segs = p.segments
+    last = segs[-1].last_batch() if segs else None
+    if last is not None and getattr(last, "partition_leader_epoch", None) is not None:
+        epochs.add(last.partition_leader_epoch)
+    return max(epochs, default=-1), p.log_end_offset()
 
 
 class _Size:
@@ -201,12 +283,18 @@ def _remote_partitions(opts, uris):
     parts = parse_partitions(opts.get("partition")) if opts.get("partition") else None
     sel = select_remote(uris, opts.get("topic") or None, parts, storage,
                         all_states=_bool(opts.get("allstates"), False), strict=False)
+    if str(opts.get("replicas") or "all").lower() == "one":
+        from ..errors import UsageError
+
+        raise UsageError(f"{uris[0]}: replicas=one needs local paths (the copies' leader epochs and log ends)")
     wanted = _assigned(opts)
+    subscribed = topic_matcher(opts)
     planned = [_Planned(p.topic, p.partition, p.directory, [(s.base_offset, s.log, s.size, s.index) for s in p.segments],
                         p.log_start_offset() if p.segments else None, storage=storage)
-               for p in sel.partitions if wanted is None or (p.topic, p.partition) in wanted]
+               for p in sel.partitions if (wanted is None or (p.topic, p.partition) in wanted)
+               and (subscribed is None or subscribed(p.topic))]
     lone = []
-    if wanted is None:
+    if wanted is None and subscribed is None:
         g_start, g_end = _int(opts, "startingoffset"), _int(opts, "endingoffset")
         for uri, size in sel.files:
             m = REMOTE_SEGMENT_FILE.match(uri.rsplit("/", 1)[-1])
@@ -227,11 +315,16 @@ def _offset_range(p: _Planned, b: _Bounds, records: bool, opts) -> tuple[int | N
             v = p.log_start if v == EARLIEST else p.log_end()
         start, end = _narrow(start, end, v, is_start)
     if p.for_time is not None:
-        for ts, is_start in ((b.t_start, True), (b.t_end, False)):
+        for ts, is_start, strict in b.times(key):
             if ts is None:
                 continue
             hit = p.for_time(ts)
             if hit is None and is_start:
+                if strict:
+                    from ..errors import UsageError
+
+                    raise UsageError(f"{p.topic}-{p.partition}: no record with a timestamp at or after {ts} "
+                                     "(startingOffsetsByTimestampStrategy=error; latest reads nothing there)")
                 return 0, 0  # no record at or after ts: nothing to read here
             start, end = _narrow(start, end, p.log_end() if hit is None else hit[0], is_start)
     segs = p.segments
@@ -248,8 +341,32 @@ def _narrow(start, end, v, is_start):
     return start, (v if end is None else min(end, v))
 
 
+def _committed_only(opts) -> bool:
+    return str(opts.get("kafka.isolation.level") or "").lower() == "read_committed"
+
+
+def committed(p) -> tuple[tuple, int]:
+    """What a read_committed consumer of local partition ``p`` skips: the aborted transactions as
+    (producer id, first offset, ABORT marker offset), and the last stable offset (the first offset of
+    the earliest transaction still open at the log's end, else the log end offset), past which it reads
+    nothing. Found the broker's way: every batch header fed, in log order, to the one producer state
+    (control batches' markers decoded)."""
+    from ..storage.producer_state import ProducerStateManager, control_of
+
+    psm = ProducerStateManager()
+    for seg in p.segments:
+        for h in seg.batches():
+            if h.crc_valid:
+                psm.update(h, control_of(seg.log_path, h) if h.is_control else None)
+    aborted = tuple((a.producer_id, a.first_offset, a.last_offset) for a in psm.aborted)
+    opened = psm.open_txns.values()
+    return aborted, (min(opened) if opened else p.log_end_offset())
+
+
 def _plan_partition(p: _Planned, b: _Bounds, records: bool, opts) -> list[SegmentRead]:
     start, end = _offset_range(p, b, records, opts)
+    if p.stable_end is not None:
+        end = p.stable_end if end is None else min(end, p.stable_end)
     if start is not None and end is not None and start >= end:
         return []
     out: list[SegmentRead] = []
@@ -265,7 +382,7 @@ def _plan_partition(p: _Planned, b: _Bounds, records: bool, opts) -> list[Segmen
             pos = _seek(_remote_index(index, base, p.storage), base, start,
                         lambda at, u=file: _remote_head(u, at, p.storage))
         out.append(SegmentRead(file, p.topic, p.partition, base, start, end, int(size), p.directory, p.log_start,
-                               position=pos, storage=p.storage))
+                               position=pos, storage=p.storage, aborted=p.aborted or None))
     return out
 
 
@@ -347,7 +464,7 @@ def split_segments(reads: list[SegmentRead], target: int) -> list[SegmentRead]:
         for a, b in zip(bounds, bounds[1:], strict=False):
             out.append(SegmentRead(r.file, r.topic, r.partition, r.segment, r.start, r.end,
                                    (r.bytes if b is None else b) - a, r.partition_dir, r.log_start_offset,
-                                   position=a, stop=b, storage=r.storage))
+                                   position=a, stop=b, storage=r.storage, aborted=r.aborted))
     return out
 
 

@@ -27,12 +27,19 @@ KEYS = ["topic", "partition"]
 
 
 def load(spark: SparkSession, paths, level: str = "records", topic: str | None = None,
-         partition: str | Iterable[int] | None = None, storage_options: dict | None = None, **options) -> DataFrame:
+         partition: str | Iterable[int] | None = None, storage_options: dict | None = None, *,
+         schema: str | None = None, **options) -> DataFrame:
     """``spark.read.format("kafka-log")`` with kltool's options (``storage_options`` become
-    ``storage.K`` options: endpoint and credentials for object-store paths)."""
+    ``storage.K`` options: endpoint and credentials for object-store paths; ``schema``: a narrower one).
+    The reports count damaged data apart (``damaged_bytes``), so records are read with
+    ``failOnDataLoss=false`` unless given."""
     if isinstance(paths, str):
         paths = [paths]
     r = spark.read.format(NAME).option("paths", json.dumps([str(p) for p in paths])).option("level", level)
+    if schema is not None:
+        r = r.schema(schema)
+    if level == "records":
+        options.setdefault("failOnDataLoss", False)
     for k, v in (storage_options or {}).items():
         r = r.option(f"storage.{k}", str(v))
     if topic:
@@ -131,7 +138,8 @@ def offsets_by_time(spark: SparkSession, paths, timestamp: int, topic=None, part
 
 def counts(spark: SparkSession, paths, topic=None, partition=None, storage_options=None) -> DataFrame:
     """True record counts per partition from the decoded records (a consumer's view: ``records``
-    excludes control records, counted apart from the batch headers), first/last offsets and
+    excludes control records, counted apart from the batch headers), ``damaged_bytes`` (unreadable
+    regions and batches with a bad CRC: their records are not counted), first/last offsets and
     the lowest/highest record timestamps, and Kafka's ``log_start_offset`` (the log-start-offset
     checkpoint or the first segment, as ``kltool info``) and ``log_end_offset`` (after the last valid
     batch); ``offset_span`` - ``records`` is what compaction, aborted-transaction markers, deleted
@@ -144,24 +152,34 @@ def counts(spark: SparkSession, paths, topic=None, partition=None, storage_optio
         (F.max("last_offset") + 1).alias("log_end_offset"))
     parts = _keyed(load(spark, paths, "segments", topic, partition, storage_options)).groupBy(KEYS).agg(
         F.min("log_start_offset").alias("log_start_offset"))
+    dmg = _keyed(load(spark, paths, "damage", topic, partition, storage_options)).groupBy(KEYS).agg(
+        F.sum("length").alias("damaged_bytes"))
     return _sorted(parts.join(F.broadcast(recs), KEYS, "left").join(F.broadcast(bats), KEYS, "left")
+            .join(F.broadcast(dmg), KEYS, "left")
             .select(*KEYS, F.coalesce("records", F.lit(0)).alias("records"),
                     F.coalesce("control_records", F.lit(0)).alias("control_records"),
                     "first_offset", "last_offset", "log_start_offset",
                     F.coalesce("log_end_offset", "log_start_offset").alias("log_end_offset"),
                     (F.coalesce("log_end_offset", "log_start_offset") - F.col("log_start_offset")).alias("offset_span"),
-                    "min_timestamp", "max_timestamp"), *KEYS)
+                    "min_timestamp", "max_timestamp",
+                    F.coalesce("damaged_bytes", F.lit(0)).cast("long").alias("damaged_bytes")), *KEYS)
 
 
 def timeline(spark: SparkSession, paths, topic=None, partition=None, unit: str = "hour",
              storage_options=None) -> DataFrame:
-    """Batches, records and bytes per topic and ``unit`` (hour, day, minute), bucketed by each
-    batch's max timestamp (batch headers only: no decompression)."""
+    """Records (control records too) per topic and ``unit`` (hour, day, minute), each record in the
+    bucket of its own timestamp; ``batches`` and ``bytes`` by each batch's max timestamp (from the batch
+    headers)."""
     b = load(spark, paths, "batches", topic, partition, storage_options).filter(F.col("max_timestamp") >= 0)
-    out = (b.withColumn("time", F.date_trunc(unit, F.timestamp_millis("max_timestamp")))
-           .groupBy("topic", "time").agg(F.count("*").alias("batches"),
-                                         F.sum(F.coalesce("count", F.lit(0))).alias("records"),
-                                         F.sum("size").alias("bytes")))
+    bats = (b.withColumn("time", F.date_trunc(unit, F.timestamp_millis("max_timestamp")))
+            .groupBy("topic", "time").agg(F.count("*").alias("batches"), F.sum("size").alias("bytes")))
+    r = load(spark, paths, "records", topic, partition, storage_options, schema="topic STRING, timestamp TIMESTAMP",
+             includeHeaders=False, includeControl=True)
+    recs = (r.filter(F.unix_millis("timestamp") >= 0).withColumn("time", F.date_trunc(unit, "timestamp"))
+            .groupBy("topic", "time").agg(F.count("*").alias("records")))
+    out = bats.join(recs, ["topic", "time"], "full").select(
+        "topic", "time", F.coalesce("batches", F.lit(0)).alias("batches"),
+        F.coalesce("records", F.lit(0)).alias("records"), F.coalesce("bytes", F.lit(0)).alias("bytes"))
     return _sorted(out, "topic", "time")
 
 

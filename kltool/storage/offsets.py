@@ -146,7 +146,7 @@ def _first_match(lk, cands, seek_ts: int, seg_ok, rec_ok) -> TimestampOffset | N
     """The broker's path through candidate segments: skip those whose largest timestamp fails
     ``seg_ok``, seek through the time index to ``seek_ts``, then scan for a record passing ``rec_ok``."""
     for seg in cands:
-        if not seg_ok(seg.max_timestamp_so_far):
+        if not seg_ok(seg.checked_max_timestamp):  # a damaged .timeindex: the batches' own
             continue
         pos = seg.position_for_time(seek_ts, max(lk.start_offset, seg.base_offset))
         found = lk.search(seg, pos, rec_ok)

@@ -50,6 +50,7 @@ class Segment:
         self._time_index = None
         self._time_index_tail: TimeIndexTail | None = None
         self._max_ts: tuple[int, str] | None = None
+        self._checked_max: int | None = None
         self._active = active
 
     @property
@@ -60,7 +61,7 @@ class Segment:
     def active(self, value: bool) -> None:
         if value != self._active:
             self._active = value
-            self._max_ts = None
+            self._max_ts = self._checked_max = None
 
     def __repr__(self) -> str:
         return f"Segment({self.log_path})"
@@ -141,14 +142,64 @@ class Segment:
         return pos if fidx.entry_points_at_batch(head, o, self.base_offset) else 0
 
     def position_for_time(self, timestamp: int, starting_offset: int | None = None) -> int:
-        """LogSegment.findOffsetByTimestamp's seek: time index, then offset index."""
+        """LogSegment.findOffsetByTimestamp's seek: time index, then offset index. An entry that fails
+        :meth:`time_entry_ok` (a damaged ``.timeindex``) is not used: the seek starts at the segment's
+        start (or ``starting_offset``), so a damaged index costs a scan, never records."""
         entries = self.time_index()
         if not entries:
             return self.position_for_offset(starting_offset or self.base_offset)
-        _ts, off = fidx.lookup_time(entries, timestamp, self.base_offset)
+        ts, off = fidx.lookup_time(entries, timestamp, self.base_offset)
+        if ts != fidx.NO_TIMESTAMP and not self.time_entry_ok(ts, off):
+            off = self.base_offset
         if starting_offset is not None:
             off = max(off, starting_offset)
         return self.position_for_offset(off)
+
+    def time_entry_ok(self, timestamp: int, offset: int) -> bool:
+        """Can a time-index entry be used for a lookup: an entry is (the largest timestamp so far, the
+        offset of the record holding it), so the batch holding ``offset`` must have ``timestamp`` as its
+        largest, and the entries must be in order. Checked before use, as offset-index entries are."""
+        if not self._time_index_ordered() or offset < self.base_offset:
+            return False
+        for h in self.batches(start=self._position_near(offset), chunk_size=64 << 10):
+            if h.last_offset >= offset:
+                return h.crc_valid and h.max_timestamp == timestamp
+        return False
+
+    def _position_near(self, offset: int) -> int:
+        """:meth:`position_for_offset`, reading only the offset index's last entry when that one is at
+        or below ``offset`` (a time index's last entry names a batch near the segment's end), so checking
+        the tails of many segments reads a few bytes of each index, not the whole of each."""
+        if self._offset_index is None:
+            try:
+                with open(self.index_path, "rb") as f:
+                    n = os.fstat(f.fileno()).st_size // fidx.OFFSET_ENTRY
+                    raw = os.pread(f.fileno(), fidx.OFFSET_ENTRY, (n - 1) * fidx.OFFSET_ENTRY) if n else b""
+                    rel, pos = struct.unpack(">ii", raw) if len(raw) == fidx.OFFSET_ENTRY else (-1, 0)
+                if pos > 0 and self.base_offset + rel <= offset and pos + _MIN_ENTRY <= self.size:
+                    with open(self.log_path, "rb") as f:
+                        head = os.pread(f.fileno(), V2_OVERHEAD, pos)
+                    if fidx.entry_points_at_batch(head, self.base_offset + rel, self.base_offset):
+                        return pos
+            except OSError:
+                return 0
+        return self.position_for_offset(offset)
+
+    def _time_index_ordered(self) -> bool:
+        e = self.time_index()
+        return all(a[0] <= b[0] and a[1] <= b[1] for a, b in zip(e, e[1:], strict=False))
+
+    @property
+    def checked_max_timestamp(self) -> int:
+        """:attr:`max_timestamp_so_far` when its time-index entry passes :meth:`time_entry_ok` (or it
+        does not come from the index alone), else the largest timestamp of the batches (a scan): what a
+        lookup by time may skip a segment on."""
+        if self._checked_max is None:
+            ts, source = self._max_timestamp()
+            if source.startswith("timeindex") and not self.time_entry_ok(*self.time_index_tail().last):
+                ts = max((h.max_timestamp for h in self.batches() if h.crc_valid), default=-1)
+            self._checked_max = ts
+        return self._checked_max
 
     # -- timestamps (LogSegment.maxTimestampSoFar / largestTimestamp) ---------------------------
     def time_index_tail(self) -> TimeIndexTail:

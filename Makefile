@@ -12,6 +12,11 @@ SAMPLE := fixtures/sample-logdir
 KAFKA_VERSION := $(shell sed -n 's:.*<kafka\.version>\(.*\)</kafka\.version>.*:\1:p' tests/broker/pom.xml)
 KLTOOL_KAFKA_BROKER_JARS ?= $(HOME)/.cache/kltool-kafka-broker/$(KAFKA_VERSION)
 export KLTOOL_KAFKA_BROKER_JARS
+# Spark's own Kafka source (tests/broker/spark-kafka-pom.xml), fetched by the same step: the parity tests and
+# bench/bench_spark_kafka.py load it with spark.jars.
+SPARK_KAFKA_VERSION := $(shell sed -n 's:.*<spark\.kafka\.version>\(.*\)</spark\.kafka\.version>.*:\1:p' tests/broker/spark-kafka-pom.xml)
+KLTOOL_SPARK_KAFKA_JARS ?= $(HOME)/.cache/kltool-spark-kafka/$(SPARK_KAFKA_VERSION)
+export KLTOOL_SPARK_KAFKA_JARS
 
 $(BIN)/.installed: pyproject.toml setup.py $(wildcard kltool/format/_speedups_c/*.c kltool/format/_speedups_c/*.h)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -46,6 +51,17 @@ broker-jars:
 	  mvn -q -B -Dstyle.color=never -f tests/broker/pom-tiered.xml dependency:copy-dependencies -DincludeScope=runtime \
 	    -DoutputDirectory='$(KLTOOL_KAFKA_BROKER_JARS)-tiered' && touch '$(KLTOOL_KAFKA_BROKER_JARS)-tiered/.complete' || \
 	  echo "note: Maven could not fetch the tiered-storage test jar; the tiered broker test skips"; \
+	fi
+	@if [ -f '$(KLTOOL_SPARK_KAFKA_JARS)/.complete' ]; then :; \
+	elif ! command -v mvn >/dev/null 2>&1; then \
+	  echo "note: no mvn: Spark's Kafka source $(SPARK_KAFKA_VERSION) is not fetched; the parity tests skip"; \
+	else \
+	  echo "fetching Spark's Kafka source $(SPARK_KAFKA_VERSION) into $(KLTOOL_SPARK_KAFKA_JARS)"; \
+	  rm -rf '$(KLTOOL_SPARK_KAFKA_JARS)' && mkdir -p '$(KLTOOL_SPARK_KAFKA_JARS)' && \
+	  mvn -q -B -Dstyle.color=never -f tests/broker/spark-kafka-pom.xml dependency:copy-dependencies \
+	    -DincludeScope=runtime -DexcludeTransitive=true -DoutputDirectory='$(KLTOOL_SPARK_KAFKA_JARS)' && \
+	  touch '$(KLTOOL_SPARK_KAFKA_JARS)/.complete' || \
+	  echo "note: Maven could not fetch Spark's Kafka source jars; the parity tests skip (fail under CI=true)"; \
 	fi
 
 # The edit loop: everything but the tests marked slow (Spark sessions, kill-at-every-step, big property runs).

@@ -307,6 +307,7 @@ def _offset_range(p: _Planned, b: _Bounds, records: bool, opts) -> tuple[int | N
     """[start, end) of partition ``p`` under the bounds ``b`` (None: open)."""
     start, end = b.start, b.end
     key = (p.topic, p.partition)
+    _check_spark_offsets(p, b, opts)
     for spec, is_start in ((b.m_start, True), (b.m_end, False)):
         v = spec.get(key) if isinstance(spec, dict) else spec
         if v is None or v == EARLIEST and is_start or v == LATEST and not is_start:
@@ -331,6 +332,26 @@ def _offset_range(p: _Planned, b: _Bounds, records: bool, opts) -> tuple[int | N
     if records and _bool(opts.get("respectlogstartoffset"), True) and segs and p.log_start > segs[0][0]:
         start = p.log_start if start is None else max(start, p.log_start)  # below it, records are deleted
     return start, end
+
+
+def _check_spark_offsets(p: _Planned, b: _Bounds, opts) -> None:
+    """Spark's Kafka source's errors for offsets in its JSON that the partition cannot give: a start after
+    the (resolved) end; an end past the log end unless failOnDataLoss=false (then: to the log end)."""
+    from ..errors import UsageError
+
+    key = (p.topic, p.partition)
+    v_start = b.m_start.get(key) if isinstance(b.m_start, dict) else None
+    v_end = b.m_end.get(key) if isinstance(b.m_end, dict) else None
+    if (v_start is None and v_end is None) or p.log_end is None:  # object stores: the end is not looked up
+        return
+    log_end = p.log_end()
+    if v_end is not None and v_end > log_end and _bool(opts.get("failondataloss"), True):
+        raise UsageError(f"{p.topic}-{p.partition}: endingOffsets {v_end} is past the log end offset {log_end} "
+                         "(Spark's Kafka source: data lost; failOnDataLoss=false reads to the log end)")
+    end = log_end if v_end in (None, LATEST) else p.log_start if v_end == EARLIEST else v_end
+    if v_start is not None and v_start >= 0 and v_start > end:
+        raise UsageError(f"{p.topic}-{p.partition}: the resolved start offset {v_start} (startingOffsets) is "
+                         f"greater than the resolved end offset {end}")
 
 
 def _narrow(start, end, v, is_start):

@@ -339,8 +339,9 @@ def read_records(part: SegmentRead, *, include_control: bool = False, include_he
 
 def _records_of(src, part, flt, start, end, include_control, include_headers, want_kv, chunk_rows, chunk_bytes,
                 columns):
-    """The rows of ``src``: runs of plain checked v2 batches through the C reader (``arrow_v2``)
-    when built, every other batch (and every batch without it) through :func:`_add_batch`."""
+    """The rows of ``src``: runs of checked v2 batches through the C reader (``arrow_v2``, compressed ones
+    decompressed by :func:`_inflater`'s callable) when built, every other batch (and every batch without
+    it) through :func:`_add_batch`."""
     from ..format import parse_header, speedups
     from ..storage.scan import HOLD, BatchRun
 
@@ -358,6 +359,7 @@ def _records_of(src, part, flt, start, end, include_control, include_headers, wa
     out.aborted = part.aborted
     # provenance and read_committed: every batch through _add_batch
     runs = C is not None and "_metadata" not in want and not part.aborted
+    inflate = _inflater() if runs else None
     for item in src.walk(with_data=True, runs=runs, hold_limit=HOLD):
         if isinstance(item, BatchRun):
             buf, i = item.window()
@@ -370,7 +372,8 @@ def _records_of(src, part, flt, start, end, include_control, include_headers, wa
             while i < j:
                 chunk = out.chunk
                 i, status, chunk.rows, chunk.nbytes = C.arrow_v2(buf, i, j, start, end, include_control, chunk_rows,
-                                                                 chunk_bytes, chunk.rows, chunk.nbytes, chunk.bufs)
+                                                                 chunk_bytes, chunk.rows, chunk.nbytes, chunk.bufs,
+                                                                 inflate)
                 if status == 2:  # this batch is for the Python loop
                     h = parse_header(buf, i, check_crc=False)
                     h.crc_valid = True  # checked by the walker
@@ -397,6 +400,30 @@ def _records_of(src, part, flt, start, end, include_control, include_headers, wa
     if len(out.chunk):
         yield out.flush()
     out.loss.warn()
+
+
+def _inflater():
+    """``inflate(codec, payload, count)`` for ``arrow_v2``: the decompressed records of a usual compressed
+    batch, which the C reader then appends as it appends a plain batch's; None leaves the batch to
+    :func:`_add_batch` (the reference path): more than ``v2_record_groups`` decodes whole (records or
+    bytes: read streamed there), or not decodable (it says how, or skips it as data loss). Decompressed
+    with the codec libraries (C) through :func:`kltool.format.compression.decompress`, bounded by the
+    whole-batch limit; a missing codec library raises (never data loss)."""
+    from ..errors import CorruptDataError
+    from ..format.batch import WHOLE_RECORDS, whole_batch_limit
+    from ..format.compression import decompress
+
+    limit = whole_batch_limit()
+
+    def inflate(codec: int, payload: bytes, count: int):
+        if count > WHOLE_RECORDS:
+            return None
+        try:
+            return decompress(codec, payload, 2, limit)
+        except CorruptDataError:  # (and TooLarge) the reference path reads it, or reports it
+            return None
+
+    return inflate
 
 
 class DataLoss:

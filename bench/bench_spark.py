@@ -30,12 +30,15 @@ load (``uptime``) is printed before and after.
 Compressed data: ``--data DIR[,DIR...]`` reads existing partition directories instead (for example
 gen_segment.py's per-codec ``<codec>-0``, ``--short-values`` for issue 22's ~100-byte values), each
 labelled by its name, all in one session; ``--queries`` picks queries by name (comma-separated, e.g.
-``pruned count,full read``). The expected counts are read first, in-process.
+``pruned count,full read``), ``--split-bytes`` the reader's ``splitBytes`` (a segment is split at its
+``.index`` entries: ``kltool rebuild-index`` writes them for generated data). The expected counts are
+read first, in-process.
 
     .venv/bin/python bench/gen_segment.py --records 4000000 --codecs none,lz4,zstd,snappy,gzip \
         --short-values --small 0 --out bench/out/c4m
+    .venv/bin/kltool rebuild-index bench/out/c4m/*-0
     .venv/bin/python bench/bench_spark.py --masters 'local[2]' --queries 'pruned count,full read' \
-        --data bench/out/c4m/none-0,bench/out/c4m/lz4-0,bench/out/c4m/zstd-0,bench/out/c4m/snappy-0,bench/out/c4m/gzip-0
+        --split-bytes 32M --data bench/out/c4m/none-0,bench/out/c4m/lz4-0,bench/out/c4m/zstd-0,bench/out/c4m/snappy-0,bench/out/c4m/gzip-0
 
 Plus the input tasks the segment is planned into: split at batch starts every ``splitBytes``
 (128 MiB) versus whole (``splitBytes=0``). Session start is timed apart.
@@ -170,7 +173,8 @@ def count_records(pdir: Path) -> int:
                for b in ds.read_partition_rows(o, part, cols))
 
 
-def bench_data(master: str, sets: list[tuple[str, Path, int]], runs: int, which: list[str]) -> dict:
+def bench_data(master: str, sets: list[tuple[str, Path, int]], runs: int, which: list[str],
+               split_bytes: str | None = None) -> dict:
     """``which`` queries over each data set in one session: {label: [(query, seconds, rows)]}."""
     from pyspark.sql import functions as F
 
@@ -183,6 +187,8 @@ def bench_data(master: str, sets: list[tuple[str, Path, int]], runs: int, which:
 
     def fresh(path, schema=None):
         r = spark.read.format("kafka-log")
+        if split_bytes:
+            r = r.option("splitBytes", str(_size(split_bytes)))
         if schema:
             r = r.schema(schema)
         return r.load(path)
@@ -264,6 +270,8 @@ def main() -> None:
     ap.add_argument("--data", help="existing partition dirs, comma-separated (instead of the generated segment)")
     ap.add_argument("--queries", default="count,pruned count,full read",
                     help="with --data: the queries, comma-separated (count, pruned count, full read)")
+    ap.add_argument("--split-bytes", help="with --data: the reader's splitBytes (default its own, 128M; a "
+                    "segment is split at its .index entries, so give the data sets one: kltool rebuild-index)")
     args = ap.parse_args()
     print(f"load before: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} (1, 5, 15 min)")
     if args.data:
@@ -274,7 +282,7 @@ def main() -> None:
             print(f"data: {pdir} ({sets[-1][2]:,} records)", flush=True)
         which = [q.strip() for q in args.queries.split(",") if q.strip()]
         for master in [m.strip() for m in args.masters.split(";") if m.strip()]:
-            res = bench_data(master, sets, args.runs, which)
+            res = bench_data(master, sets, args.runs, which, args.split_bytes)
             print(f"\n{master}: M records/s (seconds), medians of {args.runs}")
             print(f"{'data':12s}" + "".join(f"{q:>22s}" for q in which))
             for label, rows in res.items():

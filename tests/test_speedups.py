@@ -628,3 +628,56 @@ def test_format_v2_takes_its_options_by_keyword():
                                from_offset=6) == (b"", 0)
     with pytest.raises(TypeError):
         _speedups.format_v2(payload, 1, 5, 1_700_000_000_000, False, 1_700_000_000_000, -1, True)
+
+
+def _payload_shapes(codec):
+    """Compressed payloads of ``codec`` in the shapes Kafka writes and in the unusual ones the reference
+    decompressor takes or refuses: several members or frames, padding, truncation, garbage after."""
+    import zlib
+
+    import zstandard
+
+    from kltool.format.compression import XERIAL_HEADER, compress
+
+    data = b"".join(b"record %d " % i * (i % 5) for i in range(400))
+    one = compress(codec, data)
+    shapes = [one, one + one, one + bytes(8), one[:-3], one[:len(one) // 2], one + b"\xff\x00garbage",
+              one[:20] + bytes(8) + one[28:], compress(codec, b""), compress(codec, data[:10])]
+    if codec == GZIP:
+        c = zlib.compressobj(1, zlib.DEFLATED, 31)
+        shapes.append(c.compress(data) + c.flush())
+    if codec == SNAPPY:
+        import cramjam
+
+        shapes += [bytes(cramjam.snappy.compress_raw(data)), one + XERIAL_HEADER[:16] + one[16:],
+                   XERIAL_HEADER, one[:16] + bytes(4) + one[16:], one[:16] + b"\x7f\xff\xff\xff" + one[20:]]
+    if codec == ZSTD:
+        shapes += [zstandard.ZstdCompressor(write_content_size=False).compress(data),
+                   zstandard.ZstdCompressor(write_checksum=True).compress(data),
+                   b"\x50\x2a\x4d\x18" + (4).to_bytes(4, "little") + b"skip" + one]
+    return shapes
+
+
+@pytest.mark.parametrize("codec", [GZIP, SNAPPY, ZSTD], ids=["gzip", "snappy", "zstd"])
+def test_the_one_call_decompressors_give_the_reference_bytes_or_leave_it_to_the_reference(codec):
+    """The Spark reader's one-call decompression of the usual payload shapes (arrow_rows._FAST) gives
+    exactly what compression.decompress gives, or None (then the reference reads the batch), never more
+    than the limit; the usual shape is taken."""
+    from kltool.errors import CorruptDataError
+    from kltool.format.compression import decompress
+    from kltool.spark.arrow_rows import _FAST
+
+    fast = _FAST[codec]()
+    shapes = _payload_shapes(codec)
+    assert fast(shapes[0], 1 << 20) is not None
+    for i, p in enumerate(shapes):
+        for limit in (1 << 20, 100):
+            got = fast(p, limit)
+            if got is None:
+                continue
+            assert len(got) <= limit, (i, limit)
+            try:
+                ref = decompress(codec, p, 2, limit)
+            except CorruptDataError:
+                ref = "refused"
+            assert bytes(got) == ref, (i, limit)

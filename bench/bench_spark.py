@@ -27,6 +27,19 @@ Queries, each the median of ``--runs`` after one warm-up, with records/s and rec
 Queries run interleaved (one warm-up each, then ``--runs`` rounds of every query); the machine's
 load (``uptime``) is printed before and after.
 
+Compressed data: ``--data DIR[,DIR...]`` reads existing partition directories instead (for example
+gen_segment.py's per-codec ``<codec>-0``, ``--short-values`` for issue 22's ~100-byte values), each
+labelled by its name, all in one session; ``--queries`` picks queries by name (comma-separated, e.g.
+``pruned count,full read``), ``--split-bytes`` the reader's ``splitBytes`` (a segment is split at its
+``.index`` entries: ``kltool rebuild-index`` writes them for generated data). The expected counts are
+read first, in-process.
+
+    .venv/bin/python bench/gen_segment.py --records 4000000 --codecs none,lz4,zstd,snappy,gzip \
+        --short-values --small 0 --out bench/out/c4m
+    .venv/bin/kltool rebuild-index bench/out/c4m/*-0
+    .venv/bin/python bench/bench_spark.py --masters 'local[2]' --queries 'pruned count,full read' \
+        --split-bytes 32M --data bench/out/c4m/none-0,bench/out/c4m/lz4-0,bench/out/c4m/zstd-0,bench/out/c4m/snappy-0,bench/out/c4m/gzip-0
+
 Plus the input tasks the segment is planned into: split at batch starts every ``splitBytes``
 (128 MiB) versus whole (``splitBytes=0``). Session start is timed apart.
 """
@@ -150,6 +163,59 @@ def tasks(pdir: Path) -> tuple[int, int]:
     return n({}), n({"splitBytes": "0"})
 
 
+def count_records(pdir: Path) -> int:
+    """The records of a partition dir, read in-process (the expected count of its queries)."""
+    from kltool.spark import datasource as ds
+
+    o = ds.normalize_options({"path": str(pdir)})
+    cols = ["offset"]
+    return sum(b.num_rows for part in ds.KafkaLogReader(o, cols, 2).partitions()
+               for b in ds.read_partition_rows(o, part, cols))
+
+
+def bench_data(master: str, sets: list[tuple[str, Path, int]], runs: int, which: list[str],
+               split_bytes: str | None = None) -> dict:
+    """``which`` queries over each data set in one session: {label: [(query, seconds, rows)]}."""
+    from pyspark.sql import functions as F
+
+    from kltool.spark import session
+
+    t = time.perf_counter()
+    spark = session(master, "kltool-bench", conf={"spark.executor.memory": "1g", "spark.sql.adaptive.enabled": "false"},
+                    pushdown=True)
+    print(f"  {master}: session start {time.perf_counter() - t:.1f} s", flush=True)
+
+    def fresh(path, schema=None):
+        r = spark.read.format("kafka-log")
+        if split_bytes:
+            r = r.option("splitBytes", str(_size(split_bytes)))
+        if schema:
+            r = r.schema(schema)
+        return r.load(path)
+
+    make = {
+        "count": lambda p: lambda: fresh(p).count(),
+        "pruned count": lambda p: lambda: fresh(p, "offset LONG, timestamp TIMESTAMP").agg(
+            F.count("*"), F.max("offset")).collect()[0][0],
+        "full read": lambda p: lambda: fresh(p).agg(F.count("*"), F.sum(F.length("key")), F.sum(F.length("value")),
+                                                    F.sum(F.size("headers"))).collect()[0][0],
+    }
+    queries, want = {}, {}
+    for label, pdir, n in sets:
+        for q in which:
+            queries[(label, q)] = make[q](str(pdir))
+            want[(label, q)] = n
+    out: dict = {}
+    for (label, q), (secs, got) in timed(queries, runs).items():
+        if got != want[(label, q)]:
+            raise SystemExit(f"{q} of {label} on {master}: {got} rows, expected {want[(label, q)]}")
+        out.setdefault(label, []).append((q, secs, got))
+        print(f"  {master:10s} {label:10s} {q:14s} {secs:7.2f} s  {got / secs / 1e6:6.2f} M rec/s  "
+              f"load {os.getloadavg()[0]:.2f}", flush=True)
+    spark.stop()
+    return out
+
+
 def bench_master(master: str, pdir: Path, n: int, runs: int, n_tasks: int) -> list[tuple[str, float, int]]:
     from pyspark.sql import functions as F
 
@@ -201,8 +267,28 @@ def main() -> None:
     ap.add_argument("--size", default="1G", help="segment size (default 1G)")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--masters", default="local[2];local-cluster[2,1,1024]", help="separated by ;")
+    ap.add_argument("--data", help="existing partition dirs, comma-separated (instead of the generated segment)")
+    ap.add_argument("--queries", default="count,pruned count,full read",
+                    help="with --data: the queries, comma-separated (count, pruned count, full read)")
+    ap.add_argument("--split-bytes", help="with --data: the reader's splitBytes (default its own, 128M; a "
+                    "segment is split at its .index entries, so give the data sets one: kltool rebuild-index)")
     args = ap.parse_args()
     print(f"load before: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} (1, 5, 15 min)")
+    if args.data:
+        sets = []
+        for d in args.data.split(","):
+            pdir = Path(d.strip())
+            sets.append((pdir.name, pdir, count_records(pdir)))
+            print(f"data: {pdir} ({sets[-1][2]:,} records)", flush=True)
+        which = [q.strip() for q in args.queries.split(",") if q.strip()]
+        for master in [m.strip() for m in args.masters.split(";") if m.strip()]:
+            res = bench_data(master, sets, args.runs, which, args.split_bytes)
+            print(f"\n{master}: M records/s (seconds), medians of {args.runs}")
+            print(f"{'data':12s}" + "".join(f"{q:>22s}" for q in which))
+            for label, rows in res.items():
+                print(f"{label:12s}" + "".join(f"{n / secs / 1e6:12.2f} ({secs:5.2f} s)" for _q, secs, n in rows))
+        print(f"load after: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} (1, 5, 15 min)")
+        return
     size = _size(args.size)
     pdir = HERE / "out" / f"spark-seg-{args.size}" / "t-0"
     t = time.perf_counter()

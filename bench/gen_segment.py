@@ -45,8 +45,9 @@ _REFERRERS = ("https://www.google.com/", "https://www.bing.com/", "direct", "htt
               "https://news.ycombinator.com/", "email")
 
 
-def records(n: int, seed: int):
-    """Yield ``(offset, timestamp, key, value)`` for offsets 0..n-1."""
+def records(n: int, seed: int, short: bool = False):
+    """Yield ``(offset, timestamp, key, value)`` for offsets 0..n-1 (``short``: ~100-byte values, the
+    event id, user, type, time, country and amount only)."""
     rng = random.Random(seed)
     rand = rng.random
     rint = rng.randrange
@@ -55,6 +56,11 @@ def records(n: int, seed: int):
     for i in range(n):
         uid = rint(1_000_000)
         ts = TS_BASE + i // 10
+        if short:
+            value = (f'{{"event_id":"{bits(64):016x}","user_id":{uid},"type":"{ev[rint(8)]}","ts":{ts},'
+                     f'"country":"{co[rint(12)]}","amount":{rand() * 200:.2f}}}').encode()
+            yield i, ts, b"user-%d" % uid, value
+            continue
         value = (f'{{"event_id":"{bits(64):016x}","user_id":{uid},"type":"{ev[rint(8)]}","ts":{ts},'
                  f'"page":"/products/{rint(5000)}","ref":"{rf[rint(6)]}","country":"{co[rint(12)]}",'
                  f'"device":"{de[rint(3)]}","duration_ms":{rint(60000)},'
@@ -106,11 +112,11 @@ class _Writer:
         self.f.close()
 
 
-def estimate_ratio(codec: int, seed: int) -> float:
+def estimate_ratio(codec: int, seed: int, short: bool = False) -> float:
     """Compressed/uncompressed size of a trial batch of this data, times Kafka's safety factor."""
     if codec == NONE:
         return 1.0
-    trial = [(o, ts, k, v, ()) for o, ts, k, v in records(200, seed + 1)]
+    trial = [(o, ts, k, v, ()) for o, ts, k, v in records(200, seed + 1, short)]
     plain = len(build_batch(trial, base_offset=0)) - V2_OVERHEAD
     packed = len(build_batch(trial, base_offset=0, compression=codec)) - V2_OVERHEAD
     return packed / plain * RATIO_FACTOR
@@ -125,6 +131,8 @@ def main(argv=None) -> int:
     ap.add_argument("--small", type=int, default=200_000,
                     help="records in small-0/: one record per batch, uncompressed, the shape of "
                          "__consumer_offsets and low-traffic topics (default 200,000; 0: none)")
+    ap.add_argument("--short-values", action="store_true",
+                    help="~100-byte JSON values (issue 22's Spark figures) instead of ~200-byte ones")
     args = ap.parse_args(argv)
 
     codecs = [c.strip() for c in args.codecs.split(",") if c.strip()]
@@ -138,8 +146,8 @@ def main(argv=None) -> int:
         d.mkdir(parents=True, exist_ok=True)
         for stale in d.iterdir():  # a previous run's files (another size) would confuse the reader
             stale.unlink()
-        writers.append(_Writer(d / f"{0:020d}.log", CODEC_IDS[c], estimate_ratio(CODEC_IDS[c], args.seed)))
-    for off, ts, key, value in records(args.records, args.seed):
+        writers.append(_Writer(d / f"{0:020d}.log", CODEC_IDS[c], estimate_ratio(CODEC_IDS[c], args.seed, args.short_values)))
+    for off, ts, key, value in records(args.records, args.seed, args.short_values):
         for w in writers:
             w.add(off, ts, key, value)
     for w in writers:

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from kltool.format import _speedups, build_batch, speedups
 from kltool.format import batch as fbatch
-from kltool.format.compression import GZIP, LZ4, NONE, ZSTD
+from kltool.format.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
 
 from .conftest import FIXTURES, ORACLE, REAL, ROOT
 
@@ -132,7 +132,7 @@ def make_partition(tmp_path, seed, n_batches, mutate, index):
             k = len(recs)
         else:
             recs = _random_records(rnd, rnd.randint(0 if rnd.random() < 0.05 else 1, 6), True)
-            codec = rnd.choice([NONE, NONE, NONE, LZ4, ZSTD])
+            codec = rnd.choice([NONE, NONE, NONE, LZ4, ZSTD, SNAPPY, GZIP])
             b = build_batch(recs, base_offset=off, compression=codec, is_transactional=rnd.random() < 0.1,
                             producer_id=rnd.choice([-1, 3]), producer_epoch=0 if rnd.random() < 0.5 else -1,
                             base_sequence=rnd.choice([-1, 0, 2**31 - 2]),
@@ -517,6 +517,92 @@ def test_spark_records_at_the_end_of_int64_and_in_big_runs(tmp_path):
                                     ({"startingOffset": "4999", "endingOffset": "5001"}, ["offset"])])
 
 
+CODECS = {"lz4": LZ4, "zstd": ZSTD, "snappy": SNAPPY, "gzip": GZIP}
+
+
+def _codec_segment(d, codec, n_batches=40, per=25, seed=1):
+    """A partition dir of ``codec`` batches of varied records (null keys and values, headers, empty
+    values, log-append time in some batches), offsets with a gap."""
+    rnd = random.Random(seed)
+    d.mkdir(parents=True, exist_ok=True)
+    data, off = bytearray(), 0
+    for b in range(n_batches):
+        recs = _random_records(rnd, rnd.randint(1, per), True)
+        data += build_batch(recs, base_offset=off, compression=codec,
+                            log_append_time=1_700_000_009_000 if b % 7 == 3 else None)
+        off += len(recs) + (3 if b == 10 else 0)
+    (d / f"{0:020d}.log").write_bytes(bytes(data))
+    return d
+
+
+@pytest.mark.parametrize("codec", list(CODECS), ids=list(CODECS))
+def test_spark_records_same_with_and_without_the_accelerator_for_every_codec(tmp_path, codec):
+    """Every codec's batches are decompressed and appended straight to the Arrow buffers by the C reader
+    (arrow_v2 with an inflate callable): the same rows and the same cuts between Arrow batches as the
+    pure-Python reference, with offset bounds and chunk limits falling inside compressed batches."""
+    d = _codec_segment(tmp_path / "t-0", CODECS[codec])
+    spark_both(d, SPARK_VARIANTS + [({"maxRecordsPerBatch": "10"}, None),
+                                    ({"startingOffset": "40", "endingOffset": "300"}, ["offset", "value"]),
+                                    ({"maxRecordsPerBatch": "1"}, ["timestamp", "timestampType"])])
+
+
+@pytest.mark.parametrize("codec", list(CODECS), ids=list(CODECS))
+def test_compressed_batches_go_straight_to_the_arrow_buffers(codec):
+    """arrow_v2 takes a compressed batch whole through ``inflate`` (status 0, its rows appended): no
+    Python columns; without ``inflate``, or when it gives None, the batch is Python's (status 2)."""
+    from kltool.format.compression import decompress
+    from kltool.spark.arrow_rows import _RecordChunk
+
+    recs = [(i, 1_700_000_000_000 + i, b"k%d" % i, b"v" * i, [("h", b"x")] if i % 2 else ()) for i in range(9)]
+    b = build_batch(recs, base_offset=100, compression=CODECS[codec])
+    seen = []
+
+    def inflate(c, payload, count):
+        seen.append((c, count))
+        return decompress(c, payload)
+
+    for fn, status, rows in ((inflate, 0, 9), (None, 2, 0), (lambda *a: None, 2, 0)):
+        chunk = _RecordChunk({"offset", "timestamp", "timestampType", "key", "value", "headers"})
+        args = (b, 0, len(b), None, None, False, 1000, 1 << 20, 0, 0, chunk.bufs)
+        i, st_, n, _nb = _speedups.arrow_v2(*args, fn) if fn else _speedups.arrow_v2(*args)
+        assert (i, st_, n) == ((len(b) if status == 0 else 0), status, rows)
+        chunk.rows = n
+        if status == 0:
+            got = chunk.to_arrow("t", 0)
+            assert got.column("offset").to_pylist() == list(range(100, 109))
+            assert got.column("value").to_pylist() == [r[3] for r in recs]
+            assert [len(h or ()) for h in got.column("headers").to_pylist()] == [i % 2 for i in range(9)]
+    assert seen == [(CODECS[codec], 9)]
+
+
+def test_compressed_batches_past_the_whole_batch_limit_and_damaged_ones_are_the_reference_paths(tmp_path,
+                                                                                                monkeypatch):
+    """A compressed batch whose records decompress to more than the whole-batch limit is read streamed by
+    the Python path, and an undecodable one (valid CRC, garbage payload) is skipped as data loss (or fails
+    the read) exactly as the reference does."""
+    from kltool.format.batch import V2_OVERHEAD
+
+    monkeypatch.setattr(fbatch, "WHOLE_BYTES", 300)
+    d = _codec_segment(tmp_path / "t-0", ZSTD, n_batches=12, per=40, seed=3)
+    spark_both(d)
+    log = d / f"{0:020d}.log"
+    data = bytearray(log.read_bytes())
+    size = struct.unpack_from(">i", data, 8)[0] + 12
+    data[V2_OVERHEAD + 4:V2_OVERHEAD + 12] = b"garbage!"  # inside the zstd frame of the first batch
+    struct.pack_into(">I", data, 17, _speedups.crc32c(bytes(data[21:size])))
+    log.write_bytes(bytes(data))
+    spark_both(d)
+    for codec in CODECS:
+        e = tmp_path / f"{codec}-x" / "t-0"
+        _codec_segment(e, CODECS[codec], n_batches=3)
+        raw = bytearray((e / f"{0:020d}.log").read_bytes())
+        size = struct.unpack_from(">i", raw, 8)[0] + 12
+        raw[size - 6:size] = b"\xff" * 6  # the first batch's compressed stream ends in garbage
+        struct.pack_into(">I", raw, 17, _speedups.crc32c(bytes(raw[21:size])))
+        (e / f"{0:020d}.log").write_bytes(bytes(raw))
+        spark_both(e)
+
+
 def test_the_stub_and_the_abi_describe_the_built_module():
     """kltool/format/_speedups.pyi types exactly the module's entry points, and the ABI the Python side
     expects is the one speedups.h declares and the build reports (a stale build is not loaded)."""
@@ -542,3 +628,56 @@ def test_format_v2_takes_its_options_by_keyword():
                                from_offset=6) == (b"", 0)
     with pytest.raises(TypeError):
         _speedups.format_v2(payload, 1, 5, 1_700_000_000_000, False, 1_700_000_000_000, -1, True)
+
+
+def _payload_shapes(codec):
+    """Compressed payloads of ``codec`` in the shapes Kafka writes and in the unusual ones the reference
+    decompressor takes or refuses: several members or frames, padding, truncation, garbage after."""
+    import zlib
+
+    import zstandard
+
+    from kltool.format.compression import XERIAL_HEADER, compress
+
+    data = b"".join(b"record %d " % i * (i % 5) for i in range(400))
+    one = compress(codec, data)
+    shapes = [one, one + one, one + bytes(8), one[:-3], one[:len(one) // 2], one + b"\xff\x00garbage",
+              one[:20] + bytes(8) + one[28:], compress(codec, b""), compress(codec, data[:10])]
+    if codec == GZIP:
+        c = zlib.compressobj(1, zlib.DEFLATED, 31)
+        shapes.append(c.compress(data) + c.flush())
+    if codec == SNAPPY:
+        import cramjam
+
+        shapes += [bytes(cramjam.snappy.compress_raw(data)), one + XERIAL_HEADER[:16] + one[16:],
+                   XERIAL_HEADER, one[:16] + bytes(4) + one[16:], one[:16] + b"\x7f\xff\xff\xff" + one[20:]]
+    if codec == ZSTD:
+        shapes += [zstandard.ZstdCompressor(write_content_size=False).compress(data),
+                   zstandard.ZstdCompressor(write_checksum=True).compress(data),
+                   b"\x50\x2a\x4d\x18" + (4).to_bytes(4, "little") + b"skip" + one]
+    return shapes
+
+
+@pytest.mark.parametrize("codec", [GZIP, SNAPPY, ZSTD], ids=["gzip", "snappy", "zstd"])
+def test_the_one_call_decompressors_give_the_reference_bytes_or_leave_it_to_the_reference(codec):
+    """The Spark reader's one-call decompression of the usual payload shapes (arrow_rows._FAST) gives
+    exactly what compression.decompress gives, or None (then the reference reads the batch), never more
+    than the limit; the usual shape is taken."""
+    from kltool.errors import CorruptDataError
+    from kltool.format.compression import decompress
+    from kltool.spark.arrow_rows import _FAST
+
+    fast = _FAST[codec]()
+    shapes = _payload_shapes(codec)
+    assert fast(shapes[0], 1 << 20) is not None
+    for i, p in enumerate(shapes):
+        for limit in (1 << 20, 100):
+            got = fast(p, limit)
+            if got is None:
+                continue
+            assert len(got) <= limit, (i, limit)
+            try:
+                ref = decompress(codec, p, 2, limit)
+            except CorruptDataError:
+                ref = "refused"
+            assert bytes(got) == ref, (i, limit)

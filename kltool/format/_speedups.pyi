@@ -5,6 +5,8 @@ point has a pure-Python twin that stays the reference; the docstrings of the C s
 each one takes on and when it hands back to Python (None, or a stop index).
 """
 
+from collections.abc import Callable
+
 from typing_extensions import Buffer
 
 ABI: int
@@ -60,9 +62,11 @@ def fill_records(items: list[object], i: int, records: list[object], lines: list
 # arrow.c
 def arrow_v2(buf: Buffer, i: int, j: int, lo: int | None, hi: int | None, include_control: bool, limit_rows: int,
              limit_bytes: int, rows: int, nbytes: int, outs: tuple[bytearray | None, ...],
+             inflate: Callable[[int, bytes, int], Buffer | None] | None = None,
              /) -> tuple[int, int, int, int]:
     """The records of the checked v2 batches at ``buf[i:j]`` appended to the 16 Arrow buffers of ``outs``:
-    (next index, status 0 done / 1 chunk full / 2 Python's turn / 3 past ``hi``, rows, bytes)."""
+    (next index, status 0 done / 1 chunk full / 2 Python's turn / 3 past ``hi``, rows, bytes). A compressed
+    batch's records are ``inflate(codec, payload, count)``'s (None: Python's turn; no ``inflate``: always)."""
 
 def arrow_records(data: Buffer, count: int, base_offset: int, base_ts: int, log_append_time: bool, max_ts: int,
                   lo: int | None, hi: int | None, outs: tuple[bytearray | None, ...], /) -> int | None:

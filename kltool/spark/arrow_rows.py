@@ -339,8 +339,9 @@ def read_records(part: SegmentRead, *, include_control: bool = False, include_he
 
 def _records_of(src, part, flt, start, end, include_control, include_headers, want_kv, chunk_rows, chunk_bytes,
                 columns):
-    """The rows of ``src``: runs of plain checked v2 batches through the C reader (``arrow_v2``)
-    when built, every other batch (and every batch without it) through :func:`_add_batch`."""
+    """The rows of ``src``: runs of checked v2 batches through the C reader (``arrow_v2``, compressed ones
+    decompressed by :func:`_inflater`'s callable) when built, every other batch (and every batch without
+    it) through :func:`_add_batch`."""
     from ..format import parse_header, speedups
     from ..storage.scan import HOLD, BatchRun
 
@@ -358,6 +359,7 @@ def _records_of(src, part, flt, start, end, include_control, include_headers, wa
     out.aborted = part.aborted
     # provenance and read_committed: every batch through _add_batch
     runs = C is not None and "_metadata" not in want and not part.aborted
+    inflate = _inflater() if runs else None
     for item in src.walk(with_data=True, runs=runs, hold_limit=HOLD):
         if isinstance(item, BatchRun):
             buf, i = item.window()
@@ -370,7 +372,8 @@ def _records_of(src, part, flt, start, end, include_control, include_headers, wa
             while i < j:
                 chunk = out.chunk
                 i, status, chunk.rows, chunk.nbytes = C.arrow_v2(buf, i, j, start, end, include_control, chunk_rows,
-                                                                 chunk_bytes, chunk.rows, chunk.nbytes, chunk.bufs)
+                                                                 chunk_bytes, chunk.rows, chunk.nbytes, chunk.bufs,
+                                                                 inflate)
                 if status == 2:  # this batch is for the Python loop
                     h = parse_header(buf, i, check_crc=False)
                     h.crc_valid = True  # checked by the walker
@@ -397,6 +400,167 @@ def _records_of(src, part, flt, start, end, include_control, include_headers, wa
     if len(out.chunk):
         yield out.flush()
     out.loss.warn()
+
+
+def _inflater():
+    """``inflate(codec, payload, count)`` for ``arrow_v2``: the decompressed records of a usual compressed
+    batch, which the C reader then appends as it appends a plain batch's; None leaves the batch to
+    :func:`_add_batch` (the reference path): more than ``v2_record_groups`` decodes whole (records or
+    bytes: read streamed there), or anything out of the ordinary (it says how the batch is damaged, or
+    reads what it can). Decompressed with the codec libraries (C), bounded by the whole-batch limit: the
+    usual shapes of gzip, xerial snappy and zstd in one call of the library each (see _FAST), the rest
+    through :func:`kltool.format.compression.decompress`; a missing codec library raises (never data loss)."""
+    from ..errors import CorruptDataError
+    from ..format.batch import WHOLE_RECORDS, whole_batch_limit
+    from ..format.compression import decompress
+
+    limit = whole_batch_limit()
+    fast = {}
+
+    def inflate(codec: int, payload: bytes, count: int):
+        if count > WHOLE_RECORDS:
+            return None
+        try:
+            f = fast.get(codec)
+            if f is None and codec in _FAST:
+                f = fast[codec] = _FAST[codec]()
+            if f is not None:
+                out = f(payload, limit)
+                if out is not None:
+                    return out
+            return decompress(codec, payload, 2, limit)
+        except CorruptDataError:  # (and TooLarge) the reference path reads it, or reports it
+            return None
+
+    return inflate
+
+
+# The usual shape of a codec's payload decompressed in one library call, or None (then the streamed
+# reference, compression.decompress, decides: it also takes the unusual shapes, and names the damage).
+# Each gives exactly what the reference gives, or None; never more than ``limit`` bytes.
+
+def _fast_gzip():
+    import zlib
+
+    def gzip(payload, limit):
+        d = zlib.decompressobj(31)
+        try:
+            out = d.decompress(payload, limit + 1)
+        except zlib.error:
+            return None
+        # one member, whole, nothing after it (more members, padding, a truncated one: the reference's)
+        if not d.eof or d.unused_data or d.unconsumed_tail or len(out) > limit:
+            return None
+        return out
+
+    return gzip
+
+
+def _fast_snappy():
+    from ..format.compression import XERIAL_MAGIC, _snappy
+
+    raw_into = _snappy().decompress_raw_into
+
+    def snappy(payload, limit):
+        # xerial framing: the 16-byte header, then blocks of (int32 length, raw snappy block)
+        n = len(payload)
+        if n < 16 or payload[:8] != XERIAL_MAGIC:
+            return None
+        blocks = []
+        total = 0
+        p = 16
+        while p < n:
+            if p + 4 > n:
+                return None
+            blen = int.from_bytes(payload[p:p + 4], "big")
+            p += 4
+            if blen == 0 or blen >= 1 << 31 or p + blen > n:  # (a concatenated header: the reference's)
+                return None
+            size = _varint_len(payload, p)
+            if size is None:
+                return None
+            total += size
+            if total > limit:
+                return None
+            blocks.append((p, p + blen, size))
+            p += blen
+        out = bytearray(total)
+        view = memoryview(out)
+        at = 0
+        for a, z, size in blocks:
+            try:
+                got = raw_into(payload[a:z], view[at:at + size])
+            except Exception:  # noqa: BLE001 (cramjam's DecompressionError: the reference names it)
+                return None
+            if got != size:
+                return None
+            at += size
+        view.release()
+        return out
+
+    return snappy
+
+
+def _varint_len(data, p):
+    """The unsigned varint (at most 5 bytes) at ``data[p]``: a raw snappy block's uncompressed length."""
+    n = shift = 0
+    for i in range(p, min(p + 5, len(data))):
+        b = data[i]
+        n |= (b & 0x7F) << shift
+        if b < 0x80:
+            return n
+        shift += 7
+    return None
+
+
+def _fast_zstd():
+    from ..format.compression import _zstd
+
+    z = _zstd()
+    d = z.ZstdDecompressor()
+
+    def zstd(payload, limit):
+        if not _one_zstd_frame(payload):  # (the library would pass over what follows the first frame)
+            return None
+        try:
+            out = d.decompress(payload, max_output_size=limit)
+        except z.ZstdError:  # damaged, truncated, or larger than the limit: the reference's
+            return None
+        return out if len(out) <= limit else None
+
+    return zstd
+
+
+def _one_zstd_frame(b) -> bool:
+    """Whether ``b`` is exactly one zstd frame (its header, blocks and checksum: no decompression)."""
+    n = len(b)
+    if n < 9 or b[:4] != b"\x28\xb5\x2f\xfd":
+        return False
+    fhd = b[4]
+    if fhd & 0x08:  # reserved bit
+        return False
+    fcs = (0, 2, 4, 8)[fhd >> 6]
+    single = fhd & 0x20
+    if single and not fcs:
+        fcs = 1
+    p = 5 + (0 if single else 1) + (0, 1, 2, 4)[fhd & 0x03] + fcs
+    while True:
+        if p + 3 > n:
+            return False
+        h = b[p] | b[p + 1] << 8 | b[p + 2] << 16
+        p += 3
+        btype = (h >> 1) & 3
+        if btype == 3:
+            return False
+        p += 1 if btype == 1 else h >> 3
+        if h & 1:
+            break
+    if fhd & 0x04:
+        p += 4
+    return p == n
+
+
+_FAST = {1: _fast_gzip, 2: _fast_snappy, 4: _fast_zstd}
 
 
 class DataLoss:

@@ -1,12 +1,13 @@
 /*
  * arrow.c: the records level of the Spark data source (kltool.spark): the records of checked v2
  * batches appended straight into Arrow column buffers (bytearrays), for a run of batches the walker
- * checked (arrow_v2) or for one batch already decoded (arrow_records).
+ * checked (arrow_v2: plain ones, and compressed ones decompressed by a Python callable, the codec
+ * libraries' C) or for one batch already decoded (arrow_records).
  */
 #include "speedups.h"
 
 /* ------------------------------------------------------------------------------------------
- * arrow_v2(buf, i, j, lo, hi, include_control, limit_rows, limit_bytes, rows, nbytes, outs)
+ * arrow_v2(buf, i, j, lo, hi, include_control, limit_rows, limit_bytes, rows, nbytes, outs[, inflate])
  *   -> (i, status, rows, nbytes)
  * The records level of the Spark data source (kltool.spark.datasource) for a run of batches the C
  * walker checked (walk_v2: whole, CRC-valid v2 batches starting at i, i < j): each batch's records,
@@ -22,9 +23,17 @@
  * offset is in [lo, hi) (None: unbounded), as the Python loop filters them; batches are passed over
  * as it does (control batches without include_control, batches wholly below lo, empty ones).
  * status: 0 the batches up to j are done; 1 the chunk is full (``rows`` >= limit_rows or ``nbytes``
- * >= limit_bytes after the batch before i); 2 the batch at i needs Python (compressed, a control
- * batch to return, malformed records, out-of-int64 values: the reference decoder decides, nothing
- * of it was appended); 3 the batch at i starts at or past hi (the read is over).
+ * >= limit_bytes after the batch before i); 2 the batch at i needs Python (compressed without
+ * ``inflate``, a control batch to return, malformed records, out-of-int64 values: the reference
+ * decoder decides, nothing of it was appended); 3 the batch at i starts at or past hi (the read is over).
+ *
+ * inflate (optional, None: compressed batches are Python's): ``inflate(codec, payload, count)`` gives
+ * the decompressed records of a compressed batch (its payload as bytes: codec 1..4, count > 0 records
+ * declared) as a bytes-like object, or None to leave the batch to Python (too large to hold whole,
+ * undecodable: the reference path streams it, or says how it is damaged); its exceptions propagate
+ * (a missing codec library). The records it gives are parsed as a plain batch's, and must take
+ * exactly its bytes, else the batch is Python's; ``nbytes`` then counts the decompressed bytes (as
+ * the Python loop does).
  */
 typedef struct { PyObject *ba; char *p; Py_ssize_t len, cap; } gbuf;
 
@@ -238,14 +247,38 @@ done:
     return result;
 }
 
+/* A compressed batch's records through inflate(codec, payload, count): 0 appended (*sel rows, *used
+ * decompressed bytes), 1 Python's turn (nothing appended), -1 error (inflate's exception). */
+static int arrow_inflated(PyObject *inflate, const unsigned char *p, Py_ssize_t total, int codec, int64_t count,
+                          int64_t base, int lat, int has_lo, int64_t lo, int has_hi, int64_t hi, gbuf *o,
+                          Py_ssize_t *sel, Py_ssize_t *used) {
+    PyObject *payload = PyBytes_FromStringAndSize((const char *)p + 61, total - 61);
+    if (!payload) return -1;
+    PyObject *data = PyObject_CallFunction(inflate, "iOL", codec, payload, (long long)count);
+    Py_DECREF(payload);
+    if (!data) return -1;
+    if (data == Py_None) { Py_DECREF(data); return 1; }
+    Py_buffer dv;
+    if (PyObject_GetBuffer(data, &dv, PyBUF_SIMPLE) < 0) { Py_DECREF(data); return -1; }
+    Py_ssize_t saved[NOUTS];
+    for (int k = 0; k < NOUTS; k++) saved[k] = o[k].len;
+    int rc = arrow_batch(dv.buf, dv.len, count, base, be64(p + 27), lat, be64(p + 35), has_lo, lo, has_hi, hi, o, sel);
+    if (rc)
+        for (int k = 0; k < NOUTS; k++) o[k].len = saved[k];
+    *used = dv.len;
+    PyBuffer_Release(&dv);
+    Py_DECREF(data);
+    return rc;
+}
+
 PyObject *arrow_v2(PyObject *self, PyObject *args) {
     Py_buffer view;
     Py_ssize_t i, j, limit_rows, rows;
     long long limit_bytes, nbytes;
-    PyObject *lo_obj, *hi_obj, *outs;
+    PyObject *lo_obj, *hi_obj, *outs, *inflate = Py_None;
     int include_control;
-    if (!PyArg_ParseTuple(args, "y*nnOOpnLnLO!", &view, &i, &j, &lo_obj, &hi_obj, &include_control, &limit_rows,
-                          &limit_bytes, &rows, &nbytes, &PyTuple_Type, &outs))
+    if (!PyArg_ParseTuple(args, "y*nnOOpnLnLO!|O", &view, &i, &j, &lo_obj, &hi_obj, &include_control, &limit_rows,
+                          &limit_bytes, &rows, &nbytes, &PyTuple_Type, &outs, &inflate))
         return NULL;
     gbuf o[NOUTS];
     Py_ssize_t saved[NOUTS];
@@ -278,7 +311,21 @@ PyObject *arrow_v2(PyObject *self, PyObject *args) {
         }
         if (has_lo && last < lo) { i += total; continue; }
         if (has_hi && base >= hi) { status = 3; break; }
-        if (attrs & 0x07) { status = 2; break; }  /* compressed */
+        if (attrs & 0x07) {  /* compressed */
+            int codec = attrs & 0x07;
+            Py_ssize_t sel = 0, used = 0;
+            if (inflate == Py_None || codec > 4 || count <= 0) { status = 2; break; }
+            int rc = arrow_inflated(inflate, p, total, codec, count, base, (attrs & 0x08) != 0, has_lo, lo, has_hi,
+                                    hi, o, &sel, &used);
+            if (rc < 0) { ok = 0; break; }
+            if (rc) { status = 2; break; }
+            i += total;
+            if (sel == 0) continue;
+            rows += sel;
+            nbytes += used;
+            if (rows >= limit_rows || nbytes >= limit_bytes) { status = 1; break; }
+            continue;
+        }
         if (count <= 0) {
             if (count < 0) { status = 2; break; }
             i += total;

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 
 /* The interface version kltool/format/speedups.py expects (ABI there): a stale build is not used. */
-#define KL_SPEEDUPS_ABI 11
+#define KL_SPEEDUPS_ABI 12
 
 typedef struct {
     const unsigned char *p;

@@ -470,8 +470,10 @@ def _plan_root(g: Group) -> None:
             v = cp.get(key)
             if leo is None or v is None or p.kind != "normal" or v <= leo:
                 continue
-            if name == fn.CLEANER_OFFSET_CHECKPOINT or (  # no log start entry at the first base, as the broker
-                    name == fn.LOG_START_OFFSET_CHECKPOINT and p.segments and leo <= p.segments[0].base_offset):
+            # a log start past the end is dropped, never clamped: the broker would load logStartOffset = LEO and
+            # serve none of the kept records; without an entry the log starts at its first segment (Kafka writes
+            # an entry only when the log start is above the first segment's base)
+            if name in (fn.CLEANER_OFFSET_CHECKPOINT, fn.LOG_START_OFFSET_CHECKPOINT):
                 del new[key]
                 notes.append(f"{p.name} {v} removed")
             else:

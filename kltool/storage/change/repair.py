@@ -54,7 +54,7 @@ from ..check.segment_name import first_batches, misnamed_base
 from ..confine import outside_findings
 from ..epochs import checkpoint_epochs
 from ..findings import Finding
-from ..fs import TMP_SUFFIX
+from ..fs import TMP_SUFFIX, read_small_file
 from ..index_builder import DEFAULT_INDEX_INTERVAL_BYTES
 from ..logdir import LogDir, Selection
 from ..partition import Partition
@@ -68,7 +68,6 @@ from .apply import (
     default_backup_root,
 )
 from .apply import file_size as _size
-from .apply import read_file as _read
 from .plan import Action, ChangeSet, Cut
 from .restore import restore
 from .segscan import Ctx, SegScan
@@ -400,7 +399,7 @@ def _plan_partition_files(view: View, p: Partition, leo: int, ctx: Ctx, acts: li
                                f"{leo} (the broker deletes it)", old_size=_size(path)))
             continue
         try:
-            snap = parse_snapshot(path.read_bytes())
+            snap = parse_snapshot(read_small_file(path))
             bad = None if snap.crc_valid else (f"Snapshot is corrupt (CRC is no longer valid). Stored crc: "
                                                f"{snap.crc}. Computed crc: {snap.computed_crc}")
         except CorruptDataError as e:
@@ -410,7 +409,7 @@ def _plan_partition_files(view: View, p: Partition, leo: int, ctx: Ctx, acts: li
                                old_size=_size(path)))
     lec = p.path / fn.LEADER_EPOCH_CHECKPOINT
     try:
-        raw = lec.read_bytes()
+        raw = read_small_file(lec)
     except FileNotFoundError:
         raw = None
     if raw is not None:
@@ -440,6 +439,16 @@ _ROOT_CHECKPOINTS = (fn.RECOVERY_POINT_CHECKPOINT, fn.REPLICATION_OFFSET_CHECKPO
                      fn.CLEANER_OFFSET_CHECKPOINT)  # the order the plan lists them in
 
 
+def _read(p: Path | None) -> bytes | None:
+    """The bytes of ``p`` (a regular file only: storage.fs.read_small_file), or None when it does not exist."""
+    if p is None:
+        return None
+    try:
+        return read_small_file(p)
+    except FileNotFoundError:
+        return None
+
+
 def _plan_root(g: Group) -> None:
     from ...format.checkpoints import encode_offset_checkpoint, parse_offset_checkpoint
 
@@ -454,7 +463,7 @@ def _plan_root(g: Group) -> None:
     for name in _ROOT_CHECKPOINTS:
         path = ld.path / name
         try:
-            raw = path.read_bytes()
+            raw = read_small_file(path)
         except FileNotFoundError:
             continue
         try:

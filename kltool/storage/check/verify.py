@@ -68,7 +68,7 @@ def _index_checker(seg: Segment, is_active: bool, log_size: int | None) -> Index
 def _check_txn_index(seg: Segment) -> list[Finding]:
     out: list[Finding] = []
     try:
-        data = seg.txnindex_path.read_bytes()
+        data = read_small_file(seg.txnindex_path)
     except FileNotFoundError:
         return out
     for msg in fidx.check_txn_index(data, seg.base_offset, path=str(seg.txnindex_path)):
@@ -368,7 +368,7 @@ def _check_partition_files(p: Partition, leo: int) -> Iterator[Finding]:
         yield bad
     elif lec.exists():
         prev = None
-        for epoch, start in parse_leader_epoch_checkpoint(lec.read_bytes()):
+        for epoch, start in parse_leader_epoch_checkpoint(read_small_file(lec)):
             if prev is not None and (epoch <= prev[0] or start < prev[1]):
                 yield _err("checkpoint_corrupt", lec, f"leader epochs out of order: ({prev[0]}, {prev[1]}) then "
                            f"({epoch}, {start})")
@@ -493,7 +493,7 @@ def verify_file(path: Path, *, deep: bool, stats: VerifyStats,
         from ...format.snapshot import parse_snapshot
 
         try:
-            snap = parse_snapshot(path.read_bytes())
+            snap = parse_snapshot(read_small_file(path))
         except CorruptDataError as e:
             yield _err("snapshot_corrupt", path, e.message, position=e.position)
         except OSError as e:

@@ -118,12 +118,17 @@ def _plan_segment_names(view: View, segs: list[Seg], acts: list[Action]) -> None
     neighbouring segments, the name is what is wrong: rename the segment to its first batch's offset (its
     index files, relative to the old name, are set aside and rebuilt)."""
     prev_last = None
-    for i, s in enumerate(segs):
-        firsts = first_batches(s.log)
+    spans = [(first_batches(s.log), s) for s in segs]
+    lasts = {id(s): next_offset_of(s.log, s.base) - 1 if firsts else None for firsts, s in spans}
+    moved = False
+    for i, (firsts, s) in enumerate(spans):
         first = firsts[0] if firsts else None
-        last = next_offset_of(s.log, s.base) - 1 if first is not None else None
+        last = lasts[id(s)]
         new_base = misnamed_base(firsts, s.base, prev_last, segs[i + 1].base if i + 1 < len(segs) else None,
                                  lambda last=last: last)
+        if new_base is None and first is not None and prev_last is not None and first.base_offset <= prev_last:
+            new_base = _moved_base(firsts, s, segs, lasts)  # its content belongs before earlier segments
+            moved = moved or new_base is not None
         if new_base is not None:
             target = s.final.with_name(fn.segment_file(new_base, "log"))
             if target.name not in view.current:
@@ -139,6 +144,28 @@ def _plan_segment_names(view: View, segs: list[Seg], acts: list[Action]) -> None
                 s.base, s.final = new_base, target  # s.log stays where the file is until the rename
         if last is not None:
             prev_last = max(prev_last, last) if prev_last is not None else last
+    if moved:
+        segs.sort(key=lambda s: s.base)
+
+
+def _moved_base(firsts, s: Seg, segs: list[Seg], lasts: dict[int, int | None]) -> int | None:
+    """The name of a segment whose batches lie below earlier segments (a name far too high): its first batch's
+    offset when the whole content fits between the segments around that offset (where Kafka's overflow split
+    would put it), else None."""
+    lo = firsts[0].base_offset
+    others = [o for o in segs if o is not s]
+    before = [o for o in others if o.base <= lo]
+    after = [o for o in others if o.base > lo]
+    prev_last = None
+    for o in before:
+        la = lasts[id(o)]
+        if la is not None:
+            prev_last = la if prev_last is None else max(prev_last, la)
+    if before and prev_last is None:
+        prev_last = before[-1].base - 1
+    if before and before[-1].base == lo:
+        return None
+    return misnamed_base(firsts, s.base, prev_last, after[0].base if after else None, lambda: lasts[id(s)])
 
 
 def _index_actions(sc: SegScan, *, force: bool, indexes_only: bool, acts: list[Action],

@@ -112,3 +112,26 @@ def test_misnamed_segments_property(tmp_path_factory, which, data):
 def test_kafka_reads_a_renamed_v1_segment(tmp_path, kafka_oracle):
     part = _misname_and_repair(tmp_path, "v1", 3, 1, 1)
     assert kafka_oracle(_logs(part))[0] == 0
+
+
+@pytest.mark.parametrize("past", ["next", "last"])
+@pytest.mark.parametrize("src,parts", [s for s in SOURCES if s[1] != 2])
+def test_a_segment_named_past_later_segments_is_renamed_back(tmp_path, src, parts, past):
+    """A name so far off that the segment sorts after later segments (its batches then lie below the previous
+    segment's last offset, so the content does not fit between its current neighbours): Kafka's recovery
+    treats offsets below a segment's base as an overflow and splits the segment, each new file named after its
+    first batch's offset, which puts it back between the segments around it. Repair renames it there and keeps
+    every batch (it used to excise the whole segment as out of order)."""
+    part = _segments(tmp_path, src, parts)
+    logs = _logs(part)
+    names = sorted(int(p.name.split(".")[0]) for p in logs)
+    assert len(names) >= 3
+    before = _offsets(part)
+    original = {p.name: p.read_bytes() for p in logs}
+    wrong = names[2] + 5 if past == "next" else names[-1] + 10_000
+    logs[1].rename(part / fn.segment_file(wrong, "log"))
+    assert _errors(part)
+    result = repair(open_path(part), backup_dir=tmp_path / "bk")
+    assert _offsets(part) == before, [a.describe() for a in result.plan.actions]
+    assert {p.name: p.read_bytes() for p in _logs(part)} == original
+    assert not _errors(part)

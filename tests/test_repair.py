@@ -554,6 +554,8 @@ def test_truncation_fixes_snapshots_epochs_and_checkpoints(kl, william, tmp_path
 
 
 def test_checkpoints_past_the_log_end_without_damage(kl, william, tmp_path):
+    """A log start offset past the end is dropped, not clamped to the log end (Kafka 4.4 would load
+    logStartOffset = LEO and serve none of the kept records): the log starts at its first segment."""
     cp = william / "log-start-offset-checkpoint"
     cp.write_text("0\n1\ndebug_topic 0 77\n")
     clean = william / "cleaner-offset-checkpoint"
@@ -562,7 +564,7 @@ def test_checkpoints_past_the_log_end_without_damage(kl, william, tmp_path):
     assert r.code == 1
     done = check_repair(kl, william, william / "debug_topic-0", tmp_path / "backup",
                         check=lambda: (cp.read_text(), clean.read_text()) == (
-                            "0\n1\ndebug_topic 0 40\n", "0\n1\n__consumer_offsets 28 5\n"))
+                            "0\n0\n", "0\n1\n__consumer_offsets 28 5\n"))
     assert sorted(Path(a["file"]).name for a in done) == ["cleaner-offset-checkpoint",
                                                           "log-start-offset-checkpoint"]
 
@@ -779,3 +781,28 @@ def test_log_start_checkpoint_past_the_end_of_an_empty_log_is_removed(kl, willia
     cp = william / "log-start-offset-checkpoint"
     cp.write_text(f"0\n2\ndebug_topic 0 77\n{topic} {part} 9\n")
     check_repair(kl, william, empty, tmp_path / "backup", check=lambda: cp.read_text() == "0\n1\ndebug_topic 0 77\n")
+
+
+def test_a_partition_dir_alone_checks_and_repairs_only_its_own_root_checkpoint_entries(kl, william, tmp_path):
+    """`verify PARTITION_DIR` looks at the partition's own entries in its parent log dir's offset checkpoints
+    (a bad log start offset was unseen unless the whole log dir was given); `--repair` on the partition dir
+    changes that partition's entries only."""
+    cp = william / "log-start-offset-checkpoint"
+    cp.write_text("0\n2\ndebug_topic 0 77\n__consumer_offsets 28 9999\n")
+    rp = william / "recovery-point-offset-checkpoint"
+    rp.write_text(rp.read_text().replace("debug_topic 0 40", "debug_topic 0 55"))
+    assert "debug_topic 0 55" in rp.read_text()
+    v = kl("--json", "verify", william / "debug_topic-0")
+    assert v.code == 1
+    found = sorted((Path(f["file"]).name, f["offset"]) for f in v.json() if f["type"] == "finding")
+    assert found == [("log-start-offset-checkpoint", 77), ("recovery-point-offset-checkpoint", 55)]
+    other = kl("--json", "verify", william / "__consumer_offsets-28")
+    assert [(Path(f["file"]).name, f["offset"]) for f in other.json() if f["type"] == "finding"] == [
+        ("log-start-offset-checkpoint", 9999)]
+    assert kl("verify", william / "test_topic-0").code == 0  # no bad entry of its own
+
+    def check():
+        assert cp.read_text() == "0\n1\n__consumer_offsets 28 9999\n"  # the other partition's line is kept
+        assert "debug_topic 0 40" in rp.read_text().splitlines()
+
+    check_repair(kl, william, william / "debug_topic-0", tmp_path / "backup", check=check)

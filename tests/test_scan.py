@@ -86,6 +86,31 @@ def test_damage_in_the_middle_loses_only_damaged_batches(tmp_path, data):
     assert cursor <= len(raw)
 
 
+def test_a_damaged_length_swallowing_the_next_batch_is_restored_by_repair(tmp_path):
+    """The once-failing draw of test_damage_in_the_middle_loses_only_damaged_batches (seed 0, one random byte
+    at 575): 575 is the low byte of the batch at 564's batchLength (not covered by the CRC). walk() trusts a
+    length as the broker's reader does, so the batch at 564 claims 288+ bytes, fails its CRC and swallows the
+    intact batch at 844; the property's random fill (os.urandom) hits this only for such values. Repair
+    restores the length field (its CRC checks up to where the next batch starts) and keeps all 30 batches."""
+    from kltool.storage.change.repair import repair
+    from kltool.storage.logdir import open_path
+
+    part = tmp_path / "logs" / "t-0"
+    part.mkdir(parents=True)
+    p = part / "00000000000000000000.log"
+    positions = make_segment(p, 30, seed=0)
+    assert (564, 280) in {(pos, size) for pos, size, _lo, _hi in positions}
+    raw = bytearray(p.read_bytes())
+    raw[575] = 20  # 280 -> 288
+    p.write_bytes(bytes(raw))
+    got = {(i.position, i.size) for i in walk(p) if not isinstance(i, Damage) and i.crc_valid}
+    assert (844, 152) not in got  # the raw walk: swallowed
+    res = repair(open_path(part), backup_dir=tmp_path / "bk")
+    assert "fix_field" in {a.op for a in res.plan.actions}
+    got = {(i.position, i.size) for i in walk(p) if not isinstance(i, Damage) and i.crc_valid}
+    assert got == {(pos, size) for pos, size, _lo, _hi in positions}
+
+
 @pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cut=st.integers(0, 4000), flips=st.lists(st.tuples(st.integers(0, 4000), st.integers(1, 255)), max_size=5))

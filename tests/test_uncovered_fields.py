@@ -95,6 +95,28 @@ def test_one_flipped_uncovered_bit_costs_at_most_its_batch(tmp_path_factory, src
     _check(part, before, damaged, tmp_path)
 
 
+def _flip_at(tmp_path: Path, src: str, segment: int, batch: int, field: int, bit: int):
+    """_flip's draw, given: (segment, batch, field index, bit) as Hypothesis reports them."""
+    vals = iter([segment, batch, field, bit])
+
+    class _Fixed:
+        @staticmethod
+        def draw(strategy, label=None):
+            return next(vals)
+
+    return _flip(tmp_path, src, _Fixed())
+
+
+@pytest.mark.parametrize("src,segment,batch,field,bit", [
+    ("java-oracle/v2-multi-segment-0", 1, 39, 2, 0),  # reported failing once (a second plan rebuilt 0's index)
+])
+def test_one_flipped_uncovered_bit_examples(tmp_path, src, segment, batch, field, bit):
+    part, before, damaged, _name = _flip_at(tmp_path, src, segment, batch, field, bit)
+    _check(part, before, damaged, tmp_path)
+    again = repair(open_path(part), dry_run=True)
+    assert again.plan.actions == [], [a.describe() for a in again.plan.actions]  # one repair is enough
+
+
 @pytest.mark.slow
 @settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck))
 @given(src=st.sampled_from(SOURCES), data=st.data())

@@ -399,11 +399,31 @@ def walk(path, *, start: int = 0, end: int | None = None, with_data: bool = Fals
                  want_cols, hold_limit)
 
 
+def open_segment_file(path) -> int:
+    """A read-only descriptor of a segment file. Only a regular file is opened for good: a FIFO, socket or
+    device named like a segment would block the walk for ever, so it is an OSError (EINVAL, "not a regular
+    file"), reported as an ``unreadable`` finding (opened with O_NONBLOCK, so a FIFO does not wait for a writer)."""
+    import errno
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
+        if not stat.S_ISREG(mode):
+            raise OSError(errno.EINVAL, "not a regular file (a FIFO, socket or device)", str(path))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def _walk(path, start, end, with_data, resync, chunk_size, progress, runs, prev_last, base_offset, deep, want_cols,
           hold_limit):
     c_walk = speedups.C.walk_v2 if runs and speedups.C is not None else None
     seg_base = -1 if base_offset is None or base_offset < 0 else base_offset
-    fd = os.open(path, os.O_RDONLY)
+    fd = open_segment_file(path)
     r = None
     try:
         size = os.fstat(fd).st_size
@@ -535,7 +555,7 @@ def _split_points(path, start: int, end: int, chunk: int) -> list[int]:
     points = [start]
     if n < 2:
         return points + [end]
-    fd = os.open(path, os.O_RDONLY)
+    fd = open_segment_file(path)
     r = _Reader(fd, end, min(chunk, 1 << 18))  # (a batch usually starts in the first few KiB)
     try:
         for k in range(1, n):
@@ -688,7 +708,7 @@ def records_of(h: BatchHeader, path=None):
 def _records_from_file(h: BatchHeader, path):
     from ..format import record_groups
 
-    fd = os.open(path, os.O_RDONLY)
+    fd = open_segment_file(path)
     try:
         yield from record_groups(h, FileSpan(fd, h.position, h.position + h.size))
     except MemoryError:

@@ -13,6 +13,7 @@ from ..format.names import filename_prefix
 from ..format.records import LOG_OVERHEAD, BatchHeader
 from ..plain import FrozenPlain
 from . import scan
+from .fs import read_small_file
 
 _MIN_ENTRY = LOG_OVERHEAD + RECORD_OVERHEAD[0]  # the smallest log entry: a v0 message without key and value
 
@@ -99,8 +100,7 @@ class Segment:
     @staticmethod
     def _read(path: Path) -> bytes | None:
         try:
-            with open(path, "rb") as f:
-                return f.read()
+            return read_small_file(path)  # a regular file only: a FIFO named like an index never blocks
         except FileNotFoundError:
             return None
 
@@ -135,7 +135,7 @@ class Segment:
         try:
             if pos + _MIN_ENTRY > self.size:
                 return 0
-            with open(self.log_path, "rb") as f:
+            with os.fdopen(scan.open_segment_file(self.log_path), "rb") as f:
                 head = os.pread(f.fileno(), V2_OVERHEAD, pos)
         except OSError:
             return 0
@@ -172,12 +172,12 @@ class Segment:
         the tails of many segments reads a few bytes of each index, not the whole of each."""
         if self._offset_index is None:
             try:
-                with open(self.index_path, "rb") as f:
+                with os.fdopen(scan.open_segment_file(self.index_path), "rb") as f:
                     n = os.fstat(f.fileno()).st_size // fidx.OFFSET_ENTRY
                     raw = os.pread(f.fileno(), fidx.OFFSET_ENTRY, (n - 1) * fidx.OFFSET_ENTRY) if n else b""
                     rel, pos = struct.unpack(">ii", raw) if len(raw) == fidx.OFFSET_ENTRY else (-1, 0)
                 if pos > 0 and self.base_offset + rel <= offset and pos + _MIN_ENTRY <= self.size:
-                    with open(self.log_path, "rb") as f:
+                    with os.fdopen(scan.open_segment_file(self.log_path), "rb") as f:
                         head = os.pread(f.fileno(), V2_OVERHEAD, pos)
                     if fidx.entry_points_at_batch(head, self.base_offset + rel, self.base_offset):
                         return pos
@@ -210,7 +210,7 @@ class Segment:
 
     def _read_time_index_tail(self) -> TimeIndexTail:
         try:
-            fd = os.open(self.timeindex_path, os.O_RDONLY)
+            fd = scan.open_segment_file(self.timeindex_path)
         except FileNotFoundError:
             return TimeIndexTail(None, None, False)
         try:

@@ -329,15 +329,7 @@ def test_kltool_repaired_everything(outcome):
     assert outcome["after"].code == 0
 
 
-LSO_CLAMPED = pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "kltool verify --repair 'repairs' a log-start-offset-checkpoint entry past the log end by setting it to the "
-    "log end offset (repair.py _plan_root, as for the recovery point and high watermark): every record stays on "
-    "disk and in `kltool dump --records`, but Kafka 4.4 loads logStartOffset=logEndOffset and serves none of "
-    "them (the broker alone deletes them all). Dropping the entry (the broker then starts the log at its first "
-    "segment, and writes no entry itself while they are equal) would serve all 600"))
-
-
-@pytest.mark.parametrize("kind", [pytest.param(k, marks=LSO_CLAMPED) if k == "lso_past_end" else k for k in DAMAGE])
+@pytest.mark.parametrize("kind", DAMAGE)
 def test_broker_serves_what_kltool_kept(outcome, kind):
     """Both starts (marker, and no marker with recovery from 0) serve exactly `kltool dump --records`,
     and recovery logs no truncation of kltool's result."""
@@ -360,11 +352,6 @@ def test_kltool_saves_at_least_what_the_broker_does(outcome, kind):
         assert n_a >= n_b and n_a >= n_c, (k, n_a, n_b, n_c)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "kltool verify (and so verify --repair) given a partition dir inside a log dir does not look at the log "
-    "dir's log-start-offset-checkpoint entry for that partition: a log start offset past the log end, on "
-    "which Kafka 4.4 deletes every segment ('Deleting all segments because logEndOffset ... is smaller than "
-    "logStartOffset'), is reported (checkpoint_beyond_end) and repaired only when kltool is given the log dir"))
 def test_partition_dir_verify_sees_root_checkpoints(outcome):
     res = outcome["lso_partition_dir"]
     assert "checkpoint_beyond_end" in {r.get("kind") for r in res.json()}, res

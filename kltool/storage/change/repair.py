@@ -54,7 +54,7 @@ from ..check.segment_name import first_batches, misnamed_base
 from ..confine import outside_findings
 from ..epochs import checkpoint_epochs
 from ..findings import Finding
-from ..fs import TMP_SUFFIX
+from ..fs import TMP_SUFFIX, read_small_file
 from ..index_builder import DEFAULT_INDEX_INTERVAL_BYTES
 from ..logdir import LogDir, Selection
 from ..partition import Partition
@@ -68,7 +68,6 @@ from .apply import (
     default_backup_root,
 )
 from .apply import file_size as _size
-from .apply import read_file as _read
 from .plan import Action, ChangeSet, Cut
 from .restore import restore
 from .segscan import Ctx, SegScan
@@ -119,12 +118,17 @@ def _plan_segment_names(view: View, segs: list[Seg], acts: list[Action]) -> None
     neighbouring segments, the name is what is wrong: rename the segment to its first batch's offset (its
     index files, relative to the old name, are set aside and rebuilt)."""
     prev_last = None
-    for i, s in enumerate(segs):
-        firsts = first_batches(s.log)
+    spans = [(first_batches(s.log), s) for s in segs]
+    lasts = {id(s): next_offset_of(s.log, s.base) - 1 if firsts else None for firsts, s in spans}
+    moved = False
+    for i, (firsts, s) in enumerate(spans):
         first = firsts[0] if firsts else None
-        last = next_offset_of(s.log, s.base) - 1 if first is not None else None
+        last = lasts[id(s)]
         new_base = misnamed_base(firsts, s.base, prev_last, segs[i + 1].base if i + 1 < len(segs) else None,
                                  lambda last=last: last)
+        if new_base is None and first is not None and prev_last is not None and first.base_offset <= prev_last:
+            new_base = _moved_base(firsts, s, segs, lasts)  # its content belongs before earlier segments
+            moved = moved or new_base is not None
         if new_base is not None:
             target = s.final.with_name(fn.segment_file(new_base, "log"))
             if target.name not in view.current:
@@ -140,6 +144,28 @@ def _plan_segment_names(view: View, segs: list[Seg], acts: list[Action]) -> None
                 s.base, s.final = new_base, target  # s.log stays where the file is until the rename
         if last is not None:
             prev_last = max(prev_last, last) if prev_last is not None else last
+    if moved:
+        segs.sort(key=lambda s: s.base)
+
+
+def _moved_base(firsts, s: Seg, segs: list[Seg], lasts: dict[int, int | None]) -> int | None:
+    """The name of a segment whose batches lie below earlier segments (a name far too high): its first batch's
+    offset when the whole content fits between the segments around that offset (where Kafka's overflow split
+    would put it), else None."""
+    lo = firsts[0].base_offset
+    others = [o for o in segs if o is not s]
+    before = [o for o in others if o.base <= lo]
+    after = [o for o in others if o.base > lo]
+    prev_last = None
+    for o in before:
+        la = lasts[id(o)]
+        if la is not None:
+            prev_last = la if prev_last is None else max(prev_last, la)
+    if before and prev_last is None:
+        prev_last = before[-1].base - 1
+    if before and before[-1].base == lo:
+        return None
+    return misnamed_base(firsts, s.base, prev_last, after[0].base if after else None, lambda: lasts[id(s)])
 
 
 def _index_actions(sc: SegScan, *, force: bool, indexes_only: bool, acts: list[Action],
@@ -400,7 +426,7 @@ def _plan_partition_files(view: View, p: Partition, leo: int, ctx: Ctx, acts: li
                                f"{leo} (the broker deletes it)", old_size=_size(path)))
             continue
         try:
-            snap = parse_snapshot(path.read_bytes())
+            snap = parse_snapshot(read_small_file(path))
             bad = None if snap.crc_valid else (f"Snapshot is corrupt (CRC is no longer valid). Stored crc: "
                                                f"{snap.crc}. Computed crc: {snap.computed_crc}")
         except CorruptDataError as e:
@@ -410,7 +436,7 @@ def _plan_partition_files(view: View, p: Partition, leo: int, ctx: Ctx, acts: li
                                old_size=_size(path)))
     lec = p.path / fn.LEADER_EPOCH_CHECKPOINT
     try:
-        raw = lec.read_bytes()
+        raw = read_small_file(lec)
     except FileNotFoundError:
         raw = None
     if raw is not None:
@@ -440,6 +466,16 @@ _ROOT_CHECKPOINTS = (fn.RECOVERY_POINT_CHECKPOINT, fn.REPLICATION_OFFSET_CHECKPO
                      fn.CLEANER_OFFSET_CHECKPOINT)  # the order the plan lists them in
 
 
+def _read(p: Path | None) -> bytes | None:
+    """The bytes of ``p`` (a regular file only: storage.fs.read_small_file), or None when it does not exist."""
+    if p is None:
+        return None
+    try:
+        return read_small_file(p)
+    except FileNotFoundError:
+        return None
+
+
 def _plan_root(g: Group) -> None:
     from ...format.checkpoints import encode_offset_checkpoint, parse_offset_checkpoint
 
@@ -454,7 +490,7 @@ def _plan_root(g: Group) -> None:
     for name in _ROOT_CHECKPOINTS:
         path = ld.path / name
         try:
-            raw = path.read_bytes()
+            raw = read_small_file(path)
         except FileNotFoundError:
             continue
         try:
@@ -470,8 +506,10 @@ def _plan_root(g: Group) -> None:
             v = cp.get(key)
             if leo is None or v is None or p.kind != "normal" or v <= leo:
                 continue
-            if name == fn.CLEANER_OFFSET_CHECKPOINT or (  # no log start entry at the first base, as the broker
-                    name == fn.LOG_START_OFFSET_CHECKPOINT and p.segments and leo <= p.segments[0].base_offset):
+            # a log start past the end is dropped, never clamped: the broker would load logStartOffset = LEO and
+            # serve none of the kept records; without an entry the log starts at its first segment (Kafka writes
+            # an entry only when the log start is above the first segment's base)
+            if name in (fn.CLEANER_OFFSET_CHECKPOINT, fn.LOG_START_OFFSET_CHECKPOINT):
                 del new[key]
                 notes.append(f"{p.name} {v} removed")
             else:

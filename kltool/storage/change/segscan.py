@@ -20,7 +20,7 @@ from ..check.index_check import IndexChecker
 from ..check.segment_name import first_batches
 from ..epochs import epoch_out_of_line
 from ..index_builder import IndexBuilder, TxnIndexBuilder
-from ..scan import Damage, walk
+from ..scan import Damage, open_segment_file, walk
 from .plan import Cut
 from .view import Seg
 
@@ -157,7 +157,7 @@ class SegScan:
 
     # -- the walk --------------------------------------------------------------------------------------
     def run(self) -> None:
-        self.fd = os.open(self.seg.log, os.O_RDONLY)
+        self.fd = open_segment_file(self.seg.log)
         try:
             items = self.items = Peek(walk(self.seg.log, progress=self.progress))
             nxt = next(items, None)

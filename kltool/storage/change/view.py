@@ -10,7 +10,7 @@ from pathlib import Path
 from ...errors import CorruptDataError
 from ...format import names as fn
 from ...format.records import BatchHeader
-from ..fs import TMP_SUFFIX
+from ..fs import TMP_SUFFIX, read_small_file
 from ..scan import walk
 from .apply import file_size as _size
 from .plan import Action
@@ -134,7 +134,7 @@ def snapshot_open_txns(view: View, first_base: int | None) -> dict[int, int]:
     if p is None:
         return {}
     try:
-        snap = parse_snapshot(p.read_bytes())
+        snap = parse_snapshot(read_small_file(p))
     except (CorruptDataError, OSError):
         return {}
     if not snap.crc_valid:

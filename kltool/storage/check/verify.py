@@ -68,7 +68,7 @@ def _index_checker(seg: Segment, is_active: bool, log_size: int | None) -> Index
 def _check_txn_index(seg: Segment) -> list[Finding]:
     out: list[Finding] = []
     try:
-        data = seg.txnindex_path.read_bytes()
+        data = read_small_file(seg.txnindex_path)
     except FileNotFoundError:
         return out
     for msg in fidx.check_txn_index(data, seg.base_offset, path=str(seg.txnindex_path)):
@@ -368,7 +368,7 @@ def _check_partition_files(p: Partition, leo: int) -> Iterator[Finding]:
         yield bad
     elif lec.exists():
         prev = None
-        for epoch, start in parse_leader_epoch_checkpoint(lec.read_bytes()):
+        for epoch, start in parse_leader_epoch_checkpoint(read_small_file(lec)):
             if prev is not None and (epoch <= prev[0] or start < prev[1]):
                 yield _err("checkpoint_corrupt", lec, f"leader epochs out of order: ({prev[0]}, {prev[1]}) then "
                            f"({epoch}, {start})")
@@ -393,6 +393,12 @@ def _check_logdir(ld: LogDir, stats: VerifyStats) -> Iterator[Finding]:
         yield _err("unknown_dir", d, "not a topic-partition directory: a broker refuses to start with it in its "
                    "log dir (move it out)")
     yield from ld.file_findings()  # meta.properties, .kafka_cleanshutdown, kltool-topics.json; unreadable ones
+    yield from _check_root_checkpoints(ld, ld.partitions, stats)
+
+
+def _check_root_checkpoints(ld: LogDir, partitions, stats: VerifyStats) -> Iterator[Finding]:
+    """The entries of ``partitions`` in the log dir's offset checkpoints (all of its partitions for a log dir,
+    the selected ones when partition dirs are given)."""
     for name in fn.ROOT_OFFSET_CHECKPOINTS:
         try:
             cp = ld.checkpoint(name)
@@ -402,7 +408,7 @@ def _check_logdir(ld: LogDir, stats: VerifyStats) -> Iterator[Finding]:
             continue
         except OSError:
             continue  # (an unreadable finding from file_findings)
-        for p in ld.partitions:
+        for p in partitions:
             v = cp.get((p.topic, p.partition))
             leo = stats.segment_ends.get(str(p.path))
             if v is None or leo is None or p.kind != "normal":
@@ -440,6 +446,13 @@ def verify_selection(sel: Selection, *, deep: bool = False, stats: VerifyStats |
             raise
         except OSError as e:  # a file or directory it may not read: reported, and the run goes on
             yield from count([unreadable(e.filename or p.path, e, f"the rest of partition {p.name} was not checked")])
+    whole = {os.path.abspath(ld.path) for ld in sel.logdirs}
+    parents: dict[str, tuple[LogDir, list[Partition]]] = {}
+    for p in sel.partitions:  # partition dirs given alone: their own entries in the parent log dir's checkpoints
+        if p.logdir is not None and os.path.abspath(p.logdir.path) not in whole and not outside_findings(p):
+            parents.setdefault(os.path.abspath(p.logdir.path), (p.logdir, []))[1].append(p)
+    for ld, ps in parents.values():
+        yield from count(_check_root_checkpoints(ld, ps, stats))
     for ld in sel.logdirs:
         yield from count(logdir_outside_findings(ld.path))
         yield from count(_check_logdir(ld, stats))
@@ -480,7 +493,7 @@ def verify_file(path: Path, *, deep: bool, stats: VerifyStats,
         from ...format.snapshot import parse_snapshot
 
         try:
-            snap = parse_snapshot(path.read_bytes())
+            snap = parse_snapshot(read_small_file(path))
         except CorruptDataError as e:
             yield _err("snapshot_corrupt", path, e.message, position=e.position)
         except OSError as e:

@@ -124,6 +124,30 @@ def test_a_flipped_base_offset_beside_a_damaged_batch_is_restored(kl, tmp_path, 
     assert kafka_oracle(_logs(part))[0] == 0
 
 
+
+@pytest.mark.parametrize("seg,first,damaged", [(0, 0, 1), (0, 1, 1), (1, 0, 2)])
+def test_an_offset_out_of_line_beside_a_damaged_batch_is_told_by_the_batch_after(tmp_path, seg, first, damaged):
+    """Hypothesis found it (v2-multi-segment-0, segment 0, batch 0, baseOffset bit 60 of the 64 = the value's
+    bit 4, next batch's payload): batch 0 read as 16..25 beside a batch whose CRC fails; the next batch to
+    trust starts at 20. The damaged neighbour is no witness, the batch after it is: the overlap blames the
+    flipped batch (restored, or cut alone), not the intact 20..29 (was cut as offset_order). Batch 1 (10..19
+    read as 26..35): the same in mid-segment. Segment 400's first batch read as 384 with two damaged batches
+    after it: 400 and 416 are both one bit away and fit; the segment's name says 400."""
+    part = _copy(tmp_path, "java-oracle/v2-multi-segment-0")
+    before = _offsets(part)
+    log = sorted(_logs(part))[seg]
+    hs = _batches(log)
+    h, ns = hs[first], hs[first + 1:first + 1 + damaged]
+    b = bytearray(log.read_bytes())
+    b[h.position + 7] ^= 1 << 4
+    for n in ns:
+        b[n.position + n.size - 1] ^= 0x5A
+    log.write_bytes(bytes(b))
+    lost_ok = {(n.base_offset, n.last_offset) for n in ns}
+    result = _repair_and_check(part, before, lost_ok | {(h.base_offset, h.last_offset)}, tmp_path)
+    if first == 0:  # batch 0's offset is told (the batch after the damage; the name): only the damaged go
+        assert before - _offsets(part) == lost_ok, [a.describe() for a in result.plan.actions]
+
 # (source, index of the first batch, [(field, byte in the batch, bit)] for it and the two batches after it)
 THREE = [("real/william0423-indexed-zk/__consumer_offsets-28", 6447, [(11, 0), (12, 5), (7, 5)]),
          ("real/william0423-indexed-zk/__consumer_offsets-28", 7480, [(13, 4), (7, 4), (11, 6)]),

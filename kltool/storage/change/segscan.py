@@ -440,8 +440,8 @@ class SegScan:
             ahead, damaged = [la, *self.items.valid_ahead(_WITNESSES - 1)[0]], False
         elif (mended := self._mended(la)) is not None:  # what the walk's fix makes of it
             ahead, damaged = [mended, *self.items.valid_ahead(_WITNESSES - 1)[0]], False
-        else:
-            ahead, damaged = self.items.valid_ahead(_WITNESSES)
+        else:  # the lookahead itself is damage (it is no longer among the items valid_ahead looks at)
+            ahead, damaged = self.items.valid_ahead(_WITNESSES)[0], True
         skipped: list[BatchHeader] = []
         for i, v in enumerate(ahead):
             if v.magic != 2 and v.compression != 0:
@@ -489,6 +489,8 @@ class SegScan:
             flips = [x for k in range(64) if low <= (x := _flip64(lo, k)) and x + delta < nlo]
             if len(flips) == 1:
                 cands.add(flips[0])
+            elif h.position == 0 and self.seg.base in flips:
+                cands.add(self.seg.base)  # a segment's first batch: its name (the base offset) is the witness
         return cands
 
     def _uncovered_offset(self, h: BatchHeader) -> BatchHeader | None:
@@ -520,9 +522,9 @@ class SegScan:
             exact = delta is not None and nlo - low == delta + 1 and low != lo
             by_index = idx is not None and delta is not None and idx - delta != h.base_offset
             nxt = self.lookahead
-            if not (exact or by_index or skipped) and not (isinstance(nxt, BatchHeader) and nxt.crc_valid
-                                                           and self._rather_this_one(h, nxt, low, nlo, delta)):
-                return h  # (with the next batch skipped as out of line, the witness after it is the one to trust)
+            if not (exact or by_index or skipped or damaged) and not (
+                    isinstance(nxt, BatchHeader) and nxt.crc_valid and self._rather_this_one(h, nxt, low, nlo, delta)):
+                return h  # (with the next batch skipped as out of line or damaged, the witness after it is trusted)
         cands = self._offset_candidates(h, low, nlo, delta, skipped, damaged)
         fits = [c for c in cands if c >= low and (nlo is None or c + delta < nlo)]
         if len(cands) == 1 and len(fits) == 1:

@@ -5,6 +5,7 @@ dir together, and the union must equal what a consumer reads from offset 0."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -56,7 +57,8 @@ def test_small_chunks_give_same_result(tmp_path):
     assert a == b
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
+          derandomize=True)
 @given(data=st.data())
 def test_damage_in_the_middle_loses_only_damaged_batches(tmp_path, data):
     p = tmp_path / "seg.log"
@@ -70,7 +72,8 @@ def test_damage_in_the_middle_loses_only_damaged_batches(tmp_path, data):
     elif fill == "ff":
         raw[start:start + length] = b"\xff" * length
     else:
-        raw[start:start + length] = os.urandom(length)
+        # random bytes Hypothesis can replay (os.urandom made a rare failing draw unrepeatable: see the next test)
+        raw[start:start + length] = random.Random(data.draw(st.integers(0, 2**32 - 1))).randbytes(length)
     p.write_bytes(bytes(raw))
     items = list(walk(p))
     got = {(i.position, i.size) for i in items if not isinstance(i, Damage) and i.crc_valid}

@@ -162,22 +162,62 @@ KILLER = textwrap.dedent("""
 """)
 
 
+def _past_its_content(part: Path) -> None:
+    """The last segment (one batch) named past its last offset, a copy of the batch before it in front: the
+    old name lies outside the offsets the new segment covers, so it is moved there first."""
+    logs = _logs(part)
+    prev, seg = logs[-2], logs[-1]
+    dup = prev.read_bytes()[_batches(prev)[-1].position:]
+    body = seg.read_bytes()
+    seg.unlink()
+    (part / fn.segment_file(_batches_last(body, part) + 1, "log")).write_bytes(dup + body)
+
+
+def _batches_last(body: bytes, part: Path) -> int:
+    probe = part.parent / "probe.log"
+    probe.write_bytes(body)
+    try:
+        return _batches(probe)[-1].last_offset
+    finally:
+        probe.unlink()
+
+
 def test_kill_at_a_few_steps_of_a_split(tmp_path):
-    _kill_and_rerun(tmp_path, *SOURCES[1], lambda n: [1, n // 3, n // 2, n - 1, n])
+    _kill_and_rerun(tmp_path, *SOURCES[1], lambda p: _overflowed(p, 3), lambda n: [1, n // 3, n // 2, n - 1, n])
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("src,parts", [SOURCES[0], SOURCES[1]])
 def test_kill_at_every_step_of_a_split(tmp_path, src, parts):
-    _kill_and_rerun(tmp_path, src, parts, lambda n: range(1, n + 1))
+    _kill_and_rerun(tmp_path, src, parts, lambda p: _overflowed(p, 3), lambda n: range(1, n + 1))
 
 
-def _kill_and_rerun(tmp_path, src, parts, points):
+@pytest.mark.slow
+def test_kill_at_every_step_of_a_split_that_moves_the_old_name_first(tmp_path):
+    _kill_and_rerun(tmp_path, "java-oracle/v2-none-0", 3, _past_its_content, lambda n: range(1, n + 1))
+
+
+def test_the_old_name_outside_the_new_offsets_is_moved_in_first(tmp_path):
+    part = _segments(tmp_path, "java-oracle/v2-none-0", 3)
+    original, before = {p.name: p.read_bytes() for p in _logs(part)}, _offsets(part)
+    _past_its_content(part)
+    damaged = _tree(part)
+    result = repair(open_path(part), backup_dir=tmp_path / "bk")
+    assert result.plan.actions[0].op == "rename" or any(a.op == "rename" and a.file.suffix == ".log"
+                                                         for a in result.plan.actions[:4])
+    assert _offsets(part) == before
+    assert {p.name: p.read_bytes() for p in _logs(part)} == original
+    assert not _errors(part)
+    restore(result.manifests[0])
+    assert _tree(part) == damaged
+
+
+def _kill_and_rerun(tmp_path, src, parts, damage, points):
     """kill -9 after each step: ``verify --repair`` then completes the split or undoes it (as the broker's
     LogLoader does), every intact batch is in the log once, and ``restore`` of the chain brings back the
     damaged files byte for byte."""
     base = _segments(tmp_path / "src", src, parts)
-    _overflowed(base, 3)
+    damage(base)
     before = _offsets(base)
     damaged = _tree(base)
     whole = tmp_path / "whole" / base.name

@@ -251,8 +251,9 @@ def _mapped_read(path: Path, keeps, fixes, a: int, b: int) -> bytes:
     return bytes(out)
 
 
-def _prepare(i: int, a: Action, run_dir: Path, root: Path) -> dict:
-    """Copy what action ``a`` removes into ``run_dir`` and return its manifest entry."""
+def _prepare(i: int, a: Action, run_dir: Path, root: Path, renamed: dict | None = None) -> dict:
+    """Copy what action ``a`` removes into ``run_dir`` and return its manifest entry. ``renamed``: {target:
+    file} of the run's renames (a source that an earlier step renames into place is read where it is now)."""
     files = run_dir / "files"
     rel = _rel(a.file, root)
     stem = f"{i:04d}-{a.op}"
@@ -295,9 +296,10 @@ def _prepare(i: int, a: Action, run_dir: Path, root: Path) -> dict:
     elif a.op == "create" and a.data is None and a.source is not None:  # byte ranges of a file (a split)
         copies = _copies(a)
         n = sum(t - s for s, t, _d in copies)
+        src = a.source if a.source.exists() else (renamed or {}).get(a.source, a.source)
         e["new_size"] = n
-        e["new_head_sha256"] = sha256_bytes(_mapped_read(a.source, copies, (), 0, min(SAMPLE, n)))
-        e["new_tail_sha256"] = sha256_bytes(_mapped_read(a.source, copies, (), max(0, n - SAMPLE), n))
+        e["new_head_sha256"] = sha256_bytes(_mapped_read(src, copies, (), 0, min(SAMPLE, n)))
+        e["new_tail_sha256"] = sha256_bytes(_mapped_read(src, copies, (), max(0, n - SAMPLE), n))
     elif a.op == "create":
         if a.data is not None:
             n = len(a.data)
@@ -509,7 +511,11 @@ def apply_changes(changes: Sequence[ChangeSet], command: str, backup_dir=None, *
         root = roots[id(c)]
         run_dir = _new_run_dir(root, run_name(command))
         log_dir = Path(os.path.abspath(c.root))
-        entries = [_prepare(i, a, run_dir, log_dir) for i, a in enumerate(c.actions)]
+        renamed: dict = {}
+        for a in c.actions:  # the first rename onto each name
+            if a.op == "rename":
+                renamed.setdefault(a.target, a.file)
+        entries = [_prepare(i, a, run_dir, log_dir, renamed) for i, a in enumerate(c.actions)]
         follows = _incomplete_manifests(root, run_dir)
         doc = {"type": MANIFEST_TYPE, "version": 1, "created": now_text(), "command": command,
                "log_dir": str(log_dir), "status": "applying",

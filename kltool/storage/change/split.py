@@ -195,11 +195,11 @@ class _Planner:
     @staticmethod
     def _safe(s: Seg, pieces, others) -> bool:
         """The broker completes an interrupted swap by deleting every other file named in [the lowest new
-        base, the highest next offset): that range must hold the old segment's name and no other segment's,
-        and the pieces must not interleave."""
+        base, the highest next offset): that range must hold no other segment's name (the old segment's is
+        moved into it first when it lies outside), and the pieces must not interleave."""
         lo = rules.first_offset(pieces[0][0])
         hi = max(h.last_offset for p in pieces for h in p) + 1
-        if not lo <= s.base < hi or any(lo <= o.base < hi for o, _a, _b in others):
+        if any(lo <= o.base < hi for o, _a, _b in others):
             return False
         return all(p[-1].last_offset < rules.first_offset(q[0]) for p, q in zip(pieces, pieces[1:], strict=False))
 
@@ -242,12 +242,25 @@ def _split_actions(sp: Split, interval: int) -> list[Action]:
     why = (f"its batches lie below its base offset {s.base}: split as the broker's recovery splits a segment with "
            f"an offset overflow (LocalLog.splitOverflowedSegment), each new segment named after its first batch")
     acts: list[Action] = []
+    log, indexes = s.log, [getattr(s, k) for k in INDEX_KINDS]
+    if sp.pieces:
+        lo = rules.first_offset(sp.pieces[0][0])
+        if not lo <= s.base <= sp.last:
+            # the broker completes an interrupted swap by deleting the files named in [lo, last + 1): the old
+            # segment takes the first new name first (its indexes, relative to the old name, go now)
+            for cur in indexes:
+                if cur is not None:
+                    acts.append(Action("quarantine", cur, f"index of the split segment {s.base}", old_size=_size(cur)))
+            indexes = []
+            log = d / fn.segment_file(lo, "log")
+            acts.append(Action("rename", s.log, f"moved to the first new segment's name, so that an interrupted "
+                               f"split is completed or undone over the offsets it covers: {why}", target=log))
     kinds = ("log", "index", "timeindex")
     for p in sp.pieces:
         base = rules.first_offset(p[0])
         size = sum(h.size for h in p)
         acts.append(Action("create", d / fn.segment_file(base, "log", "cleaned"), f"new segment {base}..{p[-1].last_offset} "
-                           f"({len(p)} batches) from {s.log.name}: {why}", new_size=size, source=s.log,
+                           f"({len(p)} batches) from {s.log.name}: {why}", new_size=size, source=log,
                            ranges=_ranges(p), first_offset=base, last_offset=p[-1].last_offset))
         oi, ti = _indexes(p, base, interval)
         for kind, data in (("index", oi), ("timeindex", ti)):
@@ -263,12 +276,10 @@ def _split_actions(sp: Split, interval: int) -> list[Action]:
     if sp.dups:
         reason += (f"; {len(sp.dups)} batch(es) whose offsets are held twice stay only in the backup with this file, "
                    f"the other copy stays in the log: {_describe_dups(sp.dups)}")
-    for kind in ("log", *INDEX_KINDS):
-        cur = s.log if kind == "log" else getattr(s, kind)
+    acts.append(Action("quarantine", log, reason, old_size=_size(s.log)))
+    for cur in indexes:
         if cur is not None:
-            a = Action("quarantine", cur, reason if kind == "log" else f"index of the split segment {s.base}",
-                       old_size=_size(cur))
-            acts.append(a)
+            acts.append(Action("quarantine", cur, f"index of the split segment {s.base}", old_size=_size(cur)))
     for p in sp.pieces:
         base = rules.first_offset(p[0])
         for kind in kinds:

@@ -7,7 +7,9 @@ fills the gap), and one flipped bit turns the name into its value: repair restor
 a batch below a segment's base makes ``ensureOffsetInRange`` raise ``LogSegmentOffsetOverflowException`` and
 the loader splits the segment (``LocalLog.splitOverflowedSegment``), the new file named after its first
 batch's offset; no data is dropped. kltool renames the segment when its whole content fits between the
-neighbouring segments (the same files Kafka's split would leave).
+neighbouring segments (the same files Kafka's split would leave); when it does not (the segment also holds
+offsets another segment holds, or runs of batches in the wrong order), repair splits it the broker's way
+(:mod:`kltool.storage.change.split`).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ a middle segment gets a copy of the previous segment's last batches in front and
 runs in descending order into one file named after its first batch (batches below its base: Kafka's overflow
 case). kltool repairs both; the broker then starts with the clean-shutdown marker and again without it and
 with the recovery point at 0 (its recovery runs over every segment): it must log no truncation and serve every
-original record, each as it was.
+original record, each as it was. The broker alone, its recovery run over the unrepaired copies, does not start.
 """
 
 from __future__ import annotations
@@ -106,8 +106,24 @@ def outcome(broker, tmp_path_factory):
     b.start()
     run2_log = b.log_text(since_start=True)
     run2 = {n: _served(b, n) for n in names}
+    b.stop()
+    # run 3, the broker alone: the same damage unrepaired, no clean-shutdown marker, recovery point 0
+    for k, damage in DAMAGE.items():
+        d = b.partition_dir(f"split-{k}", 0)
+        _copy_partition(src, d)
+        damage(d)
+    _set_checkpoint(b.logdir / "recovery-point-offset-checkpoint", {(n, 0): 0 for n in names})
+    if b.clean_shutdown_marker().exists():
+        b.clean_shutdown_marker().unlink()
+    try:
+        b.start()
+        run3 = {n: _served(b, n) for n in names}
+        run3_error = None
+    except RuntimeError as e:
+        run3, run3_error = {}, str(e)
+    run3_log = b.log_text(since_start=True)
     return {"original": original, "before": before, "repair": repair, "after": after, "run1": run1, "run2": run2,
-            "logs": run1_log + "\n" + run2_log}
+            "logs": run1_log + "\n" + run2_log, "run3": run3, "run3_error": run3_error, "run3_log": run3_log}
 
 
 def test_kltool_splits_and_is_clean_after(outcome):
@@ -128,3 +144,16 @@ def test_broker_serves_every_record(outcome, kind):
         assert rows == outcome["original"], run
     lines = [ln for ln in outcome["logs"].splitlines() if f"{name}-0" in ln and any(w in ln for w in TRUNCATION_WORDS)]
     assert lines == []
+
+
+
+def test_the_broker_alone_refuses_to_start(outcome):
+    """What Kafka 4.4 does with the unrepaired copies when its recovery reaches them: ``LogSegment.recover``
+    raises ``LogSegmentOffsetOverflowException`` at the first batch below the base, the loader goes to split
+    the segment, but ``splitOverflowedSegment`` requires ``hasOverflow()``, which looks only at the last
+    batch: ``IllegalArgumentException``, a fatal fault, and the broker exits (no record served)."""
+    assert outcome["run3_error"] is not None
+    log = outcome["run3_log"]
+    assert "Caught segment overflow error" in log
+    assert "Split operation is only permitted for segments with overflow" in log
+    assert "Error starting LogManager" in log

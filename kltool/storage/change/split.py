@@ -107,6 +107,15 @@ def _below(h: BatchHeader, base: int) -> bool:
     return h.last_offset < base or (h.magic == 2 and h.base_offset < base)
 
 
+def _any_below(s: Seg) -> bool:
+    """Does a CRC-valid batch of the segment lie below its base? (The C walker's runs hold none: only the
+    batches outside them are looked at.)"""
+    for item in walk(s.log, runs=True, base_offset=s.base):
+        if isinstance(item, BatchHeader) and item.crc_valid and _below(item, s.base):
+            return True
+    return False
+
+
 def _runs_below(c: _Contents, base: int) -> list[list[BatchHeader]]:
     """The batches below ``base`` in ascending runs (file order)."""
     runs: list[list[BatchHeader]] = []
@@ -159,7 +168,7 @@ class _Planner:
 
     def plan(self, i: int) -> Split | None:
         s = self.segs[i]
-        if s.log != s.final:
+        if s.log != s.final or not _any_below(s):
             return None
         c = self.contents(s)
         if not c.clean:
@@ -176,7 +185,7 @@ class _Planner:
         placed: list[BatchHeader] = []
         for h in sorted(c.batches, key=lambda h: (rules.first_offset(h), h.position)):
             lo, hi = rules.first_offset(h), h.last_offset
-            other = next((o for o, olo, ohi in others if lo <= ohi and olo <= hi), None)
+            other = next((o for o, olo, ohi in others if lo <= ohi and olo <= hi and self.contents(o).batches), None)
             if other is not None:
                 dups.append((h, other.log.name))
             elif placed and lo <= placed[-1].last_offset:

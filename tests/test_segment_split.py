@@ -246,3 +246,21 @@ def _kill_and_rerun(tmp_path, src, parts, damage, points):
         r = run_kltool("restore", manifests[-1])
         assert r.code == 0, (k, r.out, r.err)
         assert _tree(work) == damaged, k
+
+
+def test_two_neighbouring_offset_fields_flipped_below_the_base_are_not_split(tmp_path):
+    """Two neighbouring batches whose offset fields (not covered by the CRC) had the same bit flipped land on
+    offsets an earlier segment holds, with other bytes: damage, not a second copy (the batch walk's case), so
+    no split is planned."""
+    import struct
+
+    part = _segments(tmp_path, *SOURCES[0])
+    log = _logs(part)[2]
+    hs = _batches(log)
+    with open(log, "r+b") as f:
+        for h in hs[3:5]:
+            f.seek(h.position)
+            f.write(struct.pack(">q", h.base_offset ^ 512))
+    assert [h.base_offset for h in _batches(log)[3:5]] == [hs[3].base_offset ^ 512, hs[4].base_offset ^ 512]
+    result = repair(open_path(part), backup_dir=tmp_path / "bk", dry_run=True)
+    assert not [a for a in result.plan.actions if a.op == "create"], [a.describe() for a in result.plan.actions]

@@ -323,9 +323,10 @@ def _plan_partition(g: Group, p: Partition, *, like_broker: bool, interval: int,
         probs.append(Finding("warning", "stale_file", str(p.path), "leftover .swap/.cleaned/.deleted files are "
                              "not handled by rebuild-index (use verify --repair)"))
     segs = view.segments()
+    splits = {}
     if full and not indexes_only and not like_broker:
         _plan_segment_names(view, segs, acts)
-    splits = plan_splits(view, segs, acts, interval=interval) if full and not indexes_only and not like_broker else {}
+        splits = plan_splits(view, segs, acts, interval=interval)  # below their base, not renamed: split.py
     ctx = Ctx(snapshot_open_txns(view, segs[0].base if segs else None))
     ctx.known_epochs = checkpoint_epochs(p.path)
     scans, later = _scan_segments(segs, ctx, probs, like_broker=like_broker and not indexes_only, interval=interval,

@@ -10,20 +10,25 @@ files, renames them ``.swap`` in descending offset order, moves the old files ou
 files into place. A crash at any step is undone (a ``.cleaned`` file left: it and the ``.swap`` files at or
 above it are deleted) or completed (only ``.swap`` files: the files they replace are deleted, the ``.swap``
 files renamed) by ``LogLoader.removeTempFilesAndCollectSwapFiles`` at the next start-up; ``kltool verify
---repair`` does the same (:func:`kltool.storage.change.view.plan_stale`).
+--repair`` does the same (:func:`kltool.storage.change.view.plan_stale`). Kafka 4.4 starts that split only when
+``hasOverflow()``, which looks at the last batch alone: batches below the base with later batches above it (a
+misnamed segment, runs in the wrong order) make the loader throw ``IllegalArgumentException`` and the broker
+exit at start-up (tests/broker/test_broker_split.py pins it). kltool does the split the loader means to do.
 
 kltool plans the same split for a segment none of whose batches is damaged and whose batches below its base
 come in runs of at least two (a single batch below the base is a damaged offset field, which the batch walk
 restores or cuts; a segment whose whole content fits between its neighbours is renamed instead,
-:mod:`kltool.storage.check.segment_name`). Batches whose offsets another segment (or an earlier batch of the
-same file) holds too are duplicates: the other copy stays in the log (it is the one the broker serves: a
-reader going on from the earlier segment reads that copy, and an offset lookup at or above a later segment's
-name lands in that segment), and this copy stays in the backup with the old file, named in the plan. No
+:mod:`kltool.storage.check.segment_name`, where that rule lives). Batches whose offsets another segment (or an
+earlier batch of the same file) holds too, as an exact copy (same offsets, size and CRC), are duplicates: the
+other copy stays in the log (the one in a segment whose name agrees with its content, and the one a
+follower or consumer reading on from the earlier segment gets), and this copy stays in the backup with the
+old file, named in the plan. No
 intact batch leaves the log otherwise. The new segments get their ``.index`` and ``.timeindex`` by the
 broker's recovery rule; the old file and its indexes move into the backup (``restore`` puts them back
 byte for byte and removes the new files).
 
-What is left to the batch walk (the split is not planned): damage in the segment, a v0/v1 compressed wrapper
+What is left to the batch walk (the split is not planned): damage in the segment, offsets another batch holds
+with other bytes (a damaged offset field, or two histories: not told apart here), a v0/v1 compressed wrapper
 (its first offset is not in its header), transactional or control batches, batches that would land in a gap
 between other segments rather than between the segment's neighbours, and pieces that would enclose another
 segment's name (the broker's swap completion would delete that segment).
@@ -37,6 +42,7 @@ from pathlib import Path
 from ...format import names as fn
 from ...format.records import BatchHeader
 from ..check import batch_rules as rules
+from ..check.segment_name import any_below_base, split_by_runs
 from ..index_builder import IndexBuilder
 from ..scan import walk
 from .apply import file_size as _size
@@ -103,33 +109,10 @@ def _read(log: Path) -> _Contents:
     return _Contents(batches, clean)
 
 
-def _below(h: BatchHeader, base: int) -> bool:
-    return h.last_offset < base or (h.magic == 2 and h.base_offset < base)
-
-
-def _any_below(s: Seg) -> bool:
-    """Does a CRC-valid batch of the segment lie below its base? (The C walker's runs hold none: only the
-    batches outside them are looked at.)"""
-    for item in walk(s.log, runs=True, base_offset=s.base):
-        if isinstance(item, BatchHeader) and item.crc_valid and _below(item, s.base):
-            return True
-    return False
-
-
-def _runs_below(c: _Contents, base: int) -> list[list[BatchHeader]]:
-    """The batches below ``base`` in ascending runs (file order)."""
-    runs: list[list[BatchHeader]] = []
-    prev = None
-    for h in c.batches:
-        if not _below(h, base):
-            prev = None
-            continue
-        if prev is not None and rules.first_offset(h) > prev.last_offset:
-            runs[-1].append(h)
-        else:
-            runs.append([h])
-        prev = h
-    return runs
+def _same(h: BatchHeader, twin: BatchHeader | None) -> bool:
+    """Is ``twin`` a copy of ``h`` (the same offsets, size and CRC)?"""
+    return twin is not None and (rules.first_offset(twin), twin.last_offset, twin.size, twin.crc) == \
+        (rules.first_offset(h), h.last_offset, h.size, h.crc)
 
 
 def _pieces(kept: list[BatchHeader]) -> list[list[BatchHeader]]:
@@ -168,38 +151,49 @@ class _Planner:
 
     def plan(self, i: int) -> Split | None:
         s = self.segs[i]
-        if s.log != s.final or not _any_below(s):
+        if s.log != s.final or not any_below_base(s.log, s.base):
             return None
         c = self.contents(s)
         if not c.clean:
             return None
-        runs = _runs_below(c, s.base)
-        if not runs or any(len(r) < 2 for r in runs):
+        if not split_by_runs(c.batches, s.base):
             return None
         others = [(o, *self.span(o)) for o in self.segs if o is not s]
-        before = [hi for o, _lo, hi in others if o.base < s.base]
-        after = [lo for o, lo, _hi in others if o.base > s.base]
-        floor = max(before, default=None)
-        ceil = min(after, default=None)
-        kept, dups = [], []
-        placed: list[BatchHeader] = []
-        for h in sorted(c.batches, key=lambda h: (rules.first_offset(h), h.position)):
-            lo, hi = rules.first_offset(h), h.last_offset
-            other = next((o for o, olo, ohi in others if lo <= ohi and olo <= hi and self.contents(o).batches), None)
-            if other is not None:
-                dups.append((h, other.log.name))
-            elif placed and lo <= placed[-1].last_offset:
-                dups.append((h, f"{s.log.name} at byte {placed[-1].position}"))
-            elif (floor is not None and lo <= floor) or (ceil is not None and hi >= ceil):
-                return None  # in a gap between other segments: not where the split puts it
-            else:
-                placed.append(h)
-                kept.append(h)
+        placed = self._place(s, c, others)
+        if placed is None:
+            return None
+        kept, dups = placed
         order = {id(h): k for k, h in enumerate(c.batches)}
         pieces = _pieces(sorted(kept, key=lambda h: order[id(h)]))
         if pieces and not self._safe(s, pieces, others):
             return None
         return Split(s, pieces, dups)
+
+    def _place(self, s: Seg, c: _Contents, others) -> tuple[list, list] | None:
+        """(the batches kept, the duplicates with where the other copy is), in offset order; None when a batch
+        belongs to no place the split can put it: in a gap between other segments, or over offsets another
+        batch holds without being its copy (different bytes: a damaged offset field, not a second copy)."""
+        floor = max((hi for o, _lo, hi in others if o.base < s.base), default=None)
+        ceil = min((lo for o, lo, _hi in others if o.base > s.base), default=None)
+        kept, dups = [], []
+        for h in sorted(c.batches, key=lambda h: (rules.first_offset(h), h.position)):
+            lo, hi = rules.first_offset(h), h.last_offset
+            other = next((o for o, olo, ohi in others if lo <= ohi and olo <= hi and self.contents(o).batches), None)
+            if other is not None or (kept and lo <= kept[-1].last_offset):
+                twin = self._copy_of(h, other) if other is not None else kept[-1]
+                if not _same(h, twin):
+                    return None
+                dups.append((h, other.log.name if other is not None else f"{s.log.name} at byte {twin.position}"))
+            elif (floor is not None and lo <= floor) or (ceil is not None and hi >= ceil):
+                return None  # in a gap between other segments: not where the split puts it
+            else:
+                kept.append(h)
+        return kept, dups
+
+    def _copy_of(self, h: BatchHeader, o: Seg) -> BatchHeader | None:
+        """The batch of segment ``o`` that starts at ``h``'s first offset."""
+        lo = rules.first_offset(h)
+        return next((x for x in self.contents(o).batches if rules.first_offset(x) == lo), None)
 
     @staticmethod
     def _safe(s: Seg, pieces, others) -> bool:

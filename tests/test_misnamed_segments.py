@@ -136,3 +136,33 @@ def test_a_segment_named_past_later_segments_is_renamed_back(tmp_path, src, part
     assert _offsets(part) == before, [a.describe() for a in result.plan.actions]
     assert {p.name: p.read_bytes() for p in _logs(part)} == original
     assert not _errors(part)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@given(which=st.sampled_from(SOURCES), data=st.data())
+def test_misnamed_segments_whose_content_collides_property(tmp_path_factory, which, data):
+    """A misnamed segment (+0, +1, +k) that also holds a copy of the previous segment's last batches (the same
+    offsets twice): its content does not fit between its neighbours, so repair splits it the broker's way
+    (storage/change/split.py). Every intact batch stays in the log once, the segment files come back as they
+    were, and the second copy is left in the backup."""
+    src, parts = which
+    tmp_path = tmp_path_factory.mktemp("collide")
+    part = _segments(tmp_path, src, parts)
+    logs = _logs(part)
+    i = data.draw(st.integers(1, len(logs) - 1), label="segment")
+    base = int(logs[i].name.split(".")[0])
+    nxt = int(logs[i + 1].name.split(".")[0]) if i + 1 < len(logs) else base + 1000
+    shift = data.draw(st.integers(0, max(0, min(nxt - 1 - base, 50))), label="shift")
+    prev = _batches(logs[i - 1])
+    k = data.draw(st.integers(1, min(3, len(prev))), label="copies")
+    before = _offsets(part)
+    original = {p.name: p.read_bytes() for p in logs}
+    dup = logs[i - 1].read_bytes()[prev[-k].position:]
+    body = logs[i].read_bytes()
+    logs[i].unlink()
+    (part / fn.segment_file(base + shift, "log")).write_bytes(dup + body)
+    assert _errors(part)
+    result = repair(open_path(part), backup_dir=tmp_path / "bk")
+    assert _offsets(part) == before, [a.describe() for a in result.plan.actions]
+    assert {p.name: p.read_bytes() for p in _logs(part)} == original, [a.describe() for a in result.plan.actions]
+    assert not _errors(part)

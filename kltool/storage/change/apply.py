@@ -224,6 +224,15 @@ def _merged_cuts(a: Action) -> list[tuple[int, int]]:
     return [(s, e) for s, e in out]
 
 
+def _copies(a: Action) -> list[tuple[int, int, int]]:
+    """(src start, src end, dst start) of a ``create`` made of byte ranges of ``a.source``."""
+    out, dst = [], 0
+    for c in a.ranges:
+        out.append((c.start, c.end, dst))
+        dst += c.end - c.start
+    return out
+
+
 def _mapped_read(path: Path, keeps, fixes, a: int, b: int) -> bytes:
     """Bytes ``[a, b)`` of the file an excise will produce, read from the current file."""
     out = bytearray()
@@ -242,8 +251,9 @@ def _mapped_read(path: Path, keeps, fixes, a: int, b: int) -> bytes:
     return bytes(out)
 
 
-def _prepare(i: int, a: Action, run_dir: Path, root: Path) -> dict:
-    """Copy what action ``a`` removes into ``run_dir`` and return its manifest entry."""
+def _prepare(i: int, a: Action, run_dir: Path, root: Path, renamed: dict | None = None) -> dict:
+    """Copy what action ``a`` removes into ``run_dir`` and return its manifest entry. ``renamed``: {target:
+    file} of the run's renames (a source that an earlier step renames into place is read where it is now)."""
     files = run_dir / "files"
     rel = _rel(a.file, root)
     stem = f"{i:04d}-{a.op}"
@@ -283,6 +293,13 @@ def _prepare(i: int, a: Action, run_dir: Path, root: Path) -> dict:
             if prior is not None:  # moved aside by an earlier action of this run: restore puts it back
                 e["prior_sha256"] = sha256_bytes(prior)
         e["new_sha256"] = sha256_bytes(a.data)
+    elif a.op == "create" and a.data is None and a.source is not None:  # byte ranges of a file (a split)
+        copies = _copies(a)
+        n = sum(t - s for s, t, _d in copies)
+        src = a.source if a.source.exists() else (renamed or {}).get(a.source, a.source)
+        e["new_size"] = n
+        e["new_head_sha256"] = sha256_bytes(_mapped_read(src, copies, (), 0, min(SAMPLE, n)))
+        e["new_tail_sha256"] = sha256_bytes(_mapped_read(src, copies, (), max(0, n - SAMPLE), n))
     elif a.op == "create":
         if a.data is not None:
             n = len(a.data)
@@ -394,9 +411,16 @@ def _apply_write(a: Action, entry: dict, run_dir: Path) -> None:
 
 
 def _apply_create(a: Action, entry: dict, run_dir: Path) -> None:
-    """Write ``data`` as a new file; a file made before the run (``data`` None) only has to be there as
-    recorded."""
+    """Write ``data`` as a new file (or, with a ``source``, the byte ranges ``ranges`` of that file, with its
+    modification time, as the broker's split does); a file made before the run (``data`` None) only has to be
+    there as recorded."""
     size = file_size(a.file)
+    if a.data is None and a.source is not None and size is None:
+        with open(a.source, "rb") as src, staged(a.file, like=stat_or_none(_like(a.file)), like_mode=False) as (fd, _t):
+            append_ranges(src.fileno(), [(c.start, c.end) for c in a.ranges], fd)
+            st = os.fstat(src.fileno())
+        os.utime(a.file, ns=(st.st_atime_ns, st.st_mtime_ns))
+        return
     if a.data is None or size == len(a.data):
         if size != entry["new_size"]:
             raise UnsafeOperation(f"expected {entry['new_size']} bytes, found {size}: the file changed since planning",
@@ -487,7 +511,11 @@ def apply_changes(changes: Sequence[ChangeSet], command: str, backup_dir=None, *
         root = roots[id(c)]
         run_dir = _new_run_dir(root, run_name(command))
         log_dir = Path(os.path.abspath(c.root))
-        entries = [_prepare(i, a, run_dir, log_dir) for i, a in enumerate(c.actions)]
+        renamed: dict = {}
+        for a in c.actions:  # the first rename onto each name
+            if a.op == "rename":
+                renamed.setdefault(a.target, a.file)
+        entries = [_prepare(i, a, run_dir, log_dir, renamed) for i, a in enumerate(c.actions)]
         follows = _incomplete_manifests(root, run_dir)
         doc = {"type": MANIFEST_TYPE, "version": 1, "created": now_text(), "command": command,
                "log_dir": str(log_dir), "status": "applying",

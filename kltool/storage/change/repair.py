@@ -71,6 +71,7 @@ from .apply import file_size as _size
 from .plan import Action, ChangeSet, Cut
 from .restore import restore
 from .segscan import Ctx, SegScan
+from .split import plan_splits
 from .view import INDEX_KINDS, Seg, View, next_offset_of, plan_stale, snapshot_open_txns
 
 __all__ = [
@@ -322,12 +323,14 @@ def _plan_partition(g: Group, p: Partition, *, like_broker: bool, interval: int,
         probs.append(Finding("warning", "stale_file", str(p.path), "leftover .swap/.cleaned/.deleted files are "
                              "not handled by rebuild-index (use verify --repair)"))
     segs = view.segments()
+    splits = {}
     if full and not indexes_only and not like_broker:
         _plan_segment_names(view, segs, acts)
+        splits = plan_splits(view, segs, acts, interval=interval)  # below their base, not renamed: split.py
     ctx = Ctx(snapshot_open_txns(view, segs[0].base if segs else None))
     ctx.known_epochs = checkpoint_epochs(p.path)
     scans, later = _scan_segments(segs, ctx, probs, like_broker=like_broker and not indexes_only, interval=interval,
-                                  only_bases=only_bases, progress=progress)
+                                  only_bases=only_bases, progress=progress, splits=splits)
     for s in reversed(later):
         _quarantine_segment(s, f"after the truncation in {scans[-1].seg.final.name}: the broker's recovery deletes "
                                f"every later segment", acts)
@@ -342,9 +345,12 @@ def _plan_partition(g: Group, p: Partition, *, like_broker: bool, interval: int,
     # The log end offset after the plan.
     final = [s for s in segs if s not in later]
     last_scan = next((sc for sc in scans if sc.seg is final[-1]), None) if final else None
-    if last_scan is None:
+    if last_scan is None and final and id(final[-1]) in splits:  # the last segment is split (split.py)
+        leo = ctx.last + 1 if ctx.last is not None else final[-1].base
+    elif last_scan is None:
         return
-    leo = last_scan.kept_last + 1 if last_scan.kept_last is not None else final[-1].base
+    else:
+        leo = last_scan.kept_last + 1 if last_scan.kept_last is not None else final[-1].base
     g.log_end_offsets[str(p.path)] = leo
     _plan_partition_files(view, p, leo, ctx, acts)
 
@@ -363,13 +369,17 @@ def _plan_leftovers(view: View, acts: list[Action]) -> None:
 
 
 def _scan_segments(segs: list[Seg], ctx: Ctx, probs: list[Finding], *, like_broker: bool, interval: int,
-                   only_bases: set[int] | None, progress) -> tuple[list[SegScan], list[Seg]]:
-    """Scan the segments in offset order: (the scans, the segments after a like-broker truncation)."""
+                   only_bases: set[int] | None, progress, splits=None) -> tuple[list[SegScan], list[Seg]]:
+    """Scan the segments in offset order: (the scans, the segments after a like-broker truncation). A segment
+    in ``splits`` (planned by split.py) is not scanned: its split carries the state on."""
     scans: list[SegScan] = []
     later: list[Seg] = []
     for i, s in enumerate(segs):
         if scans and scans[-1].stopped:
             later.append(s)
+            continue
+        if splits and id(s) in splits:
+            splits[id(s)].advance(ctx)
             continue
         if only_bases is not None and s.base not in only_bases:
             continue

@@ -225,6 +225,37 @@ def _restore_excise(e: dict, f: Path, run_dir: Path, dry_run: bool, what: str) -
     return step
 
 
+def _undo_actions(doc: dict, run_dir: Path, dry_run: bool):
+    """Undo a run's actions, last first; yields the steps taken."""
+    acts = doc.get("actions", [])
+    moved_out = _moved_out(acts)
+    for i in range(len(acts) - 1, -1, -1):
+        if _rename_not_applied(acts[i], i, moved_out, run_dir):
+            continue
+        step = _restore_entry(acts[i], run_dir, dry_run, _what(str(doc.get("command", ""))))
+        if step is not None:
+            yield step
+
+
+def _moved_out(acts: list) -> dict[str, tuple[int, str]]:
+    """{file: (index, backup)} of the first quarantine of each file in a run's actions."""
+    out: dict[str, tuple[int, str]] = {}
+    for i, e in enumerate(acts):
+        if isinstance(e, dict) and e.get("op") == "quarantine" and e.get("file") not in out:
+            out[e["file"]] = (i, e["backup"])
+    return out
+
+
+def _rename_not_applied(e: dict, i: int, moved_out: dict, run_dir: Path) -> bool:
+    """A rename onto a name an earlier quarantine of the same run moves out (a ``.swap`` file taking an old
+    segment's name, as a split or a compaction does) was applied only if that quarantine was: while the
+    quarantine's backup is absent (a run killed before it), the file under that name is the old one, kept."""
+    if e.get("op") != "rename":
+        return False
+    q = moved_out.get(e.get("target"))
+    return q is not None and q[0] < i and not (run_dir / q[1]).exists()
+
+
 def _what(command: str) -> str:
     """The run as restore's messages name it ("since the compaction", "since the repair")."""
     name = run_name(command)
@@ -444,12 +475,10 @@ def restore(manifests, *, dry_run: bool = False, follow: bool = True,
     for m, (doc, root) in order:
         run_dir = m.parent
         with LogDirLocks([root], dry_run):
-            for e in reversed(doc.get("actions", [])):
-                step = _restore_entry(e, run_dir, dry_run, _what(str(doc.get("command", ""))))
-                if step is not None:
-                    steps.append(step)
-                    if on_step is not None:
-                        on_step(step)
+            for step in _undo_actions(doc, run_dir, dry_run):
+                steps.append(step)
+                if on_step is not None:
+                    on_step(step)
             if not dry_run and doc.get("lock_file_before") is False and (root / fn.LOCK_FILE).exists():
                 # no .lock before the run: none after
                 remove_lock_on_release(root)

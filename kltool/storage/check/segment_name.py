@@ -7,7 +7,9 @@ fills the gap), and one flipped bit turns the name into its value: repair restor
 a batch below a segment's base makes ``ensureOffsetInRange`` raise ``LogSegmentOffsetOverflowException`` and
 the loader splits the segment (``LocalLog.splitOverflowedSegment``), the new file named after its first
 batch's offset; no data is dropped. kltool renames the segment when its whole content fits between the
-neighbouring segments (the same files Kafka's split would leave).
+neighbouring segments (the same files Kafka's split would leave); when it does not (the segment also holds
+offsets another segment holds, or runs of batches in the wrong order), repair splits it the broker's way
+(:mod:`kltool.storage.change.split`).
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from collections.abc import Callable
 
 from ...format.records import BatchHeader
 from ..scan import walk
+from .batch_rules import first_offset
 
-__all__ = ["first_batches", "last_offset_of", "misnamed_base"]
+__all__ = ["first_batches", "last_offset_of", "misnamed_base", "below_base", "any_below_base", "runs_below_base",
+           "split_by_runs"]
 
 
 def first_batches(path, n: int = 2, end: int | None = None) -> list[BatchHeader]:
@@ -72,3 +76,43 @@ def misnamed_base(firsts: list[BatchHeader], name_base: int, prev_last: int | No
         if last is None or last >= next_base:
             return None
     return lo
+
+
+def below_base(h: BatchHeader, base: int) -> bool:
+    """Does the batch lie below a segment base ``base`` (the order rule's test: a v0/v1 message by its own
+    offset, a v2 batch by its base offset)?"""
+    return h.last_offset < base or (h.magic == 2 and h.base_offset < base)
+
+
+def any_below_base(path, base: int) -> bool:
+    """Does a CRC-valid batch of the ``.log`` lie below ``base``? (The C walker's runs hold none: only the
+    batches outside them are looked at.)"""
+    for item in walk(path, runs=True, base_offset=base):
+        if isinstance(item, BatchHeader) and item.crc_valid and below_base(item, base):
+            return True
+    return False
+
+
+def runs_below_base(batches: list[BatchHeader], base: int) -> list[list[BatchHeader]]:
+    """The batches below ``base``, in file order, in runs of ascending offsets."""
+    runs: list[list[BatchHeader]] = []
+    prev = None
+    for h in batches:
+        if not below_base(h, base):
+            prev = None
+            continue
+        if prev is not None and first_offset(h) > prev.last_offset:
+            runs[-1].append(h)
+        else:
+            runs.append([h])
+        prev = h
+    return runs
+
+
+def split_by_runs(batches: list[BatchHeader], base: int) -> bool:
+    """Is a segment (its CRC-valid batches, in file order) one to split as the broker splits an overflowed
+    segment? Batches lie below its base, and every run of them holds at least two batches: one batch alone
+    below the base, its neighbours in order, is a damaged offset field (the batch walk restores or cuts it),
+    not content that belongs elsewhere."""
+    runs = runs_below_base(batches, base)
+    return bool(runs) and all(len(r) >= 2 for r in runs)

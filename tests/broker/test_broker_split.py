@@ -1,0 +1,159 @@
+"""Issue 23, item 2: a segment split by ``kltool verify --repair`` (storage/change/split.py), then served by the
+broker.
+
+Broker-written data (an idempotent producer, several segments) is copied into two topics and damaged: in one,
+a middle segment gets a copy of the previous segment's last batches in front and its name moved up by one
+(a misnamed segment whose content collides); in the other, a middle segment's batches are written in three
+runs in descending order into one file named after its first batch (batches below its base: Kafka's overflow
+case). kltool repairs both; the broker then starts with the clean-shutdown marker and again without it and
+with the recovery point at 0 (its recovery runs over every segment): it must log no truncation and serve every
+original record, each as it was. The broker alone, its recovery run over the unrepaired copies, does not start.
+"""
+
+from __future__ import annotations
+
+import pytest
+from kafka import KafkaProducer
+
+from ..conftest import run_kltool
+from .test_broker_recovers import (
+    TRUNCATION_WORDS,
+    _batches,
+    _copy_partition,
+    _create_all,
+    _row,
+    _segs,
+    _served,
+    _set_checkpoint,
+)
+
+SRC = "splitsrc"
+CONFIG = {"segment.ms": "1000", "index.interval.bytes": "512"}
+N_RECORDS = 400
+WAVES = 4
+
+
+def _rename_to(path, base):
+    return path.with_name(f"{base:020d}.log")
+
+
+def collide(pdir):
+    segs = _segs(pdir)
+    prev, seg = segs[1], segs[2]
+    pb = _batches(prev)
+    dup = prev.read_bytes()[pb[-2]["position"]:]
+    body = seg.read_bytes()
+    base = int(seg.name.split(".")[0])
+    for f in pdir.glob(f"{base:020d}.*"):
+        if f.suffix in (".log", ".index", ".timeindex", ".txnindex"):
+            f.unlink()
+    _rename_to(seg, base + 1).write_bytes(dup + body)
+
+
+def overflow(pdir):
+    seg = _segs(pdir)[2]
+    bs = _batches(seg)
+    assert len(bs) >= 6, len(bs)
+    data = seg.read_bytes()
+    cuts = [len(bs) * j // 3 for j in range(3)] + [len(bs)]
+    runs = [data[bs[a]["position"]:(bs[b]["position"] if b < len(bs) else len(data))]
+            for a, b in zip(cuts, cuts[1:], strict=False)]
+    base = int(seg.name.split(".")[0])
+    for f in pdir.glob(f"{base:020d}.*"):
+        if f.suffix in (".log", ".index", ".timeindex", ".txnindex"):
+            f.unlink()
+    _rename_to(seg, bs[cuts[2]]["base_offset"]).write_bytes(b"".join(reversed(runs)))
+
+
+DAMAGE = {"collide": collide, "overflow": overflow}
+
+
+@pytest.fixture(scope="module")
+def outcome(broker, tmp_path_factory):
+    b = broker
+    names = [f"split-{k}" for k in DAMAGE]
+    _create_all(b, [SRC, *names], CONFIG)
+    prod = KafkaProducer(**b.kafka_python_args(), enable_idempotence=True, linger_ms=2, batch_size=512)
+    import time
+
+    for i in range(N_RECORDS):
+        prod.send(SRC, key=f"k{i % 13}".encode(), value=f"v{i}".encode() * 8, partition=0)
+        if i % 20 == 19:
+            prod.flush()
+        if i % (N_RECORDS // WAVES) == N_RECORDS // WAVES - 1 and i + 1 < N_RECORDS:
+            prod.flush()
+            time.sleep(1.2)  # past segment.ms: the next record rolls a new segment
+    prod.close()
+    original = [_row(r) for r in b.consume_all(SRC, 0)]
+    assert len(original) == N_RECORDS
+    b.stop()
+    src = b.partition_dir(SRC, 0)
+    assert len(_segs(src)) >= 4, _segs(src)
+    for k, damage in DAMAGE.items():
+        d = b.partition_dir(f"split-{k}", 0)
+        _copy_partition(src, d)
+        damage(d)
+    backup = tmp_path_factory.mktemp("backup")
+    before = run_kltool("--json", "verify", "--topic", "split-*", b.logdir)
+    repair = run_kltool("--json", "verify", "--repair", "--backup-dir", backup, "--topic", "split-*", b.logdir)
+    after = run_kltool("--json", "verify", "--topic", "split-*", b.logdir)
+    b.start()
+    run1_log = b.log_text(since_start=True)
+    run1 = {n: _served(b, n) for n in names}
+    b.stop()
+    _set_checkpoint(b.logdir / "recovery-point-offset-checkpoint", {(n, 0): 0 for n in names})
+    b.clean_shutdown_marker().unlink()
+    b.start()
+    run2_log = b.log_text(since_start=True)
+    run2 = {n: _served(b, n) for n in names}
+    b.stop()
+    # run 3, the broker alone: the same damage unrepaired, no clean-shutdown marker, recovery point 0
+    for k, damage in DAMAGE.items():
+        d = b.partition_dir(f"split-{k}", 0)
+        _copy_partition(src, d)
+        damage(d)
+    _set_checkpoint(b.logdir / "recovery-point-offset-checkpoint", {(n, 0): 0 for n in names})
+    if b.clean_shutdown_marker().exists():
+        b.clean_shutdown_marker().unlink()
+    try:
+        b.start()
+        run3 = {n: _served(b, n) for n in names}
+        run3_error = None
+    except RuntimeError as e:
+        run3, run3_error = {}, str(e)
+    run3_log = b.log_text(since_start=True)
+    return {"original": original, "before": before, "repair": repair, "after": after, "run1": run1, "run2": run2,
+            "logs": run1_log + "\n" + run2_log, "run3": run3, "run3_error": run3_error, "run3_log": run3_log}
+
+
+def test_kltool_splits_and_is_clean_after(outcome):
+    assert outcome["before"].code == 1
+    assert outcome["repair"].code == 0, outcome["repair"]
+    acts = [r for r in outcome["repair"].json() if r["type"] == "action"]
+    assert [a["op"] for a in acts if a["op"] in ("truncate", "excise")] == []
+    assert any(a["op"] == "create" for a in acts)
+    assert outcome["after"].code == 0, outcome["after"]
+
+
+@pytest.mark.parametrize("kind", list(DAMAGE))
+def test_broker_serves_every_record(outcome, kind):
+    name = f"split-{kind}"
+    for run in ("run1", "run2"):
+        rows, why = outcome[run][name]
+        assert why == "end", (run, why)
+        assert rows == outcome["original"], run
+    lines = [ln for ln in outcome["logs"].splitlines() if f"{name}-0" in ln and any(w in ln for w in TRUNCATION_WORDS)]
+    assert lines == []
+
+
+
+def test_the_broker_alone_refuses_to_start(outcome):
+    """What Kafka 4.4 does with the unrepaired copies when its recovery reaches them: ``LogSegment.recover``
+    raises ``LogSegmentOffsetOverflowException`` at the first batch below the base, the loader goes to split
+    the segment, but ``splitOverflowedSegment`` requires ``hasOverflow()``, which looks only at the last
+    batch: ``IllegalArgumentException``, a fatal fault, and the broker exits (no record served)."""
+    assert outcome["run3_error"] is not None
+    log = outcome["run3_log"]
+    assert "Caught segment overflow error" in log
+    assert "Split operation is only permitted for segments with overflow" in log
+    assert "Error starting LogManager" in log

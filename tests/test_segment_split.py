@@ -1,0 +1,266 @@
+"""A segment whose batches lie below its base offset and do not fit between its neighbours (issue 23): repair
+splits it the broker's way (``LocalLog.splitOverflowedSegment``: new segments named after their first batch,
+``.cleaned`` -> ``.swap`` -> in place), keeps every intact batch, and keeps the second copy of offsets held
+twice in the backup, named in the plan. (It used to excise every batch below the name, duplicates and
+intact batches alike.)"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from kltool.format import names as fn
+from kltool.storage.change.repair import repair
+from kltool.storage.change.restore import restore
+from kltool.storage.logdir import open_path
+
+from .conftest import ROOT, run_kltool
+from .test_misnamed_segments import SOURCES, _errors, _segments
+from .test_uncovered_fields import _batches, _logs, _offsets
+
+
+def _tree(d: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(d.iterdir()) if p.is_file()}
+
+
+def _base(p: Path) -> int:
+    return int(p.name.split(".")[0])
+
+
+def _collide(part: Path, k: int, shift: int) -> tuple[dict, set]:
+    """Segment 1 gets a copy of segment 0's last ``k`` batches in front and its name moved up by ``shift``:
+    its first batches lie below its name and collide with segment 0's. Returns (the original .log files, the
+    original offsets)."""
+    logs = _logs(part)
+    original = {p.name: p.read_bytes() for p in logs}
+    before = _offsets(part)
+    prev, seg = logs[0], logs[1]
+    hs = _batches(prev)
+    dup = prev.read_bytes()[hs[-k].position:]
+    data = seg.read_bytes()
+    seg.unlink()
+    (part / fn.segment_file(_base(seg) + shift, "log")).write_bytes(dup + data)
+    return original, before
+
+
+def _max_shift(part: Path, shift: int) -> int:
+    names = sorted(_base(p) for p in _logs(part))
+    return min(shift, names[2] - names[1] - 1) if len(names) > 2 else shift
+
+
+@pytest.mark.parametrize("shift", [1, 5])
+@pytest.mark.parametrize("src,parts", SOURCES)
+def test_a_misnamed_segment_whose_content_collides_keeps_every_batch(tmp_path, src, parts, shift):
+    part = _segments(tmp_path, src, parts)
+    shift = _max_shift(part, shift)
+    k = min(2, len(_batches(_logs(part)[0])))
+    original, before = _collide(part, k, shift)
+    damaged = _tree(part)
+    assert _errors(part)
+    result = repair(open_path(part), backup_dir=tmp_path / "bk")
+    plan = [a.describe() for a in result.plan.actions]
+    assert _offsets(part) == before, plan
+    assert {p.name: p.read_bytes() for p in _logs(part)} == original, plan
+    assert not _errors(part), plan
+    assert not [p for p in part.iterdir() if p.name.endswith((".cleaned", ".swap"))]
+    # the second copy of the colliding batches is named in the plan and kept in the backup
+    (q,) = [a for a in result.plan.actions if a.op == "quarantine" and a.file.suffix == ".log"]
+    assert "held twice" in q.reason and f"also in {fn.segment_file(0, 'log')}" in q.reason, q.reason
+    assert [a.op for a in result.plan.actions if a.op in ("truncate", "excise")] == []
+    doc = json.loads(result.manifests[0].read_text())
+    (e,) = [e for e in doc["actions"] if e["op"] == "quarantine" and e["file"].endswith(".log")]
+    assert (result.manifests[0].parent / e["backup"]).read_bytes() == damaged[Path(e["file"]).name]
+    # restore brings back the damaged tree byte for byte
+    restore(result.manifests[0])
+    assert _tree(part) == damaged
+
+
+def _overflowed(part: Path, pieces: int) -> tuple[dict, set, int]:
+    """The middle segment's batches in ``pieces`` runs, written in descending order into one file named after
+    the first batch (the highest run): every later run lies below the file's base offset."""
+    logs = _logs(part)
+    original = {p.name: p.read_bytes() for p in logs}
+    before = _offsets(part)
+    seg = logs[1]
+    hs = _batches(seg)
+    data = seg.read_bytes()
+    cuts = [len(hs) * j // pieces for j in range(pieces)] + [len(hs)]
+    runs = [data[hs[a].position:(hs[b].position if b < len(hs) else len(data))] for a, b in zip(cuts, cuts[1:], strict=False)]
+    name = hs[cuts[-2]].base_offset
+    seg.unlink()
+    (part / fn.segment_file(name, "log")).write_bytes(b"".join(reversed(runs)))
+    return original, before, name
+
+
+@pytest.mark.parametrize("pieces", [2, 3])
+@pytest.mark.parametrize("src,parts", [s for s in SOURCES if s[1] != 2])
+def test_a_segment_with_batches_below_its_base_is_split(tmp_path, src, parts, pieces):
+    """Kafka's overflow case: the broker splits the segment at each batch that does not fit the new segment
+    before it; repair does the same and the pieces come back as the segments they were."""
+    part = _segments(tmp_path, src, parts)
+    if len(_batches(_logs(part)[1])) < 2 * pieces:
+        pytest.skip("too few batches")
+    original, before, name = _overflowed(part, pieces)
+    damaged = _tree(part)
+    assert _errors(part)
+    result = repair(open_path(part), backup_dir=tmp_path / "bk")
+    plan = [a.describe() for a in result.plan.actions]
+    assert _offsets(part) == before, plan
+    logs = _logs(part)
+    assert len(logs) == len(original) + pieces - 1, plan
+    assert b"".join(p.read_bytes() for p in logs) == b"".join(original[k] for k in sorted(original)), plan
+    lo = min(h.base_offset for h in _batches(part / fn.segment_file(name, "log")))
+    for p in logs:  # each named after its first batch; the new ones with the broker's indexes
+        assert _base(p) == _batches(p)[0].base_offset
+        if lo <= _base(p) <= name:
+            assert p.with_suffix(".index").exists() and p.with_suffix(".timeindex").exists()
+    assert not _errors(part), plan
+    assert run_kltool("verify", part).code == 0
+    restore(result.manifests[0])
+    assert _tree(part) == damaged
+
+
+def test_a_dry_run_writes_nothing_and_shows_the_split(tmp_path):
+    part = _segments(tmp_path, *SOURCES[0])
+    _collide(part, 2, 1)
+    damaged = _tree(part)
+    r = run_kltool("--json", "verify", "--repair", "--dry-run", part)
+    assert r.code == 1, r.err
+    assert _tree(part) == damaged
+    ops = [json.loads(line) for line in r.out.splitlines() if '"action"' in line]
+    assert [o["op"] for o in ops].count("create") == 3
+    assert any("held twice" in o.get("reason", "") for o in ops)
+
+
+def test_a_single_batch_below_the_base_is_not_split(tmp_path):
+    """One batch below the base with its neighbours in order is a damaged offset field (the batch walk's case),
+    not a split."""
+    part = _segments(tmp_path, *SOURCES[0])
+    _collide(part, 1, 0)
+    result = repair(open_path(part), backup_dir=tmp_path / "bk", dry_run=True)
+    assert not [a for a in result.plan.actions if a.op == "create"]
+
+
+KILLER = textwrap.dedent("""
+    import os, signal, sys
+    from kltool.storage.logdir import open_path
+    from kltool.storage.change.repair import repair
+    root, k, bk = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    seen = [0]
+    def step(a):
+        seen[0] += 1
+        if seen[0] == k:
+            os.kill(os.getpid(), signal.SIGKILL)
+    r = repair(open_path(root), backup_dir=bk, on_action=step)
+    print(len(r.plan.actions))
+""")
+
+
+def _past_its_content(part: Path) -> None:
+    """The last segment (one batch) named past its last offset, a copy of the batch before it in front: the
+    old name lies outside the offsets the new segment covers, so it is moved there first."""
+    logs = _logs(part)
+    prev, seg = logs[-2], logs[-1]
+    dup = prev.read_bytes()[_batches(prev)[-1].position:]
+    body = seg.read_bytes()
+    seg.unlink()
+    (part / fn.segment_file(_batches_last(body, part) + 1, "log")).write_bytes(dup + body)
+
+
+def _batches_last(body: bytes, part: Path) -> int:
+    probe = part.parent / "probe.log"
+    probe.write_bytes(body)
+    try:
+        return _batches(probe)[-1].last_offset
+    finally:
+        probe.unlink()
+
+
+def test_kill_at_a_few_steps_of_a_split(tmp_path):
+    _kill_and_rerun(tmp_path, *SOURCES[1], lambda p: _overflowed(p, 3), lambda n: [1, n // 3, n // 2, n - 1, n])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("src,parts", [SOURCES[0], SOURCES[1]])
+def test_kill_at_every_step_of_a_split(tmp_path, src, parts):
+    _kill_and_rerun(tmp_path, src, parts, lambda p: _overflowed(p, 3), lambda n: range(1, n + 1))
+
+
+@pytest.mark.slow
+def test_kill_at_every_step_of_a_split_that_moves_the_old_name_first(tmp_path):
+    _kill_and_rerun(tmp_path, "java-oracle/v2-none-0", 3, _past_its_content, lambda n: range(1, n + 1))
+
+
+def test_the_old_name_outside_the_new_offsets_is_moved_in_first(tmp_path):
+    part = _segments(tmp_path, "java-oracle/v2-none-0", 3)
+    original, before = {p.name: p.read_bytes() for p in _logs(part)}, _offsets(part)
+    _past_its_content(part)
+    damaged = _tree(part)
+    result = repair(open_path(part), backup_dir=tmp_path / "bk")
+    assert result.plan.actions[0].op == "rename" or any(a.op == "rename" and a.file.suffix == ".log"
+                                                         for a in result.plan.actions[:4])
+    assert _offsets(part) == before
+    assert {p.name: p.read_bytes() for p in _logs(part)} == original
+    assert not _errors(part)
+    restore(result.manifests[0])
+    assert _tree(part) == damaged
+
+
+def _kill_and_rerun(tmp_path, src, parts, damage, points):
+    """kill -9 after each step: ``verify --repair`` then completes the split or undoes it (as the broker's
+    LogLoader does), every intact batch is in the log once, and ``restore`` of the chain brings back the
+    damaged files byte for byte."""
+    base = _segments(tmp_path / "src", src, parts)
+    damage(base)
+    before = _offsets(base)
+    damaged = _tree(base)
+    whole = tmp_path / "whole" / base.name
+    shutil.copytree(base, whole)
+    p = subprocess.run([sys.executable, "-c", KILLER, str(whole), "1000000", str(tmp_path / "bkw")],
+                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert p.returncode == 0, p.stderr
+    n = int(p.stdout.split()[-1])
+    done = _tree(whole)
+    for k in points(n):
+        work = tmp_path / f"k{k}" / base.name
+        shutil.copytree(base, work)
+        bk = tmp_path / f"bk{k}"
+        p = subprocess.run([sys.executable, "-c", KILLER, str(work), str(k), str(bk)], capture_output=True,
+                           text=True, cwd=ROOT, timeout=120)
+        assert p.returncode == -9, (k, p.stderr)
+        r = run_kltool("verify", "--repair", "--backup-dir", bk, work)
+        assert r.code == 0, (k, r.out, r.err)
+        assert run_kltool("verify", work).code == 0, k
+        assert _offsets(work) == before, k
+        # completed or undone, the rerun plans the split afresh: the same segments as an uninterrupted run
+        logs = {n_: b for n_, b in _tree(work).items() if n_.endswith((".log", ".index", ".timeindex"))}
+        assert logs == {n_: b for n_, b in done.items() if n_.endswith((".log", ".index", ".timeindex"))}, k
+        # restore the chain: the damaged files come back byte for byte
+        manifests = sorted(bk.glob("*/manifest.json"), key=lambda m: json.loads(m.read_text())["created"])
+        r = run_kltool("restore", manifests[-1])
+        assert r.code == 0, (k, r.out, r.err)
+        assert _tree(work) == damaged, k
+
+
+def test_two_neighbouring_offset_fields_flipped_below_the_base_are_not_split(tmp_path):
+    """Two neighbouring batches whose offset fields (not covered by the CRC) had the same bit flipped land on
+    offsets an earlier segment holds, with other bytes: damage, not a second copy (the batch walk's case), so
+    no split is planned."""
+    import struct
+
+    part = _segments(tmp_path, *SOURCES[0])
+    log = _logs(part)[2]
+    hs = _batches(log)
+    with open(log, "r+b") as f:
+        for h in hs[3:5]:
+            f.seek(h.position)
+            f.write(struct.pack(">q", h.base_offset ^ 512))
+    assert [h.base_offset for h in _batches(log)[3:5]] == [hs[3].base_offset ^ 512, hs[4].base_offset ^ 512]
+    result = repair(open_path(part), backup_dir=tmp_path / "bk", dry_run=True)
+    assert not [a for a in result.plan.actions if a.op == "create"], [a.describe() for a in result.plan.actions]

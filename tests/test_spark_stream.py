@@ -183,3 +183,20 @@ def test_stream_option_errors_are_one_line(spark, kl, tmp_path):
             run(spark, ld, tmp_path / f"ckpt{i}", **opts)
         msg = str(e.value)
         assert words in msg and "Traceback" not in msg, msg
+
+
+def test_the_readme_streaming_example_runs(spark, kl, tmp_path):
+    import re
+
+    from .conftest import ROOT
+
+    text = (ROOT / "README.md").read_text()
+    code = re.search(r"```python\n(.*?)```", text[text.index("#### Streaming"):], re.S).group(1)
+    ld = make(kl, tmp_path, 40)
+    lake = tmp_path / "lake"
+    code = code.replace("/var/lib/kafka/data", str(ld)).replace("/lake", str(lake))
+    exec(compile(code, "README.md", "exec"), {"spark": spark})  # noqa: S102 (the README's own example)
+    assert spark.read.parquet(str(lake / "orders")).count() == 40
+    append(kl, ld, 40, 10)
+    exec(compile(code, "README.md", "exec"), {"spark": spark})  # noqa: S102
+    assert spark.read.parquet(str(lake / "orders")).count() == 50

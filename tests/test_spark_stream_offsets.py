@@ -201,3 +201,54 @@ def test_option_errors_wait_for_the_first_call(kl, tmp_path):
         r.initialOffset()
     with pytest.raises(KltoolError, match="endingoffsets is not valid in a stream"):
         r.latestOffset({"orders": {"0": 0}}, ReadAllAvailable())
+
+
+@pytest.fixture
+def bucket():
+    """An empty bucket on an S3 server on 127.0.0.1 (moto's): (pyarrow filesystem, storage options)."""
+    import logging
+
+    server_mod = pytest.importorskip("moto.server")
+    pafs = pytest.importorskip("pyarrow.fs")
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    port = server._server.server_port
+    fs = pafs.S3FileSystem(endpoint_override=f"127.0.0.1:{port}", scheme="http", access_key="testing",
+                           secret_key="testing", region="us-east-1", allow_bucket_creation=True)
+    fs.create_dir("segments")
+    yield fs, {"storage.endpoint_override": f"http://127.0.0.1:{port}", "storage.access_key": "testing",
+               "storage.secret_key": "testing", "storage.region": "us-east-1"}
+    server.stop()
+
+
+def upload(fs, ld: Path, tail_cut: int = 0) -> None:
+    """The log dir's partition files into s3://segments/logs/ (the last segment cut by ``tail_cut`` bytes)."""
+    for d in ld.iterdir():
+        if not d.is_dir():
+            continue
+        logs = sorted(d.glob("*.log"))
+        for f in d.iterdir():
+            data = f.read_bytes()
+            if tail_cut and f == logs[-1]:
+                data = data[:-tail_cut]
+            with fs.open_output_stream(f"segments/logs/{d.name}/{f.name}") as out:
+                out.write(data)
+
+
+def test_a_bucket_of_segments_streams_like_a_log_dir(kl, tmp_path, bucket):
+    fs, storage = bucket
+    ld = make(kl, tmp_path, 30)
+    upload(fs, ld, tail_cut=9)  # the last batch of the last segment not all there yet
+    r = reader("s3://segments/logs", **storage)
+    start = r.initialOffset()
+    assert start == {"orders": {"0": 0}}
+    end = r.latestOffset(start, ReadAllAvailable())
+    assert end == {"orders": {"0": 25}}
+    assert [o for _p, o in offsets_read(r, start, end)] == list(range(25))
+    append(kl, ld, 30, 30)  # new segments
+    upload(fs, ld)
+    end2 = r.latestOffset(end, ReadAllAvailable())
+    assert end2 == {"orders": {"0": 60}}
+    assert [o for _p, o in offsets_read(r, end, end2)] == list(range(25, 60))
+    assert reader("s3://segments/logs", startingOffsets="latest", **storage).initialOffset() == end2

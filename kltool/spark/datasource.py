@@ -74,6 +74,10 @@ Options (all strings, as Spark passes them):
     ``false`` to leave ``headers`` null without decoding them (faster).
 ``allStates``
     ``true`` to also read ``-delete``/``-future``/``-stray`` partition directories.
+``maxOffsetsPerTrigger``
+    ``spark.readStream`` only (ignored by ``spark.read``, as in Spark): at most this many offsets per
+    micro-batch. Streams: see :mod:`kltool.spark.streaming` (offsets as Spark's Kafka source checkpoints
+    them, ``startingOffsets`` ``latest`` by default, ``Trigger.AvailableNow``).
 ``maxRecordsPerBatch``
     Rows per Arrow batch (default 65536; a batch also ends after 32 MiB of record bytes).
 ``splitBytes``

@@ -88,41 +88,106 @@ def from_json(spec) -> dict:
     return {(t, int(p)): int(o) for t, parts in spec.items() for p, o in parts.items()}
 
 
+class StreamPartition:
+    """A partition the stream reads, on the local disk (``local``: a :class:`kltool.storage.partition.Partition`)
+    or on an object store (``remote``: a :class:`kltool.storage.uri.RemotePartition`, ``storage``: its options)."""
+
+    def __init__(self, topic: str, partition: int, where: str, local=None, remote=None, storage=None):
+        self.topic, self.partition, self.where = topic, partition, where
+        self.local, self.remote, self.storage = local, remote, storage
+
+    def log_start_offset(self) -> int:
+        return (self.local or self.remote).log_start_offset()
+
+    def last_segment(self):
+        """(base offset, file, size, index file or None) of the last segment; None when there is none."""
+        if self.local is not None:
+            segs = self.local.segments
+            return None if not segs else (segs[-1].base_offset, str(segs[-1].log_path), None, None)
+        segs = self.remote.segments
+        return None if not segs else (segs[-1].base_offset, segs[-1].log, segs[-1].size, segs[-1].index)
+
+
+def headers_from(file: str, base: int, offset: int | None, storage=None, index: str | None = None, size=None):
+    """The batch headers of segment ``file`` (base offset ``base``) from the trusted offset-index entry at or
+    below ``offset`` (None: the last entry) to its end, with their positions in the segment. On an object
+    store the bytes from there are copied into a local temporary file and walked there (the executors'
+    way), so what is read stays the tail, not the segment."""
+    from pathlib import Path
+
+    from ..storage.scan import batches
+    from ..storage.uri import is_remote
+
+    if not is_remote(file):
+        from ..storage.segment import Segment
+
+        seg = Segment(os.path.dirname(file), base, Path(file))
+        if offset is None:
+            entries = seg.offset_index()
+            offset = entries[-1][0] if entries else base
+        yield from seg.batches(start=seg.position_for_offset(offset))
+        return
+    import tempfile
+
+    from ..storage.uri import filesystem
+    from .planning import _remote_head, _remote_index, _seek
+
+    entries = _remote_index(index, base, storage) if index else []
+    if offset is None:
+        offset = entries[-1][0] if entries else base
+    pos = _seek(entries, base, offset, lambda at: _remote_head(file, at, storage))
+    fs, inner = filesystem(file, storage)
+    fd, tmp = tempfile.mkstemp(prefix="kltool-tail-", suffix=".log")
+    try:
+        with os.fdopen(fd, "wb") as out, fs.open_input_file(inner) as f:
+            at, end = pos, f.size()
+            while at < end:
+                buf = f.read_at(min(8 << 20, end - at), at)
+                if not buf:
+                    break
+                out.write(buf)
+                at += len(buf)
+        for h in batches(tmp):
+            h.position += pos
+            yield h
+    finally:
+        os.unlink(tmp)
+
+
 def stream_end(p) -> int:
-    """The offset after partition ``p``'s last whole, CRC-valid batch (the log start of an empty one):
-    found by a walk of its last segment from the last trusted offset-index entry. A batch still being
-    written at the end of the active segment (its bytes not all there, or not yet matching its CRC) ends
-    nothing: the stream stops before it until it is whole."""
-    segs = p.segments
-    if not segs:
+    """The offset after partition ``p``'s last whole, CRC-valid batch (the base offset of an empty last
+    segment): found by a walk of its last segment from the last trusted offset-index entry. A batch still
+    being written at the end of the active segment (its bytes not all there, or not yet matching its CRC)
+    ends nothing: the stream stops before it until it is whole."""
+    if not isinstance(p, StreamPartition):
+        p = StreamPartition(p.topic, p.partition, str(p.path), local=p)
+    last = p.last_segment()
+    if last is None:
         return 0
-    last = segs[-1]
-    entries = last.offset_index()
-    start = last.position_for_offset(entries[-1][0]) if entries else 0
-    end = _last_valid_end(last, start)
-    if end is None and start:
-        end = _last_valid_end(last, 0)
-    return last.base_offset if end is None else end
+    base, file, size, index = last
+    end = _last_valid_end(headers_from(file, base, None, p.storage, index, size))
+    if end is None:  # nothing valid after the last index entry (or a damaged index): the whole segment
+        end = _last_valid_end(headers_from(file, base, base, p.storage, index, size))
+    return base if end is None else end
 
 
-def _last_valid_end(seg, start: int) -> int | None:
+def _last_valid_end(headers) -> int | None:
     end = None
-    for h in seg.batches(start=start):
+    for h in headers:
         if h.crc_valid:
             end = h.last_offset + 1
     return end
 
 
-def _batch_end_position(file: str, segment: int, position: int, until: int) -> int | None:
-    """The byte after the batch holding offset ``until - 1`` in segment ``file`` (None: not in it), so a
-    read of [.., until) stops there and never walks what follows (a torn tail)."""
-    from pathlib import Path
-
-    from ..storage.segment import Segment
-
-    seg = Segment(os.path.dirname(file), segment, Path(file))
-    at = max(position, seg.position_for_offset(until - 1))
-    for h in seg.batches(start=at):
+def _batch_end_position(r, until: int) -> int | None:
+    """The byte after the batch holding offset ``until - 1`` in the segment read ``r`` (None: not in it), so
+    a read of [.., until) stops there and never walks what follows (a torn tail)."""
+    index = None
+    if r.storage is not None or "://" in r.file:
+        index = (r.file[:-len(".log")] if r.file.endswith(".log") else r.file) + ".index"
+    for h in headers_from(r.file, r.segment, until - 1, r.storage, index):
+        if h.position < r.position:
+            continue
         if h.last_offset >= until - 1:
             return h.end
         if h.base_offset >= until:
@@ -139,7 +204,7 @@ def rate_limit(start: dict, end: dict, limit: int) -> dict:
         return dict(end)
     out = {}
     for k, e in end.items():
-        share = limit * sizes[k] / total
+        share = limit * (sizes[k] / total)  # (as Spark computes it: the same floor at the same offsets)
         n = int(share) if share >= 1 else (1 if sizes[k] else 0)
         out[k] = min(e, start.get(k, e) + n)
     return out
@@ -186,7 +251,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # -- the partitions now ------------------------------------------------------------------------
     def _partitions(self) -> dict:
-        """{(topic, partition): Partition} of the paths now (listed again on every call)."""
+        """{(topic, partition): StreamPartition} of the paths now (listed again on every call)."""
         from ..errors import UsageError
         from ..format.names import classify
         from ..storage.uri import is_remote, local_path
@@ -194,12 +259,8 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         opts = self.options
         paths = option_paths(opts)
-        for p in paths:
-            if is_remote(p):
-                raise UsageError(f"{p}: readStream reads local paths (a log dir, a mount of the bucket); "
-                                 "spark.read reads object stores")
-        local = [q for p in paths for q in _expand(os.path.abspath(local_path(p)), p)]
-        parts, files = _selection(opts, local)
+        local = [q for p in paths if not is_remote(p) for q in _expand(os.path.abspath(local_path(p)), p)]
+        parts, files = _selection(opts, local) if local else ([], [])
         if any(classify(f)[0] == "log" for f in files):
             raise UsageError(f"{files[0]}: readStream reads partition directories (topic-N), not lone segment "
                              "files: a stream's offsets are per topic and partition")
@@ -207,15 +268,42 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if wanted is not None:
             parts = [p for p in parts if wanted(p.topic)]
         parts = _replicas(parts, str(opts.get("replicas") or "all").lower())
+        found = [StreamPartition(p.topic, p.partition, str(p.path), local=p) for p in parts]
+        found += self._remote([p for p in paths if is_remote(p)])
         out: dict = {}
-        for p in parts:
+        for p in found:
             k = (p.topic, p.partition)
             if k in out:
-                raise UsageError(f"{p.topic}-{p.partition} is in several log dirs ({out[k].path.parent}, "
-                                 f"{p.path.parent}): a stream has one offset per partition; option replicas=one "
-                                 "reads the leader's copy")
+                raise UsageError(f"{p.topic}-{p.partition} is in two places ({out[k].where}, {p.where}): a stream "
+                                 "has one offset per partition; option replicas=one reads the leader's copy")
             out[k] = p
         return out
+
+    def _remote(self, uris: list) -> list:
+        """The partitions of object-store URIs (the planner's listing, :func:`kltool.storage.uri.select_remote`)."""
+        if not uris:
+            return []
+        from ..errors import UsageError
+        from ..storage.select import parse_partitions
+        from ..storage.uri import select_remote
+        from .options import _assigned, storage_options
+
+        opts = self.options
+        if str(opts.get("kafka.isolation.level") or "").lower() == "read_committed":
+            raise UsageError(f"{uris[0]}: kafka.isolation.level=read_committed needs local paths")
+        if any(opts.get(k) not in (None, "") for k in ("startingtimestamp", "startingoffsetsbytimestamp")):
+            raise UsageError(f"{uris[0]}: startingTimestamp and startingOffsetsByTimestamp need local paths")
+        storage = storage_options(opts) or None
+        numbers = parse_partitions(opts.get("partition")) if opts.get("partition") else None
+        sel = select_remote(uris, opts.get("topic") or None, numbers, storage,
+                            all_states=_bool(opts.get("allstates"), False), strict=False)
+        if sel.files:
+            raise UsageError(f"{sel.files[0][0]}: readStream reads partition directories (topic-N), not lone "
+                             "segment files: a stream's offsets are per topic and partition")
+        assigned, subscribed = _assigned(opts), topic_matcher(opts)
+        return [StreamPartition(p.topic, p.partition, p.directory, remote=p, storage=storage) for p in sel.partitions
+                if (assigned is None or (p.topic, p.partition) in assigned)
+                and (subscribed is None or subscribed(p.topic))]
 
     def _ends(self, parts: dict) -> dict:
         """{(topic, partition): the offset after the last whole valid batch} (read_committed: at most the
@@ -225,7 +313,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for k, p in parts.items():
             end = stream_end(p)
             if committed_only:
-                end = min(end, committed(p)[1])
+                end = min(end, committed(p.local)[1])
             out[k] = end
         return out
 
@@ -253,7 +341,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 if ts is None:
                     v = first
                 else:
-                    hit = offset_for_time(p, ts)
+                    hit = offset_for_time(p.local, ts)
                     if hit is None and strict:
                         raise UsageError(f"{k[0]}-{k[1]}: no record with a timestamp at or after {ts} "
                                          "(startingOffsetsByTimestampStrategy=error; latest starts at the end)")
@@ -330,7 +418,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     _lost(f"added partition {k[0]}-{k[1]} starts from {first} instead of 0", fail)
             elif b < first:
                 _lost(f"{k[0]}-{k[1]}: offsets {b} to {first - 1} are gone (retention deleted them; the log starts "
-                      f"at {first} in {p.path})", fail)
+                      f"at {first} in {p.where})", fail)
                 b = first
             if b < u:
                 ranges[k] = (b, u)
@@ -363,7 +451,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             last[(r.topic, r.partition)] = i
         for k, i in last.items():
             r = segs[i]
-            stop = _batch_end_position(r.file, r.segment, r.position, ranges[k][1])
+            stop = _batch_end_position(r, ranges[k][1])
             if stop is not None and (r.stop is None or stop < r.stop):
                 r.stop = stop
                 r.bytes = stop - r.position

@@ -152,6 +152,10 @@ def test_starting_offsets_latest_is_the_default_as_in_sparks_kafka_source(kl, tm
     assert r.initialOffset() == {"orders": {"0": 20}}
     assert reader(ld, startingOffsets='{"orders":{"0":7}}').initialOffset() == {"orders": {"0": 7}}
     assert reader(ld, startingOffsets='{"orders":{"0":-1}}').initialOffset() == {"orders": {"0": 20}}
+    with pytest.raises(KltoolError, match="starting offset 99 is after the end of the partition"):
+        reader(ld, startingOffsets='{"orders":{"0":99}}').initialOffset()
+    r = reader(ld, startingOffsets='{"orders":{"0":99}}', failOnDataLoss="false")
+    assert r.initialOffset() == {"orders": {"0": 20}}
 
 
 def test_retention_below_the_checkpoint_is_data_loss(kl, tmp_path):

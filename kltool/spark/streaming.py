@@ -351,8 +351,10 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             else:
                 v = spec.get(k, EARLIEST) if isinstance(spec, dict) else (LATEST if spec is None else spec)
                 v = first if v == EARLIEST else end if v == LATEST else v
-            if v > end:
-                raise UsageError(f"{k[0]}-{k[1]}: the starting offset {v} is after the end of the partition ({end})")
+            if v > end:  # Spark's Kafka source: data loss (the consumer would be reset to the end)
+                _lost(f"{k[0]}-{k[1]}: the starting offset {v} is after the end of the partition ({end})",
+                      self.fail_on_data_loss)
+                v = end
             out[k] = v if isinstance(spec, dict) else max(v, first)  # (JSON below the log start: data lost)
         return to_json(out)
 

@@ -27,17 +27,23 @@ COLUMNS = ["topic", "partition", "offset", "key", "value", "timestamp", "timesta
 OPTIONS = {"subscribePattern": "stream-.*", "startingOffsets": "earliest", "maxOffsetsPerTrigger": "70"}
 
 
-def _produce(b: harness.Broker, start: int, n: int) -> None:
+def _produce(b: harness.Broker, start: int, n: int, waves: int = 2) -> None:
+    """``n`` records per partition of each topic, in ``waves`` more than segment.ms apart: each wave
+    starts a new segment (the broker rolls on the first append after segment.ms)."""
     from kafka import KafkaProducer
 
-    for topic, codec in TOPICS.items():
-        prod = KafkaProducer(**b.kafka_python_args(), compression_type=codec, acks="all", linger_ms=5,
-                             batch_size=1024)
-        for i in range(start, start + n):
-            for p in range(PARTS):
-                key, value, headers = _record(i, f"{topic}{p}")
-                prod.send(topic, key=key, value=value, headers=headers, partition=p)
-        prod.flush()
+    prods = {t: KafkaProducer(**b.kafka_python_args(), compression_type=c, acks="all", linger_ms=5, batch_size=1024)
+             for t, c in TOPICS.items()}
+    per = n // waves
+    for w in range(waves):
+        for topic, prod in prods.items():
+            for i in range(start + w * per, start + (w + 1) * per):
+                for p in range(PARTS):
+                    key, value, headers = _record(i, f"{topic}{p}")
+                    prod.send(topic, key=key, value=value, headers=headers, partition=p)
+            prod.flush()
+        time.sleep(1.2)
+    for prod in prods.values():
         prod.close()
 
 
@@ -76,7 +82,7 @@ def runs(tmp_path_factory):
     try:
         b.start()
         for t in TOPICS:
-            b.create_topic(t, PARTS, {"segment.bytes": "4096", "index.interval.bytes": "256"})
+            b.create_topic(t, PARTS, {"segment.ms": "1000", "index.interval.bytes": "256"})
         _produce(b, 0, 120)
         spark = session("local[2]", "kltool-stream-parity", conf={
             "spark.jars": ",".join(jars), "spark.sql.shuffle.partitions": "2"})
@@ -91,7 +97,6 @@ def runs(tmp_path_factory):
 
         both("first")
         _produce(b, 120, 80)
-        time.sleep(0.5)
         both("again")
         out["offsets"] = (_offsets(work / "ckpt-kafka"), _offsets(work / "ckpt-kafka-log"))
         out["segments"] = len(list(b.partition_dir("stream-lz4", 0).glob("*.log")))

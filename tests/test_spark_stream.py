@@ -174,7 +174,7 @@ def test_stream_option_errors_are_one_line(spark, kl, tmp_path):
     from pyspark.errors import PySparkException
 
     ld = make(kl, tmp_path, 10)
-    cases = [({"endingOffsets": "latest"}, "endingoffsets is not valid in a stream"),
+    cases = [({"endingOffsets": "latest"}, "endingOffsets is not valid in a stream"),
              ({"level": "batches"}, "readStream reads records only"),
              ({"maxOffsetsPerTrigger": "0"}, "maxOffsetsPerTrigger must be a positive integer"),
              ({"startingOffsets": '{"orders":{"0":99}}'}, "starting offset 99 is after the end")]

@@ -201,9 +201,9 @@ def test_nothing_is_written_to_the_log_dir(kl, tmp_path):
 def test_option_errors_wait_for_the_first_call(kl, tmp_path):
     ld = make(kl, tmp_path, 5)
     r = reader(ld, endingOffsets="latest")  # creating the reader never raises (see KafkaLogStreamReader)
-    with pytest.raises(KltoolError, match="endingoffsets is not valid in a stream"):
+    with pytest.raises(KltoolError, match="endingOffsets is not valid in a stream"):
         r.initialOffset()
-    with pytest.raises(KltoolError, match="endingoffsets is not valid in a stream"):
+    with pytest.raises(KltoolError, match="endingOffsets is not valid in a stream"):
         r.latestOffset({"orders": {"0": 0}}, ReadAllAvailable())
 
 

@@ -50,7 +50,8 @@ from .planning import SegmentGroup, committed, group_segments, offset_for_time, 
 log = logging.getLogger("kltool.spark")
 
 # Spark's Kafka source refuses these in a stream (a stream has no end); kltool's own batch-only ones too.
-NOT_IN_STREAMS = ("endingoffsets", "endingoffset", "endingtimestamp", "endingoffsetsbytimestamp")
+NOT_IN_STREAMS = {"endingoffsets": "endingOffsets", "endingoffset": "endingOffset", "endingtimestamp": "endingTimestamp",
+                  "endingoffsetsbytimestamp": "endingOffsetsByTimestamp"}
 LOST = ('Some data may have been lost (failOnDataLoss=false warns and goes on from the data that is there, '
         'as Spark\'s Kafka source)')
 
@@ -59,9 +60,9 @@ def check_stream_options(opts: dict) -> None:
     """What a stream cannot take, in one UsageError line (raised on the first call Spark makes)."""
     from ..errors import UsageError
 
-    for k in NOT_IN_STREAMS:
+    for k, name in NOT_IN_STREAMS.items():
         if opts.get(k) not in (None, ""):
-            raise UsageError(f"kafka-log: option {k} is not valid in a stream (readStream reads on as batches are "
+            raise UsageError(f"kafka-log: option {name} is not valid in a stream (readStream reads on as batches are "
                              "written; use spark.read for a bounded range)")
     level = str(opts.get("level") or "records").lower()
     if level != "records":

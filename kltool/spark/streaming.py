@@ -1,5 +1,5 @@
-"""``spark.readStream.format("kafka-log")``: new batches of a log dir as a stream, with offsets as Spark's
-Kafka source checkpoints them.
+"""``spark.readStream.format("kafka-log")``: new batches of a log dir (or of a bucket of segments: object-store
+URIs, as the batch source takes them) as a stream, with offsets as Spark's Kafka source checkpoints them.
 
 An offset is Spark's Kafka-source JSON, ``{"topic": {"partition": next offset}}``: what a micro-batch has
 read up to (exclusive), per partition. The end of a partition is the offset after its **last whole,
@@ -29,6 +29,12 @@ As Spark's Kafka source (``KafkaMicroBatchStream``):
   open transaction is read, nor anything after it), aborted records are skipped.
 - ``endingOffsets`` and the other ending options are an error, as in Spark (a stream has no end);
   so is a ``level`` other than ``records``.
+
+pyspark 4.3.0 gives a Python stream reader what Spark's own sources have: ``latestOffset(start, limit)`` with
+admission control (``getDefaultReadLimit``: ``ReadMaxRows`` for ``maxOffsetsPerTrigger``), and
+``SupportsTriggerAvailableNow`` (``prepareForTriggerAvailableNow``: the ends when the query starts are
+where ``Trigger.AvailableNow`` stops). The reader lives in one Python process on the driver for the
+query's life (``_target`` and ``_latest`` are kept there); ``read`` runs on the executors.
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ def make(kl, tmp_path: Path, n: int, partitions: int = 2) -> Path:
     return ld
 
 
-def run(spark, ld: Path, ckpt: Path, **options) -> list[list[tuple]]:
+def run(spark, ld, ckpt: Path, **options) -> list[list[tuple]]:
     """One Trigger.AvailableNow run: the rows (partition, offset, value) of each micro-batch."""
     batches: list[list[tuple]] = []
 
@@ -200,3 +200,31 @@ def test_the_readme_streaming_example_runs(spark, kl, tmp_path):
     append(kl, ld, 40, 10)
     exec(compile(code, "README.md", "exec"), {"spark": spark})  # noqa: S102
     assert spark.read.parquet(str(lake / "orders")).count() == 50
+
+
+def test_a_bucket_of_segments_streams_through_spark(spark, kl, tmp_path):
+    """s3:// on a local S3 server (moto's): the executors read the micro-batches' segments from the bucket."""
+    import logging
+
+    server_mod = pytest.importorskip("moto.server")
+    pafs = pytest.importorskip("pyarrow.fs")
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        port = server._server.server_port
+        fs = pafs.S3FileSystem(endpoint_override=f"127.0.0.1:{port}", scheme="http", access_key="testing",
+                               secret_key="testing", region="us-east-1", allow_bucket_creation=True)
+        fs.create_dir("segments")
+        storage = {"storage.endpoint_override": f"http://127.0.0.1:{port}", "storage.access_key": "testing",
+                   "storage.secret_key": "testing", "storage.region": "us-east-1"}
+        ld = make(kl, tmp_path, 60)
+        pafs.copy_files(str(ld), "segments/logs", destination_filesystem=fs)
+        ckpt = tmp_path / "ckpt"
+        got = [r for b in run(spark, "s3://segments/logs", ckpt, maxOffsetsPerTrigger="25", **storage) for r in b]
+        assert sorted(got) == expected(0, 60)
+        append(kl, ld, 60, 40)
+        pafs.copy_files(str(ld), "segments/logs", destination_filesystem=fs)
+        assert [r for b in run(spark, "s3://segments/logs", ckpt, **storage) for r in b] == expected(60, 40)
+    finally:
+        server.stop()

@@ -205,6 +205,7 @@ def test_the_readme_streaming_example_runs(spark, kl, tmp_path):
 def test_a_bucket_of_segments_streams_through_spark(spark, kl, tmp_path):
     """s3:// on a local S3 server (moto's): the executors read the micro-batches' segments from the bucket."""
     import logging
+    import uuid
 
     server_mod = pytest.importorskip("moto.server")
     pafs = pytest.importorskip("pyarrow.fs")
@@ -215,16 +216,17 @@ def test_a_bucket_of_segments_streams_through_spark(spark, kl, tmp_path):
         port = server._server.server_port
         fs = pafs.S3FileSystem(endpoint_override=f"127.0.0.1:{port}", scheme="http", access_key="testing",
                                secret_key="testing", region="us-east-1", allow_bucket_creation=True)
-        fs.create_dir("segments")
+        bucket = f"stream-{uuid.uuid4().hex[:12]}"  # moto keeps buckets per process, across servers
+        fs.create_dir(bucket)
         storage = {"storage.endpoint_override": f"http://127.0.0.1:{port}", "storage.access_key": "testing",
                    "storage.secret_key": "testing", "storage.region": "us-east-1"}
         ld = make(kl, tmp_path, 60)
-        pafs.copy_files(str(ld), "segments/logs", destination_filesystem=fs)
+        pafs.copy_files(str(ld), f"{bucket}/logs", destination_filesystem=fs)
         ckpt = tmp_path / "ckpt"
-        got = [r for b in run(spark, "s3://segments/logs", ckpt, maxOffsetsPerTrigger="25", **storage) for r in b]
+        got = [r for b in run(spark, f"s3://{bucket}/logs", ckpt, maxOffsetsPerTrigger="25", **storage) for r in b]
         assert sorted(got) == expected(0, 60)
         append(kl, ld, 60, 40)
-        pafs.copy_files(str(ld), "segments/logs", destination_filesystem=fs)
-        assert [r for b in run(spark, "s3://segments/logs", ckpt, **storage) for r in b] == expected(60, 40)
+        pafs.copy_files(str(ld), f"{bucket}/logs", destination_filesystem=fs)
+        assert [r for b in run(spark, f"s3://{bucket}/logs", ckpt, **storage) for r in b] == expected(60, 40)
     finally:
         server.stop()

@@ -211,6 +211,7 @@ def test_option_errors_wait_for_the_first_call(kl, tmp_path):
 def bucket():
     """An empty bucket on an S3 server on 127.0.0.1 (moto's): (pyarrow filesystem, storage options)."""
     import logging
+    import uuid
 
     server_mod = pytest.importorskip("moto.server")
     pafs = pytest.importorskip("pyarrow.fs")
@@ -220,14 +221,15 @@ def bucket():
     port = server._server.server_port
     fs = pafs.S3FileSystem(endpoint_override=f"127.0.0.1:{port}", scheme="http", access_key="testing",
                            secret_key="testing", region="us-east-1", allow_bucket_creation=True)
-    fs.create_dir("segments")
-    yield fs, {"storage.endpoint_override": f"http://127.0.0.1:{port}", "storage.access_key": "testing",
+    name = f"stream-{uuid.uuid4().hex[:12]}"  # moto keeps buckets per process, across servers
+    fs.create_dir(name)
+    yield fs, name, {"storage.endpoint_override": f"http://127.0.0.1:{port}", "storage.access_key": "testing",
                "storage.secret_key": "testing", "storage.region": "us-east-1"}
     server.stop()
 
 
-def upload(fs, ld: Path, tail_cut: int = 0) -> None:
-    """The log dir's partition files into s3://segments/logs/ (the last segment cut by ``tail_cut`` bytes)."""
+def upload(fs, name: str, ld: Path, tail_cut: int = 0) -> None:
+    """The log dir's partition files into s3://NAME/logs/ (the last segment cut by ``tail_cut`` bytes)."""
     for d in ld.iterdir():
         if not d.is_dir():
             continue
@@ -236,23 +238,24 @@ def upload(fs, ld: Path, tail_cut: int = 0) -> None:
             data = f.read_bytes()
             if tail_cut and f == logs[-1]:
                 data = data[:-tail_cut]
-            with fs.open_output_stream(f"segments/logs/{d.name}/{f.name}") as out:
+            with fs.open_output_stream(f"{name}/logs/{d.name}/{f.name}") as out:
                 out.write(data)
 
 
 def test_a_bucket_of_segments_streams_like_a_log_dir(kl, tmp_path, bucket):
-    fs, storage = bucket
+    fs, name, storage = bucket
+    uri = f"s3://{name}/logs"
     ld = make(kl, tmp_path, 30)
-    upload(fs, ld, tail_cut=9)  # the last batch of the last segment not all there yet
-    r = reader("s3://segments/logs", **storage)
+    upload(fs, name, ld, tail_cut=9)  # the last batch of the last segment not all there yet
+    r = reader(uri, **storage)
     start = r.initialOffset()
     assert start == {"orders": {"0": 0}}
     end = r.latestOffset(start, ReadAllAvailable())
     assert end == {"orders": {"0": 25}}
     assert [o for _p, o in offsets_read(r, start, end)] == list(range(25))
     append(kl, ld, 30, 30)  # new segments
-    upload(fs, ld)
+    upload(fs, name, ld)
     end2 = r.latestOffset(end, ReadAllAvailable())
     assert end2 == {"orders": {"0": 60}}
     assert [o for _p, o in offsets_read(r, end, end2)] == list(range(25, 60))
-    assert reader("s3://segments/logs", startingOffsets="latest", **storage).initialOffset() == end2
+    assert reader(uri, startingOffsets="latest", **storage).initialOffset() == end2

@@ -106,12 +106,10 @@ def test_a_glob_path_reads_what_it_matches(spark):
     assert spark.read.format("kafka-log").load(str(MULTI.parent / "v2-multi-seg*")).count() == ALL
 
 
-def test_readstream_says_it_is_not_supported(spark):
-    df = spark.readStream.format("kafka-log").load(str(MULTI))
-    with pytest.raises(Exception) as e:
-        q = df.writeStream.format("memory").queryName("kafka_log_stream").start()
-        try:
-            q.processAllAvailable()
-        finally:
-            q.stop()
-    assert "kafka-log reads batches only: use spark.read (readStream is not supported)" in str(e.value)
+def test_readstream_reads_the_same_records(spark, tmp_path):
+    """readStream is supported since issue 22 part 4 (tests/test_spark_stream.py): the same rows."""
+    df = spark.readStream.format("kafka-log").option("startingOffsets", "earliest").load(str(MULTI))
+    q = (df.writeStream.format("memory").queryName("kafka_log_stream").trigger(availableNow=True)
+         .option("checkpointLocation", str(tmp_path / "ckpt")).start())
+    q.awaitTermination()
+    assert spark.sql("SELECT count(*), count(DISTINCT offset) FROM kafka_log_stream").first() == (ALL, ALL)

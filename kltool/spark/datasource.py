@@ -74,6 +74,10 @@ Options (all strings, as Spark passes them):
     ``false`` to leave ``headers`` null without decoding them (faster).
 ``allStates``
     ``true`` to also read ``-delete``/``-future``/``-stray`` partition directories.
+``maxOffsetsPerTrigger``
+    ``spark.readStream`` only (ignored by ``spark.read``, as in Spark): at most this many offsets per
+    micro-batch. Streams: see :mod:`kltool.spark.streaming` (offsets as Spark's Kafka source checkpoints
+    them, ``startingOffsets`` ``latest`` by default, ``Trigger.AvailableNow``).
 ``maxRecordsPerBatch``
     Rows per Arrow batch (default 65536; a batch also ends after 32 MiB of record bytes).
 ``splitBytes``
@@ -261,24 +265,20 @@ class KafkaLogDataSource(DataSource):
         return r
 
     def streamReader(self, schema):  # noqa: N802 (pyspark's name)
-        """``spark.readStream``: not supported, said in one line when the query starts (pyspark asks no
-        earlier). A reader that refuses its first call: raising here would be hidden by pyspark 4.3.0's
-        worker, whose clean-up then fails with an UnboundLocalError of its own."""
-        from pyspark.sql.datasource import DataSourceStreamReader
+        """``spark.readStream``: :class:`kltool.spark.streaming.KafkaLogStreamReader`. Nothing may raise
+        here: pyspark 4.3.0's worker hides such an error behind an UnboundLocalError of its own clean-up,
+        so a bad option is raised by the reader's first call."""
+        from .streaming import KafkaLogStreamReader
 
-        class _NoStreaming(DataSourceStreamReader):
-            def initialOffset(self):  # noqa: N802
-                from ..errors import UsageError
-
-                raise UsageError("kafka-log reads batches only: use spark.read (readStream is not supported)")
-
-            latestOffset = initialOffset  # noqa: N815
-            read = initialOffset
-
-            def stop(self):
-                pass
-
-        return _NoStreaming()
+        level = (self.options.get("level") or "records").lower()
+        wrap = {"one_line": _one_line, "rows_one_line": _rows_one_line}
+        try:
+            columns, aliases = user_columns("records", schema) if level == "records" else (None, None)
+        except Exception as e:  # noqa: BLE001
+            r = KafkaLogStreamReader(self.options, **wrap)
+            r._error = e
+            return r
+        return KafkaLogStreamReader(self.options, columns, aliases, self.default_min_partitions, **wrap)
 
 
 # Columns that may hold null (a record without key, value or headers; a lone segment outside a partition

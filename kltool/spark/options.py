@@ -34,7 +34,8 @@ def _int(opts, name):
 BOOL_OPTIONS = {"respectlogstartoffset", "includecontrol", "includeheaders", "allstates", "failondataloss",
                 "includemetadata"}
 INT_OPTIONS = {"startingoffset", "endingoffset", "startingtimestamp", "endingtimestamp", "maxrecordsperbatch",
-               "splitbytes", "maxpartitionbytes", "opencostinbytes", "minpartitions"}
+               "splitbytes", "maxpartitionbytes", "opencostinbytes", "minpartitions",
+               "maxoffsetspertrigger"}  # (readStream only: kltool/spark/streaming.py)
 OPTIONS = BOOL_OPTIONS | INT_OPTIONS | {
     "path", "paths", "topic", "partition", "assign", "subscribe", "subscribepattern", "level", "startingoffsets",
     "endingoffsets", "startingoffsetsbytimestamp", "endingoffsetsbytimestamp", "kafka.isolation.level",

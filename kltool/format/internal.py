@@ -361,17 +361,25 @@ def decode_cluster_metadata(key: bytes | None, value: bytes | None) -> dict:
     version = r.uvarint("version")
     if not 0 <= version <= 0x7FFF:
         raise CorruptDataError(f"Invalid metadata record version {version}")
-    entry = _METADATA.get(api_key)
+    return _read_typed(_METADATA, api_key, version, value, r.pos)
+
+
+def _read_typed(table: dict[int, tuple[str, Msg]], api_key: int, version: int, value: bytes, pos: int) -> dict:
+    """The message at ``value[pos:]`` of a record framed as the KRaft metadata records are (frame version,
+    api key, version; ``table``: api key -> (type name, schema)): ``{"type", "version", "data"}``. An unknown
+    api key, or a version newer than the schema whose bytes do not fit it, gives ``{"type": "unknown",
+    "api_key", "version", "payload": <base64 of the message bytes>}`` (the latter with ``"name"`` too)."""
+    entry = table.get(api_key)
     if entry is None:
-        return {"type": "unknown", "api_key": api_key, "version": version, "payload": b64(value[r.pos:])}
+        return {"type": "unknown", "api_key": api_key, "version": version, "payload": b64(value[pos:])}
     type_name, msg = entry
     try:
-        data, _ = read_message(msg, value, r.pos, version, exact=True)
+        data, _ = read_message(msg, value, pos, version, exact=True)
     except CorruptDataError:
         if version <= msg.max_version:
             raise
         return {"type": "unknown", "name": type_name, "api_key": api_key, "version": version,
-                "payload": b64(value[r.pos:])}
+                "payload": b64(value[pos:])}
     return {"type": type_name, "version": version, "data": data}
 
 
@@ -450,18 +458,10 @@ def decode_remote_log_metadata(key: bytes | None, value: bytes | None) -> dict:
         raise CorruptDataError(f"Could not deserialize remote log metadata record due to unknown frame version {frame}")
     api_key = r.uvarint("api key")
     version = r.uvarint("version")
-    entry = _REMOTE.get(api_key)
-    if entry is None:
-        return {"type": "unknown", "api_key": api_key, "version": version, "payload": b64(value[r.pos:])}
-    type_name, msg = entry
-    try:
-        data, _ = read_message(msg, value, r.pos, version, exact=True)
-    except CorruptDataError:
-        if version <= msg.max_version:
-            raise
-        return {"type": "unknown", "name": type_name, "api_key": api_key, "version": version,
-                "payload": b64(value[r.pos:])}
-    out = {"type": type_name, "version": version, "data": data}
+    out = _read_typed(_REMOTE, api_key, version, value, r.pos)
+    data = out.get("data")
+    if data is None:
+        return out
     if "remotePartitionDeleteState" in data:
         st = data["remotePartitionDeleteState"]
         out["state"] = REMOTE_PARTITION_DELETE_STATES.get(st, f"Unknown({st})")

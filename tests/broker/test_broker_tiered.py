@@ -5,7 +5,6 @@ dir together, and the union must equal what a consumer reads from offset 0."""
 
 from __future__ import annotations
 
-import os
 import time
 
 import pytest
@@ -13,23 +12,26 @@ from kafka import KafkaProducer
 
 from ..conftest import run_kltool
 from . import harness
+from .conftest import _need_broker
 
 TOPIC = "tiered"
 
 
 @pytest.fixture(scope="module")
-def tiered_broker(tmp_path_factory):
-    why = harness.missing()
+def tiered_broker(start_broker, tmp_path_factory):
     tiered_jars = sorted(harness.tiered_jar_dir().glob("kafka-storage-*-test.jar"))
-    if not why and not tiered_jars:
-        why = (f"no kafka-storage test jar (LocalTieredStorage) in {harness.tiered_jar_dir()}: "
-               "`make broker-jars` fetches it")
-    if why:
-        pytest.fail(why) if os.environ.get("CI") else pytest.skip(why)
+    _need_broker(None if tiered_jars else (f"no kafka-storage test jar (LocalTieredStorage) in "
+                                           f"{harness.tiered_jar_dir()}: `make broker-jars` fetches it"))
     work = tmp_path_factory.mktemp("tiered-broker")
     remote = work / "remote"
     remote.mkdir()
-    b = harness.Broker(work, extra={
+    shim = work / "shim"
+    src = sorted(str(p) for p in (harness.HERE / "shim").rglob("*.java"))
+    import subprocess
+
+    subprocess.run(["javac", "-nowarn", "-d", str(shim), "-cp", harness.classpath(), *src], check=True,
+                   capture_output=True, timeout=120)
+    b = start_broker({
         "remote.log.storage.system.enable": "true",
         "remote.log.storage.manager.class.name": "org.apache.kafka.server.log.remote.storage.LocalTieredStorage",
         "remote.log.storage.manager.impl.prefix": "rsm.config.",
@@ -40,23 +42,9 @@ def tiered_broker(tmp_path_factory):
         "rlmm.config.remote.log.metadata.topic.num.partitions": "1",
         "remote.log.manager.task.interval.ms": "500",
         "log.retention.check.interval.ms": "500",
-    })
+    }, workdir=work, extra_classpath=[str(shim), *map(str, tiered_jars)])
     b.remote = remote
-    shim = work / "shim"
-    src = sorted(str(p) for p in (harness.HERE / "shim").rglob("*.java"))
-    import subprocess
-
-    subprocess.run(["javac", "-nowarn", "-d", str(shim), "-cp", harness.classpath(), *src], check=True,
-                   capture_output=True, timeout=120)
-    b.extra_classpath.extend([str(shim), *map(str, tiered_jars)])
-    try:
-        b.start()
-        yield b
-    finally:
-        try:
-            b.stop()
-        finally:
-            b.kill()
+    return b
 
 
 def _tiered_logs(root):

@@ -122,13 +122,13 @@ def command(out, paths, topic, partition_spec, now, config_items, dedupe_buffer_
     summary["seconds"] = round(time.perf_counter() - t0, 3)
     summary["manifests"] = [str(m) for m in manifests]
     verb = "would keep" if dry_run else "kept"
-    common.finish_run(out, "compact", summary,
-               f"compact{' (dry run)' if dry_run else ''}: {summary['partitions_cleaned']} of "
-               f"{summary['partitions']} partitions cleaned in {summary['groups']} groups; {verb} "
-               f"{summary['records_kept']} of {summary['records_read']} records, "
-               f"{human_bytes(summary['bytes_before'])} -> {human_bytes(summary['bytes_after'])}"
-               + (f"; {summary['partitions_refused']} refused" if summary["partitions_refused"] else "")
-               + (f"; {summary['warnings']} warnings" if summary["warnings"] else ""), manifests)
+    line = (f"compact{' (dry run)' if dry_run else ''}: {summary['partitions_cleaned']} of "
+            f"{summary['partitions']} partitions cleaned in {summary['groups']} groups; {verb} "
+            f"{summary['records_kept']} of {summary['records_read']} records, "
+            f"{human_bytes(summary['bytes_before'])} -> {human_bytes(summary['bytes_after'])}"
+            + (f"; {summary['partitions_refused']} refused" if summary["partitions_refused"] else "")
+            + (f"; {summary['warnings']} warnings" if summary["warnings"] else ""))
+    common.finish_run(out, "compact", summary, line, manifests)
     if summary["partitions_refused"] and summary["partitions_refused"] == summary["partitions"]:
         return 3
     return 1 if dry_run and plan.has_work else 0

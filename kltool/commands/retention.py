@@ -194,12 +194,12 @@ def command(out, paths, topic, partition_spec, retention_ms, retention_hours, re
     summary = ret.summarize(plan)
     summary.update({"dry_run": dry_run, "now": limits["now"], "manifests": [str(m) for m in plan.manifests]})
     verb = "would be" if dry_run else "were"
-    common.finish_run(out, "retention", summary,
-               f"retention{' (dry run)' if dry_run else ''}: {summary['segments_deleted']} segments "
-               f"({human_bytes(summary['segment_bytes'])}, {summary['records_deleted']} records) in "
-               f"{summary['partitions_changed']} of {summary['partitions']} partitions {verb} removed, "
-               f"{human_bytes(summary['reclaimed_bytes'])} reclaimed"
-               + (f"; {summary['warnings']} warnings" if summary["warnings"] else ""), plan.manifests)
+    line = (f"retention{' (dry run)' if dry_run else ''}: {summary['segments_deleted']} segments "
+            f"({human_bytes(summary['segment_bytes'])}, {summary['records_deleted']} records) in "
+            f"{summary['partitions_changed']} of {summary['partitions']} partitions {verb} removed, "
+            f"{human_bytes(summary['reclaimed_bytes'])} reclaimed"
+            + (f"; {summary['warnings']} warnings" if summary["warnings"] else ""))
+    common.finish_run(out, "retention", summary, line, plan.manifests)
     return 1 if dry_run and plan.has_work else 0
 
 

@@ -9,7 +9,7 @@ log to WORKDIR/logs/server.log (tests read it for recovery and truncation lines)
 
 Start-up is most of a broker test's time, so every JVM here runs with the client compiler only
 (-XX:TieredStopAtLevel=1: the tests' loads are small) and with an application class-data-sharing archive
-(AppCDS, `JVM_OPTIONS`): the first broker started with a class path dumps the classes it loaded when it
+(AppCDS, `jvm_options`): the first broker started with a class path dumps the classes it loaded when it
 stops (-XX:ArchiveClassesAtExit), into a cache beside the jars keyed by the java binary and the class path;
 later JVMs with that class path map them instead of loading and verifying them again (a start of ~15 s on
 a busy 2-CPU machine takes ~4 s). KLTOOL_BROKER_CDS=0 turns the archive off; a stale or foreign archive is

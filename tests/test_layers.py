@@ -240,7 +240,7 @@ def test_kafkas_file_names_are_spelled_once():
 
 # The functions over Kafka's complexity cap of 16 (ruff's C901, set in pyproject.toml) that are still
 # excused with a noqa for C901 on their def line. This number only goes down.
-COMPLEXITY_EXCEPTIONS = 5
+COMPLEXITY_EXCEPTIONS = 1
 
 
 def test_complexity_exceptions_only_shrink():

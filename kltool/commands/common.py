@@ -15,7 +15,8 @@ from ..timeutil import format_time
 from ..timeutil import parse_time as _parse_time
 
 __all__ = ["parse_time", "format_time", "parse_partitions", "select", "human_bytes", "selection_options",
-           "paths_argument", "partitions_of_files", "total_size", "loose_file_findings", "range_records"]
+           "paths_argument", "partitions_of_files", "total_size", "loose_file_findings", "range_records",
+           "print_notes", "warn_held", "finish_run"]
 
 
 # 2001-01-01T00:00:00Z in epoch ms: a bare number below it (and above 0) is more likely seconds than a time
@@ -147,3 +148,32 @@ def range_records(cut) -> tuple[int | None, bool]:
     if cut.first_offset is not None and cut.last_offset is not None and cut.last_offset >= cut.first_offset:
         return cut.last_offset - cut.first_offset + 1, True
     return None, False
+
+
+def print_notes(out, notes) -> None:
+    """A plan's notes (:class:`kltool.storage.findings.Finding`) on stderr, ``FILE: MESSAGE``: warnings as
+    warnings, the rest as information."""
+    for n in notes:
+        msg = f"{n.file}: {n.message}"
+        out.warn(msg) if n.severity == "warning" else out.info(msg)
+
+
+def warn_held(out, logdirs, detail: str) -> None:
+    """For a dry run, which only warns: each log dir (a path) whose ``.lock`` a broker or another kltool holds,
+    as ``<log dir>/.lock: ... (DETAIL)``."""
+    from ..storage.fs import LOCK_FILE_NAME, lock_holder_present
+
+    for ld in logdirs:
+        if lock_holder_present(ld):
+            out.warn(f"{Path(ld) / LOCK_FILE_NAME}: a broker or another kltool holds this log dir ({detail})")
+
+
+def finish_run(out, command: str, summary: dict, line: str, manifests) -> None:
+    """The last words of a command that plans and applies: the summary as one JSON object, or its ``line``
+    and each backup manifest with how to undo the run."""
+    if out.json_mode:
+        out.emit(summary)
+        return
+    out.line(line)
+    for m in manifests:
+        out.line(f"{command}: backup manifest {m} (undo: kltool restore {m})")

@@ -9,6 +9,7 @@ import click
 
 from ..errors import UsageError
 from ..storage.change import compact as cp
+from . import common
 from .common import format_time, human_bytes, parse_time, paths_argument, select, selection_options
 
 EXAMPLES = """
@@ -37,9 +38,7 @@ def _size(value: str | None) -> int | None:
 
 
 def _print_plan(out, plan: cp.CompactPlan) -> None:
-    for n in plan.notes:
-        msg = f"{n.file}: {n.message}"
-        out.warn(msg) if n.severity == "warning" else out.info(msg)
+    common.print_notes(out, plan.notes)
     rows = []
     for pc in plan.partitions:
         if not pc.groups:
@@ -70,16 +69,6 @@ def _emit_plan(out, plan: cp.CompactPlan, dry_run: bool) -> None:
     if dry_run:
         for a in plan.actions:
             out.line(f"PLAN  {a.describe()}")
-
-
-def _warn_held(out, logdirs) -> None:
-    """A dry run only warns when a broker holds a log dir's .lock (a preview of live files)."""
-    from ..storage.fs import lock_holder_present
-
-    for ld in logdirs:
-        if lock_holder_present(ld):
-            out.warn(f"{ld}/.lock: a broker or another kltool holds this log dir (planning only; the files may "
-                     f"change while they are read)")
 
 
 @click.command("compact", epilog=EXAMPLES)
@@ -117,7 +106,7 @@ def command(out, paths, topic, partition_spec, now, config_items, dedupe_buffer_
     total = sum(s.size for p in sel.partitions for s in p.segments[:-1]) * 2
     t0 = time.perf_counter()
     if dry_run:
-        _warn_held(out, logdirs)
+        common.warn_held(out, logdirs, "planning only; the files may change while they are read")
     with contextlib.ExitStack() as bar:
         prog = bar.enter_context(out.progress(total or None, "compact"))
 
@@ -132,18 +121,14 @@ def command(out, paths, topic, partition_spec, now, config_items, dedupe_buffer_
     summary = cp.summarize(plan)
     summary["seconds"] = round(time.perf_counter() - t0, 3)
     summary["manifests"] = [str(m) for m in manifests]
-    if out.json_mode:
-        out.emit(summary)
-    else:
-        verb = "would keep" if dry_run else "kept"
-        out.line(f"compact{' (dry run)' if dry_run else ''}: {summary['partitions_cleaned']} of "
-                 f"{summary['partitions']} partitions cleaned in {summary['groups']} groups; {verb} "
-                 f"{summary['records_kept']} of {summary['records_read']} records, "
-                 f"{human_bytes(summary['bytes_before'])} -> {human_bytes(summary['bytes_after'])}"
-                 + (f"; {summary['partitions_refused']} refused" if summary["partitions_refused"] else "")
-                 + (f"; {summary['warnings']} warnings" if summary["warnings"] else ""))
-        for m in manifests:
-            out.line(f"compact: backup manifest {m} (undo: kltool restore {m})")
+    verb = "would keep" if dry_run else "kept"
+    line = (f"compact{' (dry run)' if dry_run else ''}: {summary['partitions_cleaned']} of "
+            f"{summary['partitions']} partitions cleaned in {summary['groups']} groups; {verb} "
+            f"{summary['records_kept']} of {summary['records_read']} records, "
+            f"{human_bytes(summary['bytes_before'])} -> {human_bytes(summary['bytes_after'])}"
+            + (f"; {summary['partitions_refused']} refused" if summary["partitions_refused"] else "")
+            + (f"; {summary['warnings']} warnings" if summary["warnings"] else ""))
+    common.finish_run(out, "compact", summary, line, manifests)
     if summary["partitions_refused"] and summary["partitions_refused"] == summary["partitions"]:
         return 3
     return 1 if dry_run and plan.has_work else 0

@@ -9,6 +9,7 @@ import click
 
 from ..errors import UsageError
 from ..storage.change import retention as ret
+from . import common
 from .common import format_time, human_bytes, parse_time, paths_argument, select, selection_options
 
 _SIZE = re.compile(r"^\s*(-?\d+)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
@@ -109,9 +110,7 @@ def _print_plan(out, plan: ret.RetentionPlan) -> None:
         if not pp.skipped and pp.cleanup_policy is not None and key not in shown:
             shown.add(key)
             out.line(f"{key[0]}: {key[1]}")
-    for n in plan.all_notes:
-        msg = f"{n.file}: {n.message}"
-        out.warn(msg) if n.severity == "warning" else out.info(msg)
+    common.print_notes(out, plan.all_notes)
     rows = []
     for a in plan.actions:
         i = a.info
@@ -186,7 +185,7 @@ def command(out, paths, topic, partition_spec, retention_ms, retention_hours, re
     if offsets_by_partition is not None:
         _only_named(sel, offsets_by_partition, paths, bool(topic or partition_spec), offset_json_file)
     if dry_run:
-        _warn_lock_holders(out, sel)
+        common.warn_held(out, dict.fromkeys(p.logdir.path for p in sel.partitions if p.logdir is not None), "planning only")
     logs = Logs.from_selection(sel, *paths, topic=topic, partitions=partition_spec)
     plan = logs.retention(**limits, before_offset=before_offset, before_offsets=offsets_by_partition,
                           dry_run=dry_run, backup=not no_backup, backup_dir=backup_dir,
@@ -194,26 +193,14 @@ def command(out, paths, topic, partition_spec, retention_ms, retention_hours, re
                           on_action=(lambda a: out.emit(a.to_json())) if out.json_mode else None)
     summary = ret.summarize(plan)
     summary.update({"dry_run": dry_run, "now": limits["now"], "manifests": [str(m) for m in plan.manifests]})
-    if out.json_mode:
-        out.emit(summary)
-    else:
-        verb = "would be" if dry_run else "were"
-        out.line(f"retention{' (dry run)' if dry_run else ''}: {summary['segments_deleted']} segments "
-                 f"({human_bytes(summary['segment_bytes'])}, {summary['records_deleted']} records) in "
-                 f"{summary['partitions_changed']} of {summary['partitions']} partitions {verb} removed, "
-                 f"{human_bytes(summary['reclaimed_bytes'])} reclaimed"
-                 + (f"; {summary['warnings']} warnings" if summary["warnings"] else ""))
-        for m in plan.manifests:
-            out.line(f"retention: backup manifest {m} (undo: kltool restore {m})")
+    verb = "would be" if dry_run else "were"
+    line = (f"retention{' (dry run)' if dry_run else ''}: {summary['segments_deleted']} segments "
+            f"({human_bytes(summary['segment_bytes'])}, {summary['records_deleted']} records) in "
+            f"{summary['partitions_changed']} of {summary['partitions']} partitions {verb} removed, "
+            f"{human_bytes(summary['reclaimed_bytes'])} reclaimed"
+            + (f"; {summary['warnings']} warnings" if summary["warnings"] else ""))
+    common.finish_run(out, "retention", summary, line, plan.manifests)
     return 1 if dry_run and plan.has_work else 0
-
-
-def _warn_lock_holders(out, sel) -> None:
-    from ..storage.fs import lock_holder_present
-
-    for ld in {p.logdir.path: p.logdir for p in sel.partitions if p.logdir is not None}.values():
-        if lock_holder_present(ld.path):
-            out.warn(f"{ld.lock_path}: a broker or another kltool holds this log dir (planning only)")
 
 
 def _show_plan(out, plan: ret.RetentionPlan, dry_run: bool) -> None:

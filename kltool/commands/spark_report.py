@@ -123,7 +123,7 @@ def check_selection(paths, topic, partition_spec, storage_options=None) -> list[
                    "FILE needs --force.")
 @click.option("--force", is_flag=True, help="Overwrite an existing --output FILE.")
 @click.pass_obj
-def command(out, report, paths, topic, partition_spec, master, confs, storage_options, ship_kltool, time_spec,  # noqa: C901
+def command(out, report, paths, topic, partition_spec, master, confs, storage_options, ship_kltool, time_spec,
             unit, output, force):
     """Run REPORT with Spark over log dirs (PATH...): sizes, offsets-by-time (--time T), counts,
     timeline. Starting Spark takes ~15 s; needs Java 17+ and kltool[spark].
@@ -137,12 +137,7 @@ def command(out, report, paths, topic, partition_spec, master, confs, storage_op
     from ..timeutil import parse_time
 
     ts = parse_time(time_spec)
-    if report == "offsets-by-time" and ts is None:
-        raise UsageError("offsets-by-time needs --time T (ISO-8601 or epoch ms)")
-    if output is not None and not output.lower().endswith(OUTPUT_SUFFIXES):
-        raise UsageError(f"--output {output}: use a .csv, .json, .jsonl or .parquet file name")
-    if output is not None and os.path.lexists(output) and not force:
-        raise UsageError(f"--output {output}: the file exists; give --force to overwrite it")
+    _check_options(report, ts, output, force)
     conf = _pairs(confs, "--conf")
     storage = _pairs(storage_options, "--storage-option")
     paths = check_selection(paths, topic, partition_spec, storage)  # errors before Spark starts
@@ -201,7 +196,20 @@ def command(out, report, paths, topic, partition_spec, master, confs, storage_op
             if ok and jvm_log:
                 with contextlib.suppress(OSError):
                     os.unlink(jvm_log)
-    secs = time.perf_counter() - t0
+    return _show(out, report, table, time.perf_counter() - t0, output)
+
+
+def _check_options(report: str, ts: int | None, output: str | None, force: bool) -> None:
+    if report == "offsets-by-time" and ts is None:
+        raise UsageError("offsets-by-time needs --time T (ISO-8601 or epoch ms)")
+    if output is not None and not output.lower().endswith(OUTPUT_SUFFIXES):
+        raise UsageError(f"--output {output}: use a .csv, .json, .jsonl or .parquet file name")
+    if output is not None and os.path.lexists(output) and not force:
+        raise UsageError(f"--output {output}: the file exists; give --force to overwrite it")
+
+
+def _show(out, report: str, table, secs: float, output: str | None) -> int:
+    """The report's rows (a pyarrow table) as JSON objects or a table, its damage warnings, and --output."""
     rows = table.to_pylist()
     cols = table.column_names
     damaged = [r for r in rows if r.get("damaged_bytes") and r.get("scope", "partition") == "partition"]

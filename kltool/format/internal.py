@@ -91,15 +91,24 @@ _offsets(5, "consumer_group_member_metadata", "ConsumerGroupMemberMetadataKey",
          "SubscribedTopicNames:[string], SubscribedTopicRegex:string?, RebalanceTimeoutMs:int32, "
          "ServerAssignor:string?, ClassicMemberMetadata:{SessionTimeoutMs:int32, "
          "SupportedProtocols:[{Name:string, Metadata:bytes}]}? tag0 ={}")
-_offsets(6, "consumer_group_target_assignment_metadata", "ConsumerGroupTargetAssignmentMetadataKey",
-         "GroupId:string", "ConsumerGroupTargetAssignmentMetadataValue", 0, 0, "AssignmentEpoch:int32")
-_offsets(7, "consumer_group_target_assignment_member", "ConsumerGroupTargetAssignmentMemberKey",
-         "GroupId:string, MemberId:string", "ConsumerGroupTargetAssignmentMemberValue", 0, 0,
-         f"TopicPartitions:[{_TP}]")
-_offsets(8, "consumer_group_current_member_assignment", "ConsumerGroupCurrentMemberAssignmentKey",
-         "GroupId:string, MemberId:string", "ConsumerGroupCurrentMemberAssignmentValue", 0, 0,
-         f"MemberEpoch:int32, PreviousMemberEpoch:int32, State:int8, AssignedPartitions:[{_TP}], "
-         f"PartitionsPendingRevocation:[{_TP}]")
+
+
+def _assignments(first: int, kind: str, current: str) -> None:
+    """Record types FIRST.. FIRST+2 of a group protocol (consumer groups and share groups have the same three):
+    <Kind>GroupTargetAssignmentMetadata, <Kind>GroupTargetAssignmentMember and <Kind>GroupCurrentMemberAssignment
+    (value: CURRENT)."""
+    k = kind.capitalize()
+    _offsets(first, f"{kind}_group_target_assignment_metadata", f"{k}GroupTargetAssignmentMetadataKey",
+             "GroupId:string", f"{k}GroupTargetAssignmentMetadataValue", 0, 0, "AssignmentEpoch:int32")
+    _offsets(first + 1, f"{kind}_group_target_assignment_member", f"{k}GroupTargetAssignmentMemberKey",
+             "GroupId:string, MemberId:string", f"{k}GroupTargetAssignmentMemberValue", 0, 0,
+             f"TopicPartitions:[{_TP}]")
+    _offsets(first + 2, f"{kind}_group_current_member_assignment", f"{k}GroupCurrentMemberAssignmentKey",
+             "GroupId:string, MemberId:string", f"{k}GroupCurrentMemberAssignmentValue", 0, 0, current)
+
+
+_assignments(6, "consumer", f"MemberEpoch:int32, PreviousMemberEpoch:int32, State:int8, AssignedPartitions:[{_TP}], "
+                            f"PartitionsPendingRevocation:[{_TP}]")
 # KIP-932 share groups (early access in 4.0)
 _offsets(9, "share_group_partition_metadata", "ShareGroupPartitionMetadataKey", "GroupId:string",
          "ShareGroupPartitionMetadataValue", 0, 0, f"Topics:{_PART_META}")
@@ -108,14 +117,7 @@ _offsets(10, "share_group_member_metadata", "ShareGroupMemberMetadataKey", "Grou
          "RackId:string?, ClientId:string, ClientHost:string, SubscribedTopicNames:[string]")
 _offsets(11, "share_group_metadata", "ShareGroupMetadataKey", "GroupId:string",
          "ShareGroupMetadataValue", 0, 0, "Epoch:int32")
-_offsets(12, "share_group_target_assignment_metadata", "ShareGroupTargetAssignmentMetadataKey",
-         "GroupId:string", "ShareGroupTargetAssignmentMetadataValue", 0, 0, "AssignmentEpoch:int32")
-_offsets(13, "share_group_target_assignment_member", "ShareGroupTargetAssignmentMemberKey",
-         "GroupId:string, MemberId:string", "ShareGroupTargetAssignmentMemberValue", 0, 0,
-         f"TopicPartitions:[{_TP}]")
-_offsets(14, "share_group_current_member_assignment", "ShareGroupCurrentMemberAssignmentKey",
-         "GroupId:string, MemberId:string", "ShareGroupCurrentMemberAssignmentValue", 0, 0,
-         f"MemberEpoch:int32, PreviousMemberEpoch:int32, State:int8, AssignedPartitions:[{_TP}]")
+_assignments(12, "share", f"MemberEpoch:int32, PreviousMemberEpoch:int32, State:int8, AssignedPartitions:[{_TP}]")
 _offsets(15, "share_group_state_partition_metadata", "ShareGroupStatePartitionMetadataKey", "GroupId:string",
          "ShareGroupStatePartitionMetadataValue", 0, 0,
          "InitializedTopics:[{TopicId:uuid, TopicName:string, Partitions:[int32]}], "
@@ -361,17 +363,25 @@ def decode_cluster_metadata(key: bytes | None, value: bytes | None) -> dict:
     version = r.uvarint("version")
     if not 0 <= version <= 0x7FFF:
         raise CorruptDataError(f"Invalid metadata record version {version}")
-    entry = _METADATA.get(api_key)
+    return _read_typed(_METADATA, api_key, version, value, r.pos)
+
+
+def _read_typed(table: dict[int, tuple[str, Msg]], api_key: int, version: int, value: bytes, pos: int) -> dict:
+    """The message at ``value[pos:]`` of a record framed as the KRaft metadata records are (frame version,
+    api key, version; ``table``: api key -> (type name, schema)): ``{"type", "version", "data"}``. An unknown
+    api key, or a version newer than the schema whose bytes do not fit it, gives ``{"type": "unknown",
+    "api_key", "version", "payload": <base64 of the message bytes>}`` (the latter with ``"name"`` too)."""
+    entry = table.get(api_key)
     if entry is None:
-        return {"type": "unknown", "api_key": api_key, "version": version, "payload": b64(value[r.pos:])}
+        return {"type": "unknown", "api_key": api_key, "version": version, "payload": b64(value[pos:])}
     type_name, msg = entry
     try:
-        data, _ = read_message(msg, value, r.pos, version, exact=True)
+        data, _ = read_message(msg, value, pos, version, exact=True)
     except CorruptDataError:
         if version <= msg.max_version:
             raise
         return {"type": "unknown", "name": type_name, "api_key": api_key, "version": version,
-                "payload": b64(value[r.pos:])}
+                "payload": b64(value[pos:])}
     return {"type": type_name, "version": version, "data": data}
 
 
@@ -450,18 +460,10 @@ def decode_remote_log_metadata(key: bytes | None, value: bytes | None) -> dict:
         raise CorruptDataError(f"Could not deserialize remote log metadata record due to unknown frame version {frame}")
     api_key = r.uvarint("api key")
     version = r.uvarint("version")
-    entry = _REMOTE.get(api_key)
-    if entry is None:
-        return {"type": "unknown", "api_key": api_key, "version": version, "payload": b64(value[r.pos:])}
-    type_name, msg = entry
-    try:
-        data, _ = read_message(msg, value, r.pos, version, exact=True)
-    except CorruptDataError:
-        if version <= msg.max_version:
-            raise
-        return {"type": "unknown", "name": type_name, "api_key": api_key, "version": version,
-                "payload": b64(value[r.pos:])}
-    out = {"type": type_name, "version": version, "data": data}
+    out = _read_typed(_REMOTE, api_key, version, value, r.pos)
+    data = out.get("data")
+    if data is None:
+        return out
     if "remotePartitionDeleteState" in data:
         st = data["remotePartitionDeleteState"]
         out["state"] = REMOTE_PARTITION_DELETE_STATES.get(st, f"Unknown({st})")

@@ -16,8 +16,9 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.slow)
 
 
-def _need_broker():
-    why = harness.missing()
+def _need_broker(why: str | None = None):
+    """Skip (fail under CI) when the broker cannot run here, or for WHY (a module's own missing piece)."""
+    why = harness.missing() or why
     if why:
         if os.environ.get("CI"):  # .ci/run fetches the jars: a failed fetch must not turn these checks into skips
             pytest.fail(why)
@@ -25,18 +26,32 @@ def _need_broker():
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    """A started single-node KRaft broker for this module; stopped (SIGTERM, else SIGKILL) at teardown."""
-    _need_broker()
-    b = harness.Broker(tmp_path_factory.mktemp("broker"))
-    try:
+def start_broker(tmp_path_factory):
+    """A factory of started single-node KRaft brokers for this module: ``start_broker(extra_settings, *,
+    workdir=None, extra_classpath=())`` formats one (in a fresh temporary directory unless WORKDIR), starts it
+    and returns it; each is stopped (SIGTERM, else SIGKILL) at the module's teardown."""
+    started: list[harness.Broker] = []
+
+    def start(extra: dict[str, str] | None = None, *, workdir=None, extra_classpath=()) -> harness.Broker:
+        _need_broker()
+        b = harness.Broker(workdir or tmp_path_factory.mktemp("broker"), extra)
+        b.extra_classpath.extend(extra_classpath)
+        started.append(b)
         b.start()
-        yield b
-    finally:
+        return b
+
+    yield start
+    for b in reversed(started):
         try:
             b.stop()
         finally:
             b.kill()
+
+
+@pytest.fixture(scope="module")
+def broker(start_broker):
+    """A started single-node KRaft broker for this module (harness.Broker's settings); stopped at teardown."""
+    return start_broker()
 
 
 @pytest.fixture

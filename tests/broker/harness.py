@@ -6,11 +6,20 @@ The jars come from `make broker-jars` (tests/broker/pom.xml copied by Maven into
 One KRaft node, combined broker and controller, storage formatted with kafka.tools.StorageTool, listeners on
 free ports of 127.0.0.1, heap -Xmx512m, a small cleaner buffer, and a log4j2 config that writes the broker's
 log to WORKDIR/logs/server.log (tests read it for recovery and truncation lines).
+
+Start-up is most of a broker test's time, so every JVM here runs with the client compiler only
+(-XX:TieredStopAtLevel=1: the tests' loads are small) and with an application class-data-sharing archive
+(AppCDS, `jvm_options`): the first broker started with a class path dumps the classes it loaded when it
+stops (-XX:ArchiveClassesAtExit), into a cache beside the jars keyed by the java binary and the class path;
+later JVMs with that class path map them instead of loading and verifying them again (a start of ~15 s on
+a busy 2-CPU machine takes ~4 s). KLTOOL_BROKER_CDS=0 turns the archive off; a stale or foreign archive is
+ignored by the JVM (-Xshare:auto).
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
 import re
 import shutil
@@ -66,9 +75,73 @@ def random_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
 
 
+def cds_archive(cp: str) -> Path | None:
+    """Where the AppCDS archive of JVMs with class path CP lives (it may not exist yet), or None when off.
+    Keyed by the java binary and the class path's jars (names, sizes, times): a new JDK or new jars get a
+    new archive."""
+    if os.environ.get("KLTOOL_BROKER_CDS", "1") == "0":
+        return None
+    java = shutil.which("java")
+    if not java:
+        return None
+    if any(not part.endswith("*") and Path(part).is_dir() for part in cp.split(os.pathsep)):
+        return None  # a class directory (a test's shim): the JVM archives no class path with one
+    h = hashlib.sha256()
+    java = os.path.realpath(java)
+    h.update(f"{java} {os.stat(java).st_mtime_ns}\n".encode())
+    for part in cp.split(os.pathsep):
+        files = sorted(Path(part[:-1]).glob("*.jar")) if part.endswith("*") else [Path(part)]
+        for f in files:
+            try:
+                st = f.stat()
+            except OSError:
+                continue
+            h.update(f"{f} {st.st_size} {st.st_mtime_ns}\n".encode())
+    return Path(str(jar_dir()) + "-cds") / f"{h.hexdigest()[:20]}.jsa"
+
+
+def jvm_options(cp: str) -> tuple[list[str], Path | None]:
+    """The options of a test JVM with class path CP: C1 only, and the class path's CDS archive when there is
+    one. When there is none yet, also where this JVM dumps one at exit (a temporary name: move it into
+    place with :func:`keep_archive` once the JVM exited)."""
+    opts = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
+    jsa = cds_archive(cp)
+    if jsa is None:
+        return opts, None
+    opts.append("-Xlog:cds*=off,class+path*=off")  # no archive warnings on a tool's stdout
+    if jsa.is_file():
+        return [*opts, f"-XX:SharedArchiveFile={jsa}"], None
+    try:
+        jsa.parent.mkdir(parents=True, exist_ok=True)
+        for old in jsa.parent.glob("*.tmp"):  # a dump whose test run died (~50 MB each)
+            if time.time() - old.stat().st_mtime > 3600:
+                old.unlink(missing_ok=True)
+    except OSError:
+        return opts, None
+    dump = jsa.with_name(f"{jsa.stem}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    return [*opts, f"-XX:ArchiveClassesAtExit={dump}"], dump
+
+
+def keep_archive(dump: Path | None) -> None:
+    """After a JVM that was to dump a CDS archive exited: move the archive into place (atomically; another
+    test run may have won the race, which is as good)."""
+    if dump is None or not dump.is_file():
+        return
+    final = dump.with_name(dump.name.split(".")[0] + ".jsa")
+    try:
+        if dump.stat().st_size > 0 and not final.exists():
+            os.replace(dump, final)
+    finally:
+        dump.unlink(missing_ok=True)
+
+
 def run_tool(main_class: str, *args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
     """Run one of Kafka's command-line classes (a fresh JVM) and return its output."""
-    cmd = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", classpath(),
+    cp = classpath()
+    opts, dump = jvm_options(cp)
+    if dump is not None:  # only a broker dumps the archive (it loads the most classes)
+        opts = [o for o in opts if not o.startswith("-XX:ArchiveClassesAtExit=")]
+    cmd = ["java", "-Xmx256m", *opts, "-cp", cp,
            f"-Dlog4j2.configurationFile={HERE / 'log4j2-tools.xml'}", main_class, *args]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if check and p.returncode != 0:
@@ -103,6 +176,7 @@ class Broker:
         self.logs.mkdir(parents=True, exist_ok=True)
         self.port, self.cport = free_port(), free_port()
         self.proc: subprocess.Popen | None = None
+        self._cds_dump: Path | None = None  # where this JVM dumps a CDS archive at exit (jvm_options)
         self.start_seconds: list[float] = []
         self._log_mark = 0
         self.extra_classpath: list[str] = []  # put before the jars (a test's shim classes)
@@ -162,10 +236,11 @@ class Broker:
         """Start the JVM and wait until the broker serves; returns the seconds it took."""
         assert not self.running, "broker already running"
         self._log_mark = self.server_log.stat().st_size if self.server_log.exists() else 0
-        cmd = ["java", "-Xmx512m", "-Xms128m", "-XX:+UseSerialGC", "-Djava.awt.headless=true",
+        cp = os.pathsep.join([*self.extra_classpath, classpath()])
+        opts, self._cds_dump = jvm_options(cp)
+        cmd = ["java", "-Xmx512m", "-Xms128m", *opts, "-Djava.awt.headless=true",
                f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.xml'}",
-               "-cp", os.pathsep.join([*self.extra_classpath, classpath()]),
-               "kafka.Kafka", str(self.config)]
+               "-cp", cp, "kafka.Kafka", str(self.config)]
         t0 = time.monotonic()
         console = open(self.logs / "console.log", "ab")
         self.proc = subprocess.Popen(cmd, stdout=console, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -204,6 +279,8 @@ class Broker:
             self.kill()
             raise RuntimeError(f"broker did not stop within {timeout}s after SIGTERM (killed)") from None
         self.proc = None
+        keep_archive(self._cds_dump)
+        self._cds_dump = None
 
     def kill(self) -> None:
         """SIGKILL: no clean-shutdown marker; the next start recovers."""
@@ -213,6 +290,9 @@ class Broker:
             self.proc.kill()
         self.proc.wait(60)
         self.proc = None
+        if self._cds_dump is not None:  # killed: no archive, or half of one
+            self._cds_dump.unlink(missing_ok=True)
+            self._cds_dump = None
 
     def ensure_running(self) -> None:
         if not self.running:

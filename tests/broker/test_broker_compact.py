@@ -197,84 +197,74 @@ def _compare(broker_dir: Path, kltool_dir: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def judged(tmp_path_factory):
-    from .conftest import _need_broker
-
-    _need_broker()
+def judged(start_broker, tmp_path_factory):
     work = tmp_path_factory.mktemp("judge")
-    b = harness.Broker(work / "broker", {
+    b = start_broker({
         "log.cleaner.backoff.ms": "300",
         "log.cleaner.threads": "1",
         "log.cleaner.dedupe.buffer.size": str(DEDUPE),
         "log.segment.delete.delay.ms": "0",
         "log.initial.task.delay.ms": "1000",
-    })
+    }, workdir=work / "broker")
     out: dict = {"broker": b}
-    try:
-        # -- the input, the cleaner held
-        b.start()
-        b.create_topic(TOPIC, len(PARTS), CONFIG)
-        last = _produce(b, 0, 10, "a")
-        b.stop()
-        assert not _checkpoint(b.logdir / "cleaner-offset-checkpoint").get((TOPIC, 0))
-        k1 = work / "kltool1"
-        shutil.copytree(b.logdir, k1)
-        # -- copy 1: the broker cleans
-        b.start()
-        _set_ratio(b, "0.01")
-        _wait_cleaned(b, {})
-        _set_ratio(b, "1.0")
-        b.stop()
-        first = {p: _checkpoint(b.logdir / "cleaner-offset-checkpoint")[(TOPIC, p)] for p in PARTS}
-        out["pass1_broker"] = shutil.copytree(b.logdir, work / "broker1", ignore=shutil.ignore_patterns("__*"))
-        # -- copy 2: kltool cleans at the broker's clock
-        out["now1"] = {}
-        for p in PARTS:
-            out["now1"][p] = _horizon(b.partition_dir(TOPIC, p)) - DELETE_RETENTION
-            _kltool_compact(k1, p, out["now1"][p])
-        out["pass1_kltool"] = shutil.copytree(k1, work / "kltool1-result")
-        # -- the second pass, after the delete horizon: the same new data on both
-        wait = max(out["now1"].values()) + DELETE_RETENTION + 1000 - time.time() * 1000
-        if wait > 0:
-            time.sleep(wait / 1000)
-        b.start()
-        _produce(b, 100, 5, "b", after=last)
-        b.stop()
-        k2 = work / "kltool2"
-        shutil.copytree(b.logdir, k2)
-        for p in PARTS:  # kltool's cleaned segments in place of the broker's (the same offsets)
-            d, mine = k2 / f"{TOPIC}-{p}", k1 / f"{TOPIC}-{p}"
-            for f in list(d.iterdir()):
-                if f.name.endswith((".log", ".index", ".timeindex", ".txnindex")) and int(f.name.split(".")[0]) < first[p]:
-                    f.unlink()
-            for f in mine.iterdir():
-                if f.name.endswith((".log", ".index", ".timeindex", ".txnindex")) and int(f.name.split(".")[0]) < first[p]:
-                    shutil.copy2(f, d / f.name)
-        b.start()
-        _set_ratio(b, "0.01")
-        _wait_cleaned(b, first)
-        out["served_broker"] = {p: b.consume_all(TOPIC, p, "read_committed") for p in PARTS}
-        _set_ratio(b, "1.0")
-        b.stop()
-        out["now2"] = {}
-        for p in PARTS:
-            out["now2"][p] = _horizon(b.partition_dir(TOPIC, p)) - DELETE_RETENTION
-            _kltool_compact(k2, p, out["now2"][p])
-        out["pass2_kltool"] = k2
-        # -- the broker on kltool's result
-        shutil.move(b.logdir, work / "broker2")
-        out["pass2_broker"] = work / "broker2"
-        shutil.copytree(k2, b.logdir)
-        b.start()
-        out["served_kltool"] = {p: b.consume_all(TOPIC, p, "read_committed") for p in PARTS}
-        b.stop()
-        out["served_log"] = b.log_text()
-        yield out
-    finally:
-        try:
-            b.stop()
-        finally:
-            b.kill()
+    # -- the input, the cleaner held
+    b.create_topic(TOPIC, len(PARTS), CONFIG)
+    last = _produce(b, 0, 10, "a")
+    b.stop()
+    assert not _checkpoint(b.logdir / "cleaner-offset-checkpoint").get((TOPIC, 0))
+    k1 = work / "kltool1"
+    shutil.copytree(b.logdir, k1)
+    # -- copy 1: the broker cleans
+    b.start()
+    _set_ratio(b, "0.01")
+    _wait_cleaned(b, {})
+    _set_ratio(b, "1.0")
+    b.stop()
+    first = {p: _checkpoint(b.logdir / "cleaner-offset-checkpoint")[(TOPIC, p)] for p in PARTS}
+    out["pass1_broker"] = shutil.copytree(b.logdir, work / "broker1", ignore=shutil.ignore_patterns("__*"))
+    # -- copy 2: kltool cleans at the broker's clock
+    out["now1"] = {}
+    for p in PARTS:
+        out["now1"][p] = _horizon(b.partition_dir(TOPIC, p)) - DELETE_RETENTION
+        _kltool_compact(k1, p, out["now1"][p])
+    out["pass1_kltool"] = shutil.copytree(k1, work / "kltool1-result")
+    # -- the second pass, after the delete horizon: the same new data on both
+    wait = max(out["now1"].values()) + DELETE_RETENTION + 1000 - time.time() * 1000
+    if wait > 0:
+        time.sleep(wait / 1000)
+    b.start()
+    _produce(b, 100, 5, "b", after=last)
+    b.stop()
+    k2 = work / "kltool2"
+    shutil.copytree(b.logdir, k2)
+    for p in PARTS:  # kltool's cleaned segments in place of the broker's (the same offsets)
+        d, mine = k2 / f"{TOPIC}-{p}", k1 / f"{TOPIC}-{p}"
+        for f in list(d.iterdir()):
+            if f.name.endswith((".log", ".index", ".timeindex", ".txnindex")) and int(f.name.split(".")[0]) < first[p]:
+                f.unlink()
+        for f in mine.iterdir():
+            if f.name.endswith((".log", ".index", ".timeindex", ".txnindex")) and int(f.name.split(".")[0]) < first[p]:
+                shutil.copy2(f, d / f.name)
+    b.start()
+    _set_ratio(b, "0.01")
+    _wait_cleaned(b, first)
+    out["served_broker"] = {p: b.consume_all(TOPIC, p, "read_committed") for p in PARTS}
+    _set_ratio(b, "1.0")
+    b.stop()
+    out["now2"] = {}
+    for p in PARTS:
+        out["now2"][p] = _horizon(b.partition_dir(TOPIC, p)) - DELETE_RETENTION
+        _kltool_compact(k2, p, out["now2"][p])
+    out["pass2_kltool"] = k2
+    # -- the broker on kltool's result
+    shutil.move(b.logdir, work / "broker2")
+    out["pass2_broker"] = work / "broker2"
+    shutil.copytree(k2, b.logdir)
+    b.start()
+    out["served_kltool"] = {p: b.consume_all(TOPIC, p, "read_committed") for p in PARTS}
+    b.stop()
+    out["served_log"] = b.log_text()
+    return out
 
 
 def test_first_pass_like_the_broker(judged):

@@ -5,31 +5,56 @@ dir together, and the union must equal what a consumer reads from offset 0."""
 
 from __future__ import annotations
 
+import hashlib
 import os
+import subprocess
 import time
+import zipfile
+from pathlib import Path
 
 import pytest
 from kafka import KafkaProducer
 
 from ..conftest import run_kltool
 from . import harness
+from .conftest import _need_broker
 
 TOPIC = "tiered"
 
 
+def _shim_jar(scratch: Path) -> str:
+    """tests/broker/shim's classes, compiled once into a jar cached beside the jars (keyed by the sources): a
+    class path of jars only can have a CDS archive (harness.jvm_options). Compiled into SCRATCH, a class
+    directory, when the cache cannot be written."""
+    src = sorted((harness.HERE / "shim").rglob("*.java"))
+    key = hashlib.sha256(b"".join(p.read_bytes() for p in src)).hexdigest()[:16]
+    jar = Path(str(harness.jar_dir()) + "-cds") / f"shim-{key}.jar"
+    if jar.is_file():
+        return str(jar)
+    subprocess.run(["javac", "-nowarn", "-d", str(scratch), "-cp", harness.classpath(), *map(str, src)], check=True,
+                   capture_output=True, timeout=120)
+    try:
+        jar.parent.mkdir(parents=True, exist_ok=True)
+        tmp = jar.with_name(f"{jar.name}.{os.getpid()}.part")
+        with zipfile.ZipFile(tmp, "w") as z:
+            for f in sorted(scratch.rglob("*.class")):
+                z.write(f, f.relative_to(scratch).as_posix())
+        os.replace(tmp, jar)
+    except OSError:
+        return str(scratch)
+    return str(jar)
+
+
 @pytest.fixture(scope="module")
-def tiered_broker(tmp_path_factory):
-    why = harness.missing()
+def tiered_broker(start_broker, tmp_path_factory):
     tiered_jars = sorted(harness.tiered_jar_dir().glob("kafka-storage-*-test.jar"))
-    if not why and not tiered_jars:
-        why = (f"no kafka-storage test jar (LocalTieredStorage) in {harness.tiered_jar_dir()}: "
-               "`make broker-jars` fetches it")
-    if why:
-        pytest.fail(why) if os.environ.get("CI") else pytest.skip(why)
+    _need_broker(None if tiered_jars else (f"no kafka-storage test jar (LocalTieredStorage) in "
+                                           f"{harness.tiered_jar_dir()}: `make broker-jars` fetches it"))
     work = tmp_path_factory.mktemp("tiered-broker")
     remote = work / "remote"
     remote.mkdir()
-    b = harness.Broker(work, extra={
+    shim = _shim_jar(work / "shim")
+    b = start_broker({
         "remote.log.storage.system.enable": "true",
         "remote.log.storage.manager.class.name": "org.apache.kafka.server.log.remote.storage.LocalTieredStorage",
         "remote.log.storage.manager.impl.prefix": "rsm.config.",
@@ -40,23 +65,10 @@ def tiered_broker(tmp_path_factory):
         "rlmm.config.remote.log.metadata.topic.num.partitions": "1",
         "remote.log.manager.task.interval.ms": "500",
         "log.retention.check.interval.ms": "500",
-    })
+        "log.initial.task.delay.ms": "1000",  # the first retention check (local deletion) comes 30 s after start-up by default
+    }, workdir=work, extra_classpath=[shim, *map(str, tiered_jars)])
     b.remote = remote
-    shim = work / "shim"
-    src = sorted(str(p) for p in (harness.HERE / "shim").rglob("*.java"))
-    import subprocess
-
-    subprocess.run(["javac", "-nowarn", "-d", str(shim), "-cp", harness.classpath(), *src], check=True,
-                   capture_output=True, timeout=120)
-    b.extra_classpath.extend([str(shim), *map(str, tiered_jars)])
-    try:
-        b.start()
-        yield b
-    finally:
-        try:
-            b.stop()
-        finally:
-            b.kill()
+    return b
 
 
 def _tiered_logs(root):
@@ -83,7 +95,7 @@ def test_union_of_tiered_and_local_equals_a_consumer(tiered_broker):
         if remote and local and int(local[0][:20]) > 0:
             break
         assert time.monotonic() - t0 < 120, (local, remote, b.log_text()[-3000:])
-        time.sleep(1)
+        time.sleep(0.3)
     expected = [(r.offset, r.key, r.value) for r in b.consume_all(TOPIC, 0)]
     assert len(expected) == 300
     b.stop()

@@ -37,12 +37,16 @@ def _records(rng: random.Random, n: int, tag: str):
         yield key, value, headers
 
 
-def _produce_waves(producer: KafkaProducer, topic: str, rng: random.Random, per_wave: int, waves: int = WAVES):
+def _produce_waves(producers: list[tuple[KafkaProducer, str, int]], rng: random.Random, waves: int = WAVES):
+    """WAVES waves of records, each (producer, topic, records per wave and partition) one batch of sends per wave:
+    the topics share the pauses between waves."""
     for w in range(waves):
-        for p in range(PARTS):
-            for key, value, headers in _records(rng, per_wave, f"{topic}-{w}"):
-                producer.send(topic, key=key, value=value, headers=headers, partition=p)
-        producer.flush()
+        for producer, topic, per_wave in producers:
+            for p in range(PARTS):
+                for key, value, headers in _records(rng, per_wave, f"{topic}-{w}"):
+                    producer.send(topic, key=key, value=value, headers=headers, partition=p)
+        for producer, _topic, _n in producers:
+            producer.flush()
         if w + 1 < waves:
             time.sleep(1.2)  # past segment.ms: the next wave starts a new segment
 
@@ -77,26 +81,57 @@ def _kltool_records(pdir, *args):
     return out
 
 
+def _answers(broker, topics) -> dict:
+    """The running broker's answers for every partition of TOPICS: what consumers read (read_committed too for
+    txn), offsets for times, the earliest, latest and max-timestamp offsets."""
+    expected = {}
+    tps = [TopicPartition(t, p) for t in topics for p in range(PARTS)]
+    for tp in tps:
+        expected[tp] = {"records": _consumed(broker, tp.topic, tp.partition)}
+        if tp.topic == "txn":
+            expected[tp]["committed"] = _consumed(broker, tp.topic, tp.partition, "read_committed")
+    c = KafkaConsumer(**broker.kafka_python_args())
+    try:
+        begin, end = c.beginning_offsets(tps), c.end_offsets(tps)
+        probes = {}
+        for tp in tps:
+            recs = expected[tp]["records"]
+            ts = sorted({r["timestamp"] for r in recs})
+            probes[tp] = [0, ts[0] - 1, ts[0], ts[len(ts) // 2], ts[len(ts) // 2] + 1, ts[-1], ts[-1] + 1]
+        for i in range(7):
+            found = c.offsets_for_times({tp: probes[tp][i] for tp in tps})
+            for tp in tps:
+                o = found[tp]
+                expected[tp].setdefault("by_time", []).append(
+                    (probes[tp][i], None if o is None else o.offset, None if o is None else o.timestamp))
+    finally:
+        c.close()
+    for tp in tps:
+        expected[tp]["earliest"] = begin[tp]
+        expected[tp]["latest"] = end[tp]
+    maxts = broker.list_offsets_all("-3")
+    for tp in tps:
+        expected[tp]["max_timestamp_offset"] = maxts[(tp.topic, tp.partition)]
+    return expected
+
+
 @pytest.fixture(scope="module")
 def written(broker):
     """Produce everything, take the broker's answers, stop it cleanly. Returns the expectations."""
     rng = random.Random(19)
-    topics = []
+    waves = []
     for codec in CODECS:
         t = f"codec-{codec}"
         broker.create_topic(t, PARTS, TOPIC_CONFIG)
-        prod = KafkaProducer(**broker.kafka_python_args(), compression_type=None if codec == "none" else codec,
-                             enable_idempotence=False, acks=1, linger_ms=20, batch_size=1024)
-        _produce_waves(prod, t, rng, 60)
-        prod.close()
-        topics.append(t)
-
+        waves.append((KafkaProducer(**broker.kafka_python_args(), compression_type=None if codec == "none" else codec,
+                                    enable_idempotence=False, acks=1, linger_ms=20, batch_size=1024), t, 60))
     broker.create_topic("idempotent", PARTS, TOPIC_CONFIG)
-    prod = KafkaProducer(**broker.kafka_python_args(), enable_idempotence=True, compression_type="lz4", batch_size=2048,
-                         linger_ms=20)
-    _produce_waves(prod, "idempotent", rng, 50)
-    prod.close()
-    topics.append("idempotent")
+    waves.append((KafkaProducer(**broker.kafka_python_args(), enable_idempotence=True, compression_type="lz4",
+                                batch_size=2048, linger_ms=20), "idempotent", 50))
+    _produce_waves(waves, rng)
+    for prod, _t, _n in waves:
+        prod.close()
+    topics = [t for _p, t, _n in waves]
 
     broker.create_topic("txn", PARTS, TOPIC_CONFIG)
     prod = KafkaProducer(**broker.kafka_python_args(), transactional_id="kltool-broker-test",
@@ -126,34 +161,7 @@ def written(broker):
             prod.send("txn", key=key, value=value, headers=headers, partition=p)
     prod.close()
 
-    expected = {}
-    tps = [TopicPartition(t, p) for t in topics for p in range(PARTS)]
-    for tp in tps:
-        expected[tp] = {"records": _consumed(broker, tp.topic, tp.partition)}
-        if tp.topic == "txn":
-            expected[tp]["committed"] = _consumed(broker, tp.topic, tp.partition, "read_committed")
-    c = KafkaConsumer(**broker.kafka_python_args())
-    try:
-        begin, end = c.beginning_offsets(tps), c.end_offsets(tps)
-        probes = {}
-        for tp in tps:
-            recs = expected[tp]["records"]
-            ts = sorted({r["timestamp"] for r in recs})
-            probes[tp] = [0, ts[0] - 1, ts[0], ts[len(ts) // 2], ts[len(ts) // 2] + 1, ts[-1], ts[-1] + 1]
-        for i in range(7):
-            found = c.offsets_for_times({tp: probes[tp][i] for tp in tps})
-            for tp in tps:
-                o = found[tp]
-                expected[tp].setdefault("by_time", []).append(
-                    (probes[tp][i], None if o is None else o.offset, None if o is None else o.timestamp))
-    finally:
-        c.close()
-    for tp in tps:
-        expected[tp]["earliest"] = begin[tp]
-        expected[tp]["latest"] = end[tp]
-    maxts = broker.list_offsets_all("-3")
-    for tp in tps:
-        expected[tp]["max_timestamp_offset"] = maxts[(tp.topic, tp.partition)]
+    expected = _answers(broker, topics)
     broker.stop()
     assert broker.clean_shutdown_marker().exists()
     return expected

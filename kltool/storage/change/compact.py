@@ -62,7 +62,7 @@ from .cleaner import (
     filter_batch,
     group_segments,
 )
-from .plan import Action, ChangeSet
+from .plan import Action, ChangeSet, partition_gate
 
 __all__ = ["Policy", "PartitionCompaction", "Group", "CompactPlan", "plan_compaction", "apply_compaction",
            "run_compaction", "summarize", "SETTINGS", "DEFAULT_PRODUCER_ID_EXPIRATION_MS"]
@@ -71,7 +71,6 @@ CLEANER_CHECKPOINT = fn.CLEANER_OFFSET_CHECKPOINT
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86400000  # producer.id.expiration.ms
 SETTINGS = ("cleanup.policy", "delete.retention.ms", "min.compaction.lag.ms", "max.compaction.lag.ms",
             "min.cleanable.dirty.ratio", "segment.bytes", "segment.index.bytes", "index.interval.bytes")
-NOT_CLEANED = {"__cluster_metadata"}
 _PROGRESS_STEP = 4 << 20
 
 
@@ -260,13 +259,11 @@ class _Planner:
 
     def plan(self) -> PartitionCompaction:
         p, pc, policy = self.p, self.pc, self.policy
-        if p.kind != "normal":
-            return self.skip("not_a_log", f"{p.kind} directory: the broker does not clean it")
-        if p.topic in NOT_CLEANED:
-            return self.skip("not_a_log", "the KRaft metadata log: the log cleaner never cleans it")
+        gate = partition_gate(p, not_run="the broker does not clean it", metadata="the log cleaner never cleans it",
+                              needs="compaction needs its cleaner-offset-checkpoint")
+        if gate:
+            return self.skip(*gate)
         ld = p.logdir
-        if ld is None:
-            return self.skip("no_log_dir", "not inside a log dir: compaction needs its cleaner-offset-checkpoint")
         pc.settings = topic_settings(ld, p.topic, policy.config)
         cleanup = pc.setting("cleanup.policy")
         if "compact" not in cleanup.split(",") and not policy.force:

@@ -14,7 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Cut", "Action", "ChangeSet", "OPS"]
+from ...format.topics import CLUSTER_METADATA_TOPIC_NAME
+
+__all__ = ["Cut", "Action", "ChangeSet", "OPS", "partition_gate"]
 
 # The file steps the apply engine knows (and a manifest may name).
 # ``create``: a file the run makes that did not exist before (compaction's ``.cleaned`` files, written while
@@ -166,3 +168,17 @@ class ChangeSet:
     root: Path
     actions: list[Action] = field(default_factory=list)
     protect: list[Path] = field(default_factory=list)
+
+
+def partition_gate(p, *, not_run: str, metadata: str, needs: str) -> tuple[str, str] | None:
+    """The first gates of a partition-level change (retention, compaction): the broker runs it only on a
+    partition directory of a normal topic (not a ``-delete``/``-future``/stray one: ``not_run`` says so), never
+    on the KRaft metadata log (``metadata``), and the change reads its log dir's checkpoint files (``needs``).
+    Returns the (kind, message) of the note that skips ``p``, or None when it passes."""
+    if p.kind != "normal":
+        return "not_a_log", f"{p.kind} directory: {not_run}"
+    if p.topic == CLUSTER_METADATA_TOPIC_NAME:
+        return "not_a_log", f"the KRaft metadata log: {metadata}"
+    if p.logdir is None:
+        return "no_log_dir", f"not inside a log dir: {needs}"
+    return None

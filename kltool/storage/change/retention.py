@@ -54,7 +54,7 @@ from ..logdir import LogDir, Selection
 from ..partition import Partition
 from ..segment import Segment
 from .apply import apply_changes, confine
-from .plan import Action, ChangeSet
+from .plan import Action, ChangeSet, partition_gate
 
 __all__ = [
     "Policy", "SegmentCandidate", "PartitionPlan", "RetentionPlan",
@@ -72,9 +72,8 @@ NO_LIMIT_MESSAGE = ("no retention limit given: give --retention-ms, --retention-
 LOG_START_CHECKPOINT = fn.LOG_START_OFFSET_CHECKPOINT
 HW_CHECKPOINT = fn.REPLICATION_OFFSET_CHECKPOINT
 EPOCH_CHECKPOINT = fn.LEADER_EPOCH_CHECKPOINT
-# Internal topics the broker always creates compacted, and the KRaft log that LogManager never cleans.
+# Internal topics the broker always creates compacted.
 COMPACTED_INTERNAL = {"__consumer_offsets", "__transaction_state", "__share_group_state"}
-NOT_RETAINED = {"__cluster_metadata"}
 
 
 @dataclass(frozen=True)
@@ -297,13 +296,11 @@ class _Planner:
 
     def plan(self) -> PartitionPlan:
         p, pp, policy = self.p, self.pp, self.policy
-        if p.kind != "normal":
-            return self.skip("not_a_log", f"{p.kind} directory: the broker runs no retention on it")
-        if p.topic in NOT_RETAINED:
-            return self.skip("not_a_log", "the KRaft metadata log: the broker runs no retention on it")
+        gate = partition_gate(p, not_run="the broker runs no retention on it",
+                              metadata="the broker runs no retention on it", needs="retention needs its checkpoint files")
+        if gate:
+            return self.skip(*gate)
         ld = p.logdir
-        if ld is None:
-            return self.skip("no_log_dir", "not inside a log dir: retention needs its checkpoint files")
         outside = outside_findings(p)
         if outside:  # a symlink out of the log dir: never deleted through
             pp.notes.extend(outside)

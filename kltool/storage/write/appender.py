@@ -200,7 +200,30 @@ class Appender:
 
     # -------------------------------------------------------------------------------------- options
 
-    def _check_options(self) -> None:  # noqa: C901
+    def _check_options(self) -> None:
+        o = self.options
+        self._check_codec()
+        self._check_timestamps()
+        if o.batch_bytes < 1:
+            raise UsageError("the batch size in bytes must be positive")
+        if o.batch_records is not None and not 1 <= o.batch_records <= INT32_MAX:
+            raise UsageError("the batch size in records must be positive")
+        self._check_producer()
+        if o.partitioner not in ("sticky", "round-robin"):
+            raise UsageError("the partitioner for null keys must be sticky or round-robin")
+        if o.leader_epoch is not None and not 0 <= o.leader_epoch <= INT32_MAX:
+            raise UsageError("the leader epoch must be in [0, 2147483647]")
+        self.max_batch = min(self.config.max_message_bytes, self.config.segment_bytes)
+        # hot-path copies for add()
+        self._magic = o.magic
+        self._rec_overhead = _RECORD_OVERHEAD_EST[o.magic]
+        self._batch_overhead = _BATCH_OVERHEAD[o.magic]
+        self._batch_bytes = o.batch_bytes
+        self._batch_records = o.batch_records if o.batch_records is not None else INT32_MAX
+        self._sticky_mode = o.partitioner == "sticky"
+
+    def _check_codec(self) -> None:
+        """The message format and the compression codec and level (the options', else the topic's)."""
         o = self.options
         cfg = self.config
         if o.magic not in (0, 1, 2):
@@ -222,6 +245,11 @@ class Appender:
                 raise UsageError(f"--compression-level does not apply to {name}")
         if self.codec == ZSTD and o.magic < 2:
             raise UsageError("zstd needs magic 2 (Kafka rejects zstd in v0/v1 messages)")
+
+    def _check_timestamps(self) -> None:
+        """CreateTime or LogAppendTime (the option, else the topic's), and the append time."""
+        o = self.options
+        cfg = self.config
         if o.timestamp_type is None:
             self.log_append = cfg.log_append_time
         elif o.timestamp_type in ("create", "log_append"):
@@ -233,10 +261,10 @@ class Appender:
         self.append_time = o.append_time if o.append_time is not None else _now_ms()
         if self.append_time < 0:
             raise UsageError("the append time must not be negative")
-        if o.batch_bytes < 1:
-            raise UsageError("the batch size in bytes must be positive")
-        if o.batch_records is not None and not 1 <= o.batch_records <= INT32_MAX:
-            raise UsageError("the batch size in records must be positive")
+
+    def _check_producer(self) -> None:
+        """Producer id, epoch, sequences and transactions: magic 2 only, and the epoch and sequence need an id."""
+        o = self.options
         uses_producer = (o.producer_id >= 0 or o.transactional or o.end_transaction or o.producer_epoch is not None
                          or o.base_sequence is not None)
         if uses_producer and o.magic < 2:
@@ -250,18 +278,6 @@ class Appender:
             raise UsageError("the base sequence must be in [0, 2147483647]")
         if o.end_transaction not in (None, "commit", "abort"):
             raise UsageError("the transaction end must be commit or abort")
-        if o.partitioner not in ("sticky", "round-robin"):
-            raise UsageError("the partitioner for null keys must be sticky or round-robin")
-        if o.leader_epoch is not None and not 0 <= o.leader_epoch <= INT32_MAX:
-            raise UsageError("the leader epoch must be in [0, 2147483647]")
-        self.max_batch = min(self.config.max_message_bytes, self.config.segment_bytes)
-        # hot-path copies for add()
-        self._magic = o.magic
-        self._rec_overhead = _RECORD_OVERHEAD_EST[o.magic]
-        self._batch_overhead = _BATCH_OVERHEAD[o.magic]
-        self._batch_bytes = o.batch_bytes
-        self._batch_records = o.batch_records if o.batch_records is not None else INT32_MAX
-        self._sticky_mode = o.partitioner == "sticky"
 
     def _err(self, msg: str, line: int | None) -> UsageError:
         return UsageError(f"line {line}: {msg}" if line is not None else msg, path=self.source)

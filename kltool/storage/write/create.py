@@ -93,7 +93,43 @@ def kraft_log_dir(logdir: Path) -> str | None:
     return None
 
 
-def create_topic(logdir, topic: str, partitions: int, *, config: dict[str, str] | None = None,  # noqa: C901
+def _check_arguments(topic: str, partitions: int, topic_id: str | None) -> None:
+    from ...format.checkpoints import encode_partition_metadata, uuid_from_string
+    from ...format.topics import CLUSTER_METADATA_TOPIC_NAME
+
+    validate_topic(topic)
+    if topic == CLUSTER_METADATA_TOPIC_NAME:
+        raise UsageError(f"{topic} is the KRaft metadata log, not a topic")
+    if partitions < 1:
+        raise UsageError("--partitions must be at least 1")
+    if topic_id is not None:
+        try:
+            uuid_from_string(topic_id)
+            encode_partition_metadata(topic_id)
+        except ValueError as e:
+            raise UsageError(f"invalid topic id {topic_id!r}: {e}") from None
+
+
+def _make_partition_dirs(logdir: Path, new: list[Path], tid: str) -> None:
+    """The new partition directories, each as a broker leaves a never-written partition (see create_topic)."""
+    from ...format.checkpoints import encode_partition_metadata
+
+    meta = encode_partition_metadata(tid)
+    seg = filename_prefix(0)
+    for d in new:
+        d.mkdir()
+        for name in (f"{seg}.log", f"{seg}.index", f"{seg}.timeindex", LEADER_EPOCH_FILE):
+            fd = os.open(d / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        atomic_write(d / fn.PARTITION_METADATA, meta)  # fsyncs the partition directory too
+    if new:
+        fsync_dir(logdir)
+
+
+def create_topic(logdir, topic: str, partitions: int, *, config: dict[str, str] | None = None,
                  if_not_exists: bool = False, topic_id: str | None = None, dry_run: bool = False,
                  force: bool = False) -> CreateResult:
     """Create ``topic`` with ``partitions`` partition directories in ``logdir`` (made if missing), or add
@@ -106,22 +142,12 @@ def create_topic(logdir, topic: str, partitions: int, *, config: dict[str, str] 
     On a KRaft log dir (:func:`kraft_log_dir`) new partition directories are refused (UnsafeOperation) unless
     ``force``: the broker's metadata does not know them, so Kafka 4.x renames them ``-stray`` at start-up
     and serves nothing of them."""
-    from ...format.checkpoints import encode_partition_metadata, new_topic_id, uuid_from_string
-    from ...format.topics import CLUSTER_METADATA_TOPIC_NAME, has_collision, has_collision_chars
+    from ...format.checkpoints import new_topic_id
+    from ...format.topics import has_collision, has_collision_chars
     from ..topic_config import save_topic_entry
 
     logdir = Path(logdir)
-    validate_topic(topic)
-    if topic == CLUSTER_METADATA_TOPIC_NAME:
-        raise UsageError(f"{topic} is the KRaft metadata log, not a topic")
-    if partitions < 1:
-        raise UsageError("--partitions must be at least 1")
-    if topic_id is not None:
-        try:
-            uuid_from_string(topic_id)
-            encode_partition_metadata(topic_id)
-        except ValueError as e:
-            raise UsageError(f"invalid topic id {topic_id!r}: {e}") from None
+    _check_arguments(topic, partitions, topic_id)
     config = dict(config or {})
     warnings = [COLLISION_WARNING] if has_collision_chars(topic) else []
     if logdir.exists() and not logdir.is_dir():
@@ -171,19 +197,7 @@ def create_topic(logdir, topic: str, partitions: int, *, config: dict[str, str] 
                               merged != stored, warnings, dry_run)
         if dry_run:
             return result
-        meta = encode_partition_metadata(tid)
-        seg = filename_prefix(0)
-        for d in new:
-            d.mkdir()
-            for name in (f"{seg}.log", f"{seg}.index", f"{seg}.timeindex", LEADER_EPOCH_FILE):
-                fd = os.open(d / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-            atomic_write(d / fn.PARTITION_METADATA, meta)  # fsyncs the partition directory too
-        if new:
-            fsync_dir(logdir)
+        _make_partition_dirs(logdir, new, tid)
         if new or merged != stored:
             save_topic_entry(logdir, topic, partitions=max(partitions, before, int(entry.get("partitions") or 0)),
                              topic_id=tid, config=config)

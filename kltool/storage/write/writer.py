@@ -97,6 +97,49 @@ class WriterStats:
     aborted_txns: int = 0
 
 
+class _IndexMatch:
+    """Whether a segment's .index and .timeindex entries are ones the broker could have written for its
+    batches: fed the headers of one walk in order, judged by :meth:`finish`."""
+
+    def __init__(self, entries, tentries):
+        self.entries, self.tentries = entries, tentries
+        self.ok = all(entries[i][0] < entries[i + 1][0] and entries[i][1] < entries[i + 1][1]
+                      for i in range(len(entries) - 1))
+        self.ok = self.ok and all(tentries[i][0] < tentries[i + 1][0] and tentries[i][1] <= tentries[i + 1][1]
+                                  for i in range(len(tentries) - 1))
+        self.j = self.k = 0  # the next offset-index and time-index entry
+        self.prev_max = None
+
+    def on_header(self, h) -> None:
+        entries, tentries = self.entries, self.tentries
+        # each time-index entry names the batch holding its offset, with that batch's max timestamp
+        k = self.k
+        while k < len(tentries) and tentries[k][1] <= h.last_offset:
+            if tentries[k][0] != h.max_timestamp:
+                self.ok = False
+            k += 1
+        self.k = k
+        j = self.j
+        while j < len(entries) and entries[j][1] < h.position:
+            self.ok = False
+            j += 1
+        if j < len(entries) and entries[j][1] == h.position:
+            off = entries[j][0]
+            if h.last_offset > off or (self.prev_max is not None and self.prev_max >= off):
+                self.ok = False
+            j += 1
+        self.j = j
+        self.prev_max = h.last_offset if self.prev_max is None else max(self.prev_max, h.last_offset)
+
+    def finish(self, base_offset: int) -> bool:
+        """True when every entry was matched to a batch (and none is below the segment's base offset)."""
+        if self.j < len(self.entries) or self.k < len(self.tentries):
+            self.ok = False
+        if self.tentries and self.tentries[0][1] < base_offset:
+            self.ok = False
+        return self.ok
+
+
 class PartitionWriter:
     """Append batches to one partition directory (see the module docstring).
 
@@ -174,19 +217,14 @@ class PartitionWriter:
         except (OSError, UnicodeDecodeError, CorruptDataError):
             return 0
 
-    def _load_active(self) -> None:  # noqa: C901
+    def _load_active(self) -> None:
         """One header walk of the active segment: damage, LEO, first timestamp, indexes."""
         seg = self.segment
         cfg = self.config
         rebuilt = IndexBuilder(seg.base_offset, cfg.index_interval_bytes, cfg.segment_index_bytes)
         entries = seg.offset_index()
         tentries = seg.time_index()
-        ok = all(entries[i][0] < entries[i + 1][0] and entries[i][1] < entries[i + 1][1]
-                 for i in range(len(entries) - 1))
-        ok = ok and all(tentries[i][0] < tentries[i + 1][0] and tentries[i][1] <= tentries[i + 1][1]
-                        for i in range(len(tentries) - 1))
-        j = k = 0
-        prev_max = None
+        match = _IndexMatch(entries, tentries)
         last = None
         first_ts = None
         max_ts, max_ts_off = -1, seg.base_offset
@@ -205,22 +243,9 @@ class PartitionWriter:
                     rebuilt.on_header(h)
                 except KltoolError as e:  # offset overflow, a full index under today's settings ...
                     rebuild_error = e
-            # each time-index entry names the batch holding its offset, with that batch's max timestamp
-            while k < len(tentries) and tentries[k][1] <= h.last_offset:
-                if tentries[k][0] != h.max_timestamp:
-                    ok = False
-                k += 1
             if first_ts is None:
                 first_ts = h.max_timestamp
-            while j < len(entries) and entries[j][1] < h.position:
-                ok = False
-                j += 1
-            if j < len(entries) and entries[j][1] == h.position:
-                off = entries[j][0]
-                if h.last_offset > off or (prev_max is not None and prev_max >= off):
-                    ok = False
-                j += 1
-            prev_max = h.last_offset if prev_max is None else max(prev_max, h.last_offset)
+            match.on_header(h)
             if last is not None and h.last_offset <= last:
                 raise UnsafeOperation(f"offsets go backwards at byte {h.position} ({h.last_offset} after {last}); "
                                       f"run kltool verify first", path=seg.log_path)
@@ -230,10 +255,7 @@ class PartitionWriter:
             if h.magic == 2 and h.partition_leader_epoch >= 0:
                 last_epoch = h.partition_leader_epoch
             size = h.end
-        if j < len(entries) or k < len(tentries):
-            ok = False
-        if tentries and tentries[0][1] < seg.base_offset:
-            ok = False
+        ok = match.finish(seg.base_offset)
         if not ok and rebuild_error is not None:
             raise UnsafeOperation(f"the indexes of the active segment do not match it and cannot be rebuilt "
                                   f"({rebuild_error.message}); run kltool verify first", path=seg.log_path)

@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 SAMPLE := fixtures/sample-logdir
 
-.PHONY: demo test test-quick bench lint clean broker-jars
+.PHONY: demo test test-quick bench lint clean broker-jars spark-pair
 
 # The real Kafka broker of the broker tests (tests/broker, DESIGN.md §5): its jars, copied by Maven from
 # tests/broker/pom.xml into a cache outside the work tree. Skipped when complete; without mvn or java a note,
@@ -18,6 +18,14 @@ SPARK_KAFKA_VERSION := $(shell sed -n 's:.*<spark\.kafka\.version>\(.*\)</spark\
 KLTOOL_SPARK_KAFKA_JARS ?= $(HOME)/.cache/kltool-spark-kafka/$(SPARK_KAFKA_VERSION)
 export KLTOOL_SPARK_KAFKA_JARS
 
+# Spark's Kafka source and the pyspark it was built with, as a matching pair (issue 22): Maven Central serves
+# spark-sql-kafka-0-10 only up to $(SPARK_KAFKA_VERSION), older than .venv's pyspark, so a second venv holds
+# pyspark==$(SPARK_KAFKA_VERSION) from PyPI and kltool (editable, from this tree); `make test` runs the parity
+# module there too (tests/broker/test_spark_kafka_parity.py). KLTOOL_SPARK_PAIR=0 leaves it out.
+PAIR_VENV := .venv-spark-pair
+PAIR_BIN := $(PAIR_VENV)/bin
+KLTOOL_SPARK_PAIR ?= 1
+
 $(BIN)/.installed: pyproject.toml setup.py $(wildcard kltool/format/_speedups_c/*.c kltool/format/_speedups_c/*.h)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
@@ -30,8 +38,22 @@ demo: $(BIN)/.installed
 	$(BIN)/kltool dump --records --limit 5 $(SAMPLE)/lsx1-0
 	$(BIN)/kltool --json dump --records --limit 2 $(SAMPLE)/lsx1-0
 
-test: $(BIN)/.installed broker-jars
+test: $(BIN)/.installed broker-jars spark-pair
 	$(BIN)/python -m pytest -q
+	@if [ '$(KLTOOL_SPARK_PAIR)' = 1 ]; then \
+	  echo "the Spark parity module with the matching pair: pyspark $(SPARK_KAFKA_VERSION) and its Kafka source ($(PAIR_VENV))"; \
+	  $(PAIR_BIN)/python -m pytest -q -p no:cacheprovider tests/broker/test_spark_kafka_parity.py; \
+	fi
+
+# The matching pair's venv (see PAIR_VENV): made once, again when pyproject.toml or the pom changes.
+spark-pair:
+	@if [ '$(KLTOOL_SPARK_PAIR)' = 1 ]; then $(MAKE) --no-print-directory $(PAIR_BIN)/.installed; fi
+
+$(PAIR_BIN)/.installed: pyproject.toml setup.py tests/broker/spark-kafka-pom.xml
+	test -x $(PAIR_BIN)/python || $(PY) -m venv $(PAIR_VENV)
+	$(PAIR_BIN)/python -m pip install -q --upgrade pip
+	$(PAIR_BIN)/python -m pip install -q -e '.[test]' 'pyspark==$(SPARK_KAFKA_VERSION)' 'pyarrow>=15'
+	touch $@
 
 broker-jars:
 	@if [ -f '$(KLTOOL_KAFKA_BROKER_JARS)/.complete' ]; then :; \
@@ -76,4 +98,4 @@ bench: $(BIN)/.installed
 	$(BIN)/python bench/bench_all.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis bench/out
+	rm -rf $(VENV) $(PAIR_VENV) .pytest_cache .ruff_cache .hypothesis bench/out

@@ -79,7 +79,8 @@ def test_starting_timestamp_uses_the_broker_lookup():
     for p in open_paths([str(d)]).partitions:
         hit = ds.offset_for_time(p, ts)
         assert hit == brute.get((p.topic, p.partition)), p
-    rows = rows_of(read_all({"path": str(d), "startingTimestamp": str(ts)}))
+    # partitions with no record that new: nothing there (latest; the default, error, fails the query)
+    rows = rows_of(read_all({"path": str(d), "startingTimestamp": str(ts), "startingOffsetsByTimestampStrategy": "latest"}))
     firsts = {}
     for r in rows:
         firsts.setdefault((r[0], r[1]), r[2])
@@ -290,12 +291,58 @@ def test_read_committed_skips_aborted_transactions_and_stops_at_the_last_stable_
 
 
 def test_a_starting_timestamp_past_every_record(tmp_path):
+    """As Spark's Kafka source: an error by default (startingOffsetsByTimestampStrategy=error), nothing
+    read there with latest; an end timestamp past every record ends at the log end."""
     d = ORACLE / "v2-multi-segment-0"
-    late = str(max(r[3] for r in kltool_records([d])) + 1)
-    assert rows_of(read_all({"path": str(d), "startingTimestamp": late})) == []  # kltool's default: nothing
+    recs = kltool_records([d])
+    late = str(max(r[3] for r in recs) + 1)
     for opts in ({"startingTimestamp": late}, {"startingOffsetsByTimestamp": json.dumps({"v2-multi-segment": {"0": int(late)}})}):
-        with pytest.raises(UsageError, match=f"v2-multi-segment-0: no record with a timestamp at or after {late}"):
-            read_all({"path": str(d), "startingOffsetsByTimestampStrategy": "error", **opts})
+        for strategy in ({}, {"startingOffsetsByTimestampStrategy": "error"}, {"startingOffsetsByTimestampStrategy": "ERROR"}):
+            name = next(iter(opts))
+            with pytest.raises(UsageError, match=f"^v2-multi-segment-0: no offset matches {name} {late} "
+                                                 r"\(no record has a timestamp at or after it;"):
+                read_all({"path": str(d), **strategy, **opts})
+        assert rows_of(read_all({"path": str(d), "startingOffsetsByTimestampStrategy": "latest", **opts})) == []
+        assert ds.plan_segments({"path": str(d), "startingOffsetsByTimestampStrategy": "latest", **opts}) == []
+    assert len(rows_of(read_all({"path": str(d), "endingTimestamp": late}))) == len(recs)
+    assert len(rows_of(read_all({"path": str(d), "startingOffset": "5", "endingTimestamp": late}))) == len(recs) - 5
     # a pushed timestamp filter finding nothing reads nothing, whatever the strategy
     p = ds.Pushed(time_min=int(late))
     assert ds.plan_segments({"path": str(d), "startingOffsetsByTimestampStrategy": "error"}, p) == []
+
+
+def test_spark_bounds_resolve_as_spark_does():
+    """Spark's options, resolved per side in Spark's order of preference (startingTimestamp, then
+    startingOffsetsByTimestamp, then startingOffsets), and a resolved start after the resolved end an
+    error naming both (offset i has timestamp T0 + i s here)."""
+    d = ORACLE / "v2-multi-segment-0"
+    t0, topic = 1_700_000_000_000, "v2-multi-segment"
+
+    def offsets(**kw):
+        return [r[2] for r in rows_of(read_all({"path": str(d), **kw}))]
+
+    by_ts = json.dumps({topic: {"0": t0 + 300_000}})
+    assert offsets(startingTimestamp=str(t0 + 500_500), startingOffsets=json.dumps({topic: {"0": 900}}),
+                   startingOffsetsByTimestamp=by_ts) == list(range(501, 1200))
+    assert offsets(startingOffsetsByTimestamp=by_ts, startingOffsets=json.dumps({topic: {"0": 900}})) == list(range(300, 1200))
+    assert offsets(endingTimestamp=str(t0 + 20_000), endingOffsets=json.dumps({topic: {"0": 5}})) == list(range(20))
+    assert offsets(startingOffset="10", startingTimestamp=str(t0 + 5_000)) == list(range(10, 1200))  # kltool's own narrows
+    with pytest.raises(UsageError, match=r"^v2-multi-segment-0: the resolved start offset 600 \(startingTimestamp\) is "
+                                         r"greater than the resolved end offset 400 \(endingTimestamp\)$"):
+        read_all({"path": str(d), "startingTimestamp": str(t0 + 600_000), "endingTimestamp": str(t0 + 400_000)})
+    with pytest.raises(UsageError, match=r"resolved start offset 1200 \(startingTimestamp\) is greater than the resolved "
+                                         r"end offset 50 \(endingOffsets\)$"):
+        read_all({"path": str(d), "startingTimestamp": str(t0 + 5_000_000), "startingOffsetsByTimestampStrategy": "latest",
+                  "endingOffsets": json.dumps({topic: {"0": 50}})})
+    with pytest.raises(UsageError, match=r"resolved start offset 700 \(startingOffsets\) is greater than the resolved "
+                                         r"end offset 400 \(endingOffsetsByTimestamp\)$"):
+        read_all({"path": str(d), "startingOffsets": json.dumps({topic: {"0": 700}}),
+                  "endingOffsetsByTimestamp": json.dumps({topic: {"0": t0 + 400_000}})})
+    assert offsets(startingTimestamp=str(t0 + 600_000), endingTimestamp=str(t0 + 600_000)) == []  # equal: empty, no error
+    # both by partition: the timestamps are compared before they are looked up (as Spark does), a timestamp
+    # for all is not (both below resolve to offset 601: nothing read)
+    with pytest.raises(UsageError, match=r"^v2-multi-segment-0: the start timestamp 1700000600500 "
+                                         r"\(startingOffsetsByTimestamp\) is greater than the end timestamp 1700000600100"):
+        read_all({"path": str(d), "startingOffsetsByTimestamp": json.dumps({topic: {"0": t0 + 600_500}}),
+                  "endingOffsetsByTimestamp": json.dumps({topic: {"0": t0 + 600_100}})})
+    assert offsets(startingTimestamp=str(t0 + 600_500), endingTimestamp=str(t0 + 600_100)) == []

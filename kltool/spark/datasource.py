@@ -38,12 +38,13 @@ Options (all strings, as Spark passes them):
     Spark's JSON (``{"t":{"0":23,"1":-2}}``, -2 earliest, -1 latest) or ``earliest``/``latest``.
 ``startingTimestamp`` / ``endingTimestamp``
     Epoch ms: per partition, start at (end before) the first offset whose timestamp is >= it, found
-    through the time and offset indexes like the broker's ListOffsets.
+    through the time and offset indexes like the broker's ListOffsets; an end no record reaches is the
+    log end. As in Spark, each side takes a timestamp over the by-partition ones over the offsets.
 ``startingOffsetsByTimestamp`` / ``endingOffsetsByTimestamp``
     Spark's JSON of epoch ms per partition (``{"t":{"0":1700000000000}}``): the same per partition.
 ``startingOffsetsByTimestampStrategy``
-    What a start timestamp after every record of a partition does: ``latest`` (kltool's default: read
-    nothing there) or ``error`` (Spark's default: fail the query in one line).
+    What a start timestamp after every record of a partition does: ``error`` (the default, as Spark's:
+    fail the query in one line naming the partition and the timestamp) or ``latest`` (read nothing there).
 ``replicas``
     ``all`` (default): a partition found in several log dirs (replicas of several brokers, a backup of a
     whole cluster) gives the rows of every copy, with a warning naming them. ``one``: only the copy a

@@ -138,25 +138,35 @@ def _narrowed(opts: dict, pushed: Pushed) -> dict:
 
 
 class _Bounds:
-    """The offset and time bounds the options give: one offset for all (``startingOffset``), Spark's
-    per-partition JSON (``startingOffsets``), timestamps."""
+    """The offset and time bounds the options give. kltool's own (``startingOffset``/``endingOffset``, one
+    offset for every partition, and a pushed timestamp filter) narrow what Spark's give. Spark's come in
+    Spark's order of preference, each side on its own: a timestamp for every partition
+    (``startingTimestamp``), else timestamps by partition (``startingOffsetsByTimestamp``), else offsets
+    (``startingOffsets``: JSON, ``earliest``, ``latest``)."""
 
     def __init__(self, opts):
         self.start, self.end = _int(opts, "startingoffset"), _int(opts, "endingoffset")
         self.m_start = _spark_offsets(opts.get("startingoffsets"), "startingOffsets")
         self.m_end = _spark_offsets(opts.get("endingoffsets"), "endingOffsets")
         self.t_start, self.t_end = _int(opts, "startingtimestamp"), _int(opts, "endingtimestamp")
-        self.mt_start = by_timestamp(opts.get("startingoffsetsbytimestamp"), "startingOffsetsByTimestamp") or {}
-        self.mt_end = by_timestamp(opts.get("endingoffsetsbytimestamp"), "endingOffsetsByTimestamp") or {}
+        self.mt_start = by_timestamp(opts.get("startingoffsetsbytimestamp"), "startingOffsetsByTimestamp")
+        self.mt_end = by_timestamp(opts.get("endingoffsetsbytimestamp"), "endingOffsetsByTimestamp")
         self.t_pushed = _int(opts, PUSHED_TIME)
-        self.strict = str(opts.get("startingoffsetsbytimestampstrategy") or "latest").lower() == "error"
+        # Spark's startingOffsetsByTimestampStrategy: error (its default) or latest
+        self.strict = str(opts.get("startingoffsetsbytimestampstrategy") or "error").lower() == "error"
 
-    def times(self, key):
-        """(timestamp, is_start, strict) bounds of partition ``key``: one for all, its own, a pushed
-        filter's; ``strict``: a start with no record at or after it is an error (Spark's
-        startingOffsetsByTimestampStrategy=error) rather than nothing to read."""
-        return ((self.t_start, True, self.strict), (self.t_end, False, False), (self.mt_start.get(key), True, self.strict),
-                (self.mt_end.get(key), False, False), (self.t_pushed, True, False))
+    def spark(self, key, is_start: bool):
+        """Spark's bound of partition ``key`` on one side: ("timestamp", epoch ms, option name),
+        ("offset", offset or EARLIEST/LATEST, option name), or None (Spark's default: earliest, latest)."""
+        ts, by_ts, offsets = ((self.t_start, self.mt_start, self.m_start) if is_start
+                              else (self.t_end, self.mt_end, self.m_end))
+        side = "starting" if is_start else "ending"
+        if ts is not None:
+            return "timestamp", ts, f"{side}Timestamp"
+        if by_ts is not None:  # a partition it does not name: none (kltool's; Spark requires all of them)
+            return None if key not in by_ts else ("timestamp", by_ts[key], f"{side}OffsetsByTimestamp")
+        v = offsets.get(key) if isinstance(offsets, dict) else offsets
+        return None if v is None else ("offset", v, f"{side}Offsets")
 
 
 def _check_remote_bounds(opts, uri) -> None:
@@ -305,53 +315,94 @@ def _remote_partitions(opts, uris):
 
 def _offset_range(p: _Planned, b: _Bounds, records: bool, opts) -> tuple[int | None, int | None]:
     """[start, end) of partition ``p`` under the bounds ``b`` (None: open)."""
-    start, end = b.start, b.end
-    key = (p.topic, p.partition)
-    _check_spark_offsets(p, b, opts)
-    for spec, is_start in ((b.m_start, True), (b.m_end, False)):
-        v = spec.get(key) if isinstance(spec, dict) else spec
-        if v is None or v == EARLIEST and is_start or v == LATEST and not is_start:
-            continue
-        if v in (EARLIEST, LATEST):
-            v = p.log_start if v == EARLIEST else p.log_end()
-        start, end = _narrow(start, end, v, is_start)
-    if p.for_time is not None:
-        for ts, is_start, strict in b.times(key):
-            if ts is None:
-                continue
-            hit = p.for_time(ts)
-            if hit is None and is_start:
-                if strict:
-                    from ..errors import UsageError
-
-                    raise UsageError(f"{p.topic}-{p.partition}: no record with a timestamp at or after {ts} "
-                                     "(startingOffsetsByTimestampStrategy=error; latest reads nothing there)")
-                return 0, 0  # no record at or after ts: nothing to read here
-            start, end = _narrow(start, end, p.log_end() if hit is None else hit[0], is_start)
+    start, end = _spark_range(p, b, opts)
+    start, end = _narrow(start, end, b.start, True)
+    start, end = _narrow(start, end, b.end, False)
+    if b.t_pushed is not None and p.for_time is not None:
+        hit = p.for_time(b.t_pushed)
+        if hit is None:
+            return 0, 0  # a pushed timestamp filter no record meets: nothing to read here, never an error
+        start = _narrow(start, end, hit[0], True)[0]
     segs = p.segments
     if records and _bool(opts.get("respectlogstartoffset"), True) and segs and p.log_start > segs[0][0]:
         start = p.log_start if start is None else max(start, p.log_start)  # below it, records are deleted
     return start, end
 
 
+def _spark_range(p: _Planned, b: _Bounds, opts) -> tuple[int | None, int | None]:
+    """[start, end) of partition ``p`` under Spark's options, resolved as Spark's Kafka source resolves them
+    (None: open), with its errors, one line each: a timestamp is the first offset whose record timestamp is
+    >= it; a start timestamp no record reaches fails the query (``startingOffsetsByTimestampStrategy``
+    error, the default) or starts at the log end (latest); an end timestamp no record reaches ends at the
+    log end; a resolved start after the resolved end fails the query. Object stores (no log end, no time
+    lookup) take the offsets as given."""
+    key = (p.topic, p.partition)
+    _check_spark_offsets(p, b, opts)
+    specs = b.spark(key, True), b.spark(key, False)
+    if all(sp is not None and sp[2].endswith("OffsetsByTimestamp") for sp in specs) and specs[0][1] > specs[1][1]:
+        from ..errors import UsageError  # Spark compares these before looking them up
+
+        raise UsageError(f"{p.topic}-{p.partition}: the start timestamp {specs[0][1]} (startingOffsetsByTimestamp) is "
+                         f"greater than the end timestamp {specs[1][1]} (endingOffsetsByTimestamp)")
+    start = end = None
+    named = {}
+    for is_start, spec in zip((True, False), specs, strict=True):
+        if spec is None:
+            continue
+        kind, v, name = spec
+        if kind == "timestamp":
+            if p.for_time is None:
+                continue
+            hit = p.for_time(v)
+            if hit is None and is_start and b.strict:
+                from ..errors import UsageError
+
+                raise UsageError(f"{p.topic}-{p.partition}: no offset matches {name} {v} (no record has a timestamp "
+                                 "at or after it; Spark's Kafka source fails too; "
+                                 "startingOffsetsByTimestampStrategy=latest reads nothing there)")
+            v = _latest(p) if hit is None else hit[0]
+        elif v == EARLIEST:
+            v = None if is_start else p.log_start
+        elif v == LATEST:
+            v = None if not is_start else _latest(p)
+        if is_start:
+            start = v
+        else:
+            end = v
+        named[is_start] = name
+    if start is not None and p.log_end is not None:
+        resolved_end = _latest(p) if end is None else end
+        if start > resolved_end:
+            from ..errors import UsageError
+
+            raise UsageError(f"{p.topic}-{p.partition}: the resolved start offset {start} ({named[True]}) is "
+                             f"greater than the resolved end offset {resolved_end}"
+                             f"{'' if named.get(False) is None else f' ({named[False]})'}")
+        if start == resolved_end:
+            end = start  # nothing to read here (a start at the log end)
+    return start, end
+
+
+def _latest(p: _Planned) -> int | None:
+    """Spark's ``latest`` of partition ``p``: the log end offset (read_committed: the last stable offset);
+    None on object stores (the end of what is listed)."""
+    if p.stable_end is not None:
+        return p.stable_end
+    return None if p.log_end is None else p.log_end()
+
+
 def _check_spark_offsets(p: _Planned, b: _Bounds, opts) -> None:
-    """Spark's Kafka source's errors for offsets in its JSON that the partition cannot give: a start after
-    the (resolved) end; an end past the log end unless failOnDataLoss=false (then: to the log end)."""
+    """Spark's Kafka source's error for an ``endingOffsets`` offset past the log end, unless
+    failOnDataLoss=false (then: to the log end)."""
     from ..errors import UsageError
 
-    key = (p.topic, p.partition)
-    v_start = b.m_start.get(key) if isinstance(b.m_start, dict) else None
-    v_end = b.m_end.get(key) if isinstance(b.m_end, dict) else None
-    if (v_start is None and v_end is None) or p.log_end is None:  # object stores: the end is not looked up
+    spec = b.spark((p.topic, p.partition), False)
+    if spec is None or spec[0] != "offset" or p.log_end is None:  # object stores: the end is not looked up
         return
-    log_end = p.log_end()
-    if v_end is not None and v_end > log_end and _bool(opts.get("failondataloss"), True):
+    v_end, log_end = spec[1], p.log_end()
+    if v_end > log_end and _bool(opts.get("failondataloss"), True):
         raise UsageError(f"{p.topic}-{p.partition}: endingOffsets {v_end} is past the log end offset {log_end} "
                          "(Spark's Kafka source: data lost; failOnDataLoss=false reads to the log end)")
-    end = log_end if v_end in (None, LATEST) else p.log_start if v_end == EARLIEST else v_end
-    if v_start is not None and v_start >= 0 and v_start > end:
-        raise UsageError(f"{p.topic}-{p.partition}: the resolved start offset {v_start} (startingOffsets) is "
-                         f"greater than the resolved end offset {end}")
 
 
 def _narrow(start, end, v, is_start):

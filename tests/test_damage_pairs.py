@@ -178,10 +178,33 @@ def test_three_faults_one_repair(kl, tmp_path, kafka_oracle, src, first, flips):
     assert kafka_oracle(_logs(part))[0] == 0
 
 
+def test_three_faults_an_epoch_before_an_offset_field_at_a_segment_end(kl, tmp_path, kafka_oracle):
+    """The case the property found (v2-multi-segment-0, batches 37, 38, 39: a length (byte 10 bit 0), an epoch
+    (byte 12 bit 0: 0 read as 16777216) and an offset field (byte 0 bit 7: 390 read as 390 - 2^63) in that
+    order, batch 39 the segment's last, the next segment starting in epoch 1). The epoch's witness is the
+    batch after it as the repair leaves it (390..399, epoch 0), not the next segment's first batch (epoch 1):
+    the repair used to leave the epoch for a second plan. One repair restores all three fields, keeps every
+    batch byte for byte, and a second plan is empty."""
+    part = _copy(tmp_path, "java-oracle/v2-multi-segment-0")
+    original = {p.name: p.read_bytes() for p in _logs(part)}
+    log = _logs(part)[0]
+    hs = _batches(log)
+    assert len(hs) == 40 and (hs[37].base_offset, hs[39].last_offset) == (370, 399)
+    b = bytearray(log.read_bytes())
+    for k, (at, bit) in enumerate([(10, 0), (12, 0), (0, 7)]):
+        b[hs[37 + k].position + at] ^= 1 << bit
+    log.write_bytes(bytes(b))
+    r = kl("--json", "verify", "--repair", "--backup-dir", tmp_path / "bk", part)
+    assert r.code == 0, r
+    assert [o["op"] for o in r.json() if o["type"] == "action" and o["op"] != "rebuild_index"] == ["fix_field"] * 3
+    assert {p.name: p.read_bytes() for p in _logs(part)} == original
+    again = repair(open_path(part), dry_run=True)
+    assert again.plan.actions == [], [a.describe() for a in again.plan.actions]  # one repair is enough
+    assert kl("verify", part).code == 0
+    assert kafka_oracle(_logs(part))[0] == 0
+
+
 @pytest.mark.slow
-@pytest.mark.xfail(reason="known open case (issue 23 stays open for it): v2-multi-segment-0, batch 37, a length, an "
-                   "epoch and an offset fault in that order (byte 10 bit 0, byte 12 bit 0, byte 0 bit 7): one repair "
-                   "leaves a second plan that still fixes a field", strict=False)
 @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(src=st.sampled_from(["java-oracle/v2-compacted-0", "java-oracle/v2-multi-segment-0",
                             "real/william0423-indexed-zk/__consumer_offsets-28"]), data=st.data())

@@ -148,6 +148,39 @@ def test_an_offset_out_of_line_beside_a_damaged_batch_is_told_by_the_batch_after
     if first == 0:  # batch 0's offset is told (the batch after the damage; the name): only the damaged go
         assert before - _offsets(part) == lost_ok, [a.describe() for a in result.plan.actions]
 
+@pytest.mark.parametrize("src,batch,byte,bit", [
+    ("java-oracle/v2-multi-segment-0", 0, 7, 3),  # 0..9 read as 8..17 before a damaged 10..19
+    ("java-oracle/v2-multi-segment-0", 5, 7, 2),  # 50..59 read as 54..63 before a damaged 60..69
+    ("java-oracle/v2-zstd-headers-0", 0, 0, 0),  # 0..4 read as 2^56.., the damaged 5..9 the last batch
+    ("java-oracle/v2-none-0", 1, 2, 0),  # 3..4 read as 2^40 + 3.. before the damaged last batch
+])
+def test_an_offset_in_order_beside_a_damaged_batch_is_not_kept_at_wrong_offsets(kl, tmp_path, kafka_oracle, src,
+                                                                                 batch, byte, bit):
+    """A baseOffset flipped to a value still in order (above the log kept so far, below the next batch to trust,
+    or with nothing after it), beside a batch whose CRC fails: it used to be kept at the wrong offsets (8..17,
+    the damaged 10..19 cut, 0..7 a gap), since nothing after it is trusted. Its other witness tells: the
+    damaged batch's header (its CRC fails on a payload byte: it starts at 10, inside 8..17, and one bit of
+    this batch's field fits it exactly before). The field is restored; only the damaged batch goes; no batch
+    is kept at offsets it did not have."""
+    part = _copy(tmp_path, src)
+    before = _offsets(part)
+    log = _logs(part)[0]
+    hs = _batches(log)
+    h, n = hs[batch], hs[batch + 1]
+    b = bytearray(log.read_bytes())
+    b[h.position + byte] ^= 1 << bit
+    b[n.position + n.size - 1] ^= 0x5A  # its CRC fails, its header stays as written
+    log.write_bytes(bytes(b))
+    r = kl("--json", "verify", "--repair", "--backup-dir", tmp_path / "bk", part)
+    assert r.code == 0, r
+    after = _offsets(part)
+    assert after - before == set(), sorted(after - before)  # nothing kept at offsets it did not have
+    assert before - after == {(n.base_offset, n.last_offset)}
+    again = repair(open_path(part), dry_run=True)
+    assert again.plan.actions == [], [a.describe() for a in again.plan.actions]
+    assert kafka_oracle(_logs(part))[0] == 0
+
+
 # (source, index of the first batch, [(field, byte in the batch, bit)] for it and the two batches after it)
 THREE = [("real/william0423-indexed-zk/__consumer_offsets-28", 6447, [(11, 0), (12, 5), (7, 5)]),
          ("real/william0423-indexed-zk/__consumer_offsets-28", 7480, [(13, 4), (7, 4), (11, 6)]),

@@ -487,12 +487,17 @@ class SegScan:
         nlo, skipped, damaged = self._witness(h)
         below = lo < low
         past = nlo is not None and nlo >= low and h.last_offset >= nlo
-        if not (below or past) or (below and (nlo is None or nlo < low)):
-            # in order; or going back with nothing after it to say the log goes on (a duplicate, say), or the
-            # whole rest out of order (not one batch's field): _reject decides as before
+        if below and (nlo is None or nlo < low):
+            # going back with nothing after it to say the log goes on (a duplicate, say), or the whole rest out
+            # of order (not one batch's field): _reject decides as before
             return h
         delta = h.last_offset - h.base_offset if h.magic == 2 else (0 if h.compression == 0 else None)
-        if past and not below and lo <= nlo:
+        if not (below or past):
+            told = self._in_order_contradicted(h, low, nlo, delta)
+            if told is None:
+                return h  # in order, and nothing contradicts it
+            nlo, damaged = told
+        elif past and not below and lo <= nlo:
             # the next batch starts inside this one: either may be the damaged one. This one is, only when
             # the gap to the next fits it exactly at another offset (or its .index entry says so); else keep
             # it, and the next batch is judged in its turn.
@@ -512,6 +517,26 @@ class SegScan:
                f"the CRC) says {lo}, which its neighbours contradict (after {prev}, before {nlo}); its true "
                f"offsets cannot be told, so only this batch is cut")
         self._cut(h.position, h.end, "offset_field", why, None, None, h.count)
+        return None
+
+    def _in_order_contradicted(self, h: BatchHeader, low: int, nlo: int | None,
+                               delta: int | None) -> tuple[int, bool] | None:
+        """A batch in order with the log kept so far and the next batch to trust, whose offsets another witness
+        contradicts: (the offset its next batch really starts at, whether damage lies between), else None.
+        The witness: the damaged batch right after it, whose header (its CRC fails) says it starts inside this
+        one while fitting between the log so far and the next batch to trust (a payload damage leaves the
+        header as written; this batch's own field is the one out of line: 8..17 before a damaged 10..19 after
+        0..-1). (A v2 batch more than 2^31 - 1 past its segment's name with nothing after it is no such
+        contradiction: the broker keeps it and splits the segment, rules.OFFSET_OVERFLOW.)"""
+        if delta is None:
+            return None
+        la = self.lookahead
+        if type(la) is BatchHeader and not la.crc_valid and la.magic == h.magic and \
+                (la.magic == 2 or la.compression == 0):
+            dlo = rules.first_offset(la)
+            if low <= dlo <= h.last_offset and la.last_offset >= dlo and (nlo is None or la.last_offset < nlo) \
+                    and self._mended(la) is None:
+                return dlo, False
         return None
 
     def _restore_offset(self, h: BatchHeader, new: int, delta: int) -> BatchHeader:

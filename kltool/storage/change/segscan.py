@@ -482,7 +482,7 @@ class SegScan:
         lo = h.base_offset if h.magic == 2 else h.last_offset
         la = self.lookahead
         if lo == low and type(la) is BatchHeader and la.crc_valid and (la.magic == 2 or la.compression == 0) \
-                and h.last_offset < rules.first_offset(la):
+                and h.last_offset < rules.first_offset(la) and not self._zeroed_field(h):
             return h  # right after the log so far, and the next batch follows it (the usual case)
         nlo, skipped, damaged = self._witness(h)
         below = lo < low
@@ -526,10 +526,14 @@ class SegScan:
         The witness: the damaged batch right after it, whose header (its CRC fails) says it starts inside this
         one while fitting between the log so far and the next batch to trust (a payload damage leaves the
         header as written; this batch's own field is the one out of line: 8..17 before a damaged 10..19 after
-        0..-1). (A v2 batch more than 2^31 - 1 past its segment's name with nothing after it is no such
-        contradiction: the broker keeps it and splits the segment, rules.OFFSET_OVERFLOW.)"""
+        0..-1). And a field that reads 0 right after a run of zero bytes that is cut: its bytes cannot be told
+        from the run's (a zeroed 5..6 reads 0..1 after a zeroed batch 0..4), so its offsets are not known and the
+        neighbours must fix them. (A v2 batch more than 2^31 - 1 past its segment's name with nothing after it is
+        no such contradiction: the broker keeps it and splits the segment, rules.OFFSET_OVERFLOW.)"""
         if delta is None:
             return None
+        if self._zeroed_field(h):
+            return nlo, True
         la = self.lookahead
         if type(la) is BatchHeader and not la.crc_valid and la.magic == h.magic and \
                 (la.magic == 2 or la.compression == 0):
@@ -538,6 +542,12 @@ class SegScan:
                     and self._mended(la) is None:
                 return dlo, False
         return None
+
+    def _zeroed_field(self, h: BatchHeader) -> bool:
+        """Does ``h``'s offset field read 0 right after a run of zero bytes that is cut (the field may be the
+        run's end)?"""
+        return rules.first_offset(h) == 0 and bool(self.cuts) and self.cuts[-1].end == h.position and \
+            self.cuts[-1].kind == "zero_run"
 
     def _restore_offset(self, h: BatchHeader, new: int, delta: int) -> BatchHeader:
         field = "baseOffset" if h.magic == 2 else "offset"

@@ -178,13 +178,14 @@ def test_hole_of_zeros_is_skipped_fast(tmp_path):
     assert sum(1 for i in items if not isinstance(i, Damage)) == 10
 
 
-def test_a_zero_run_into_the_next_batchs_offset_field_does_not_move_that_batch(tmp_path):
-    """Found by the damage-in-the-middle draw run through repair with a random seed (segment seed 5, zeros over
-    bytes 0..330): the run ends 8 bytes into the second batch (5..6), exactly over its baseOffset field (not
-    covered by the CRC), which then reads 0; the walk resumes at that batch (its CRC checks). It used to be
-    kept at 0..1, offsets it never had. A field reading 0 right after a cut zero run cannot be told from the
-    run: the neighbours must fix its value, and here they cannot (0..6 before the batch at 7), so that batch
-    alone is cut. Nothing is kept at other offsets; one repair is enough."""
+@pytest.mark.parametrize("start", [0, 11])
+def test_a_zero_run_into_the_next_batchs_offset_field_does_not_move_that_batch(tmp_path, start):
+    """Found by the damage-in-the-middle draw run through repair with random seeds (segment seed 5, zeros over
+    bytes 0..330 or 11..330): the zeros end 8 bytes into the second batch (5..6), exactly over its baseOffset
+    field (not covered by the CRC), which then reads 0; the walk resumes at that batch (its CRC checks). It
+    used to be kept at 0..1, offsets it never had. A field reading 0 right after cut damage that ends in zeros
+    cannot be told from the damage: the neighbours must fix its value, and here they cannot (0..6 before the
+    batch at 7), so that batch alone is cut. Nothing is kept at other offsets; one repair is enough."""
     from kltool.storage.change.repair import repair
     from kltool.storage.logdir import open_path
 
@@ -194,7 +195,7 @@ def test_a_zero_run_into_the_next_batchs_offset_field_does_not_move_that_batch(t
     positions = make_segment(p, 30, seed=5)
     assert positions[1][:2] == (323, 109)
     raw = bytearray(p.read_bytes())
-    raw[0:331] = bytes(331)
+    raw[start:331] = bytes(331 - start)
     p.write_bytes(bytes(raw))
     repair(open_path(part), backup_dir=tmp_path / "bk")
     before = {(lo, hi) for _p, _s, lo, hi in positions}

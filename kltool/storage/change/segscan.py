@@ -526,8 +526,8 @@ class SegScan:
         The witness: the damaged batch right after it, whose header (its CRC fails) says it starts inside this
         one while fitting between the log so far and the next batch to trust (a payload damage leaves the
         header as written; this batch's own field is the one out of line: 8..17 before a damaged 10..19 after
-        0..-1). And a field that reads 0 right after a run of zero bytes that is cut: its bytes cannot be told
-        from the run's (a zeroed 5..6 reads 0..1 after a zeroed batch 0..4), so its offsets are not known and the
+        0..-1). And a field that reads 0 right after cut damage ending in zeros: its bytes cannot be told from
+        the damage's (a zeroed 5..6 reads 0..1 after a zeroed batch 0..4), so its offsets are not known and the
         neighbours must fix them. (A v2 batch more than 2^31 - 1 past its segment's name with nothing after it is
         no such contradiction: the broker keeps it and splits the segment, rules.OFFSET_OVERFLOW.)"""
         if delta is None:
@@ -544,10 +544,10 @@ class SegScan:
         return None
 
     def _zeroed_field(self, h: BatchHeader) -> bool:
-        """Does ``h``'s offset field read 0 right after a run of zero bytes that is cut (the field may be the
-        run's end)?"""
+        """Does ``h``'s offset field read 0 right after damage that is cut and ends in a zero byte (zeros over
+        the damage's end and the field: the field may be the damage's)?"""
         return rules.first_offset(h) == 0 and bool(self.cuts) and self.cuts[-1].end == h.position and \
-            self.cuts[-1].kind == "zero_run"
+            h.position > 0 and os.pread(self.fd, 1, h.position - 1) == b"\0"
 
     def _restore_offset(self, h: BatchHeader, new: int, delta: int) -> BatchHeader:
         field = "baseOffset" if h.magic == 2 else "offset"

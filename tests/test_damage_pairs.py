@@ -237,6 +237,26 @@ def test_three_faults_an_epoch_before_an_offset_field_at_a_segment_end(kl, tmp_p
     assert kafka_oracle(_logs(part))[0] == 0
 
 
+def test_an_offset_into_a_batch_that_a_length_fix_mends_is_judged_by_it_mended(tmp_path):
+    """Found by the three-fault draw with a random seed (v2-compacted-0: batch 0..5's baseOffset byte 7 bit 3,
+    read 8..13; batch 10..14's length byte 11 bit 2, so its CRC fails as read; batch 20..24's epoch). Batch 0
+    overlaps the next; the judgement of which of the two is out of line looked at the next batch as read
+    (damaged) and kept batch 0 at 8..13, then moved the intact 10..14 to 14..18 by one bit. The next batch is
+    judged as its length fix mends it: batch 0 is the one out of line (the segment's name and one bit say 0),
+    all three fields are restored, the file is byte for byte what it was."""
+    part = _copy(tmp_path, "java-oracle/v2-compacted-0")
+    original = {p.name: p.read_bytes() for p in _logs(part)}
+    log = _logs(part)[0]
+    hs = _batches(log)
+    b = bytearray(log.read_bytes())
+    for k, (at, bit) in enumerate([(7, 3), (11, 2), (12, 5)]):
+        b[hs[k].position + at] ^= 1 << bit
+    log.write_bytes(bytes(b))
+    result = repair(open_path(part), backup_dir=tmp_path / "bk")
+    assert {p.name: p.read_bytes() for p in _logs(part)} == original, [a.describe() for a in result.plan.actions]
+    assert repair(open_path(part), dry_run=True).plan.actions == []
+
+
 @pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(src=st.sampled_from(["java-oracle/v2-compacted-0", "java-oracle/v2-multi-segment-0",

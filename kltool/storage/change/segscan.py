@@ -505,6 +505,8 @@ class SegScan:
             exact = delta is not None and nlo - low == delta + 1 and low != lo
             by_index = idx is not None and delta is not None and idx - delta != h.base_offset
             nxt = self.lookahead
+            if not (isinstance(nxt, BatchHeader) and nxt.crc_valid) and nxt is not None:
+                nxt = self._mended(nxt) or nxt  # one a length or magic fix mends is judged as mended
             if not (exact or by_index or skipped or damaged) and not (
                     isinstance(nxt, BatchHeader) and nxt.crc_valid and self._rather_this_one(h, nxt, low, nlo, delta)):
                 return h  # (with the next batch skipped as out of line or damaged, the witness after it is trusted)

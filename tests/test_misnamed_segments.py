@@ -137,6 +137,12 @@ def _ambiguous_repair(tmp_path: Path, src: str, parts: int, which: int, shift: i
     assert repair(open_path(part), dry_run=True).plan.actions == []
 
 
+def test_the_ambiguous_first_segment_keeps_every_batch(tmp_path):
+    """The draw the property once left out (v2-compacted-0, segment 0 renamed +4): the name or the first batch's
+    offset field; no previous segment to tell. Every batch is kept, the field restored to the name."""
+    _ambiguous_repair(tmp_path, "java-oracle/v2-compacted-0", 2, 0, 4)
+
+
 def test_a_misnamed_segment_whose_first_batch_goes_on_from_the_previous_segment_is_renamed(tmp_path):
     """A name one bit off its first batch's offset where that batch fits exactly between the name and the next
     batch (a compacted gap after it) could be either the name or the batch's offset field. The previous
@@ -190,9 +196,3 @@ def test_a_segment_named_past_later_segments_is_renamed_back(tmp_path, src, part
     assert _offsets(part) == before, [a.describe() for a in result.plan.actions]
     assert {p.name: p.read_bytes() for p in _logs(part)} == original
     assert not _errors(part)
-
-
-def test_the_ambiguous_first_segment_keeps_every_batch(tmp_path):
-    """The draw the property once left out (v2-compacted-0, segment 0 renamed +4): the name or the first batch's
-    offset field; no previous segment to tell. Every batch is kept, the field restored to the name."""
-    _ambiguous_repair(tmp_path, "java-oracle/v2-compacted-0", 2, 0, 4)

@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kltool.format import build_batch
@@ -99,15 +99,75 @@ def test_misnamed_segments_property(tmp_path_factory, which, data):
     # a shift that keeps the name below the next segment's
     nxt = int(logs[i + 1].name.split(".")[0]) if i + 1 < len(logs) else hs[-1].last_offset + 1000
     shift = data.draw(st.integers(1, max(1, nxt - 1 - int(logs[i].name.split(".")[0]))), label="shift")
-    # Truly ambiguous: the first batch fits exactly between the new name and the second batch, and one
-    # flipped bit of its offset field explains the difference (v2-compacted-0, segment 0, +4: 0 -> 4, the
-    # first batch 0..5, the next at 10). With no other witness, kltool takes the offset field as the damaged
-    # one (storage/check/segment_name.py): not a misnamed segment.
+    # Truly ambiguous: the first batch fits exactly between the new name and the second batch, one flipped
+    # bit of its offset field explains the difference, and no previous segment ends right before the batch
+    # (v2-compacted-0, segment 0, +4: 0 -> 4, the first batch 0..5, the next at 10). Both readings keep every
+    # batch; with no witness for the name, kltool takes the offset field as the damaged one
+    # (storage/check/segment_name.py): _ambiguous_repair checks that reading.
     base = int(logs[i].name.split(".")[0])
     fits = len(hs) > 1 and base + shift + (hs[0].last_offset - hs[0].base_offset) + 1 == hs[1].base_offset
-    assume(not (fits and (hs[0].base_offset ^ (base + shift)).bit_count() == 1))
+    prev_last = _batches(logs[i - 1])[-1].last_offset if i else None
+    ambiguous = fits and (hs[0].base_offset ^ (base + shift)).bit_count() == 1 and prev_last != hs[0].base_offset - 1
     shutil.rmtree(part.parent)
-    _misname_and_repair(tmp_path, src, parts, i, shift)
+    if ambiguous:
+        _ambiguous_repair(tmp_path, src, parts, i, shift)
+    else:
+        _misname_and_repair(tmp_path, src, parts, i, shift)
+
+
+def _ambiguous_repair(tmp_path: Path, src: str, parts: int, which: int, shift: int) -> None:
+    """The ambiguous draw: no batch is lost either way. kltool restores the first batch's offset field to the
+    name: every batch is kept, byte for byte but those 8 bytes, the first at the name, and one repair is
+    enough."""
+    part = _segments(tmp_path, src, parts)
+    seg = _logs(part)[which]
+    base = int(seg.name.split(".")[0])
+    original = seg.read_bytes()
+    hs = _batches(seg)
+    at, delta = hs[0].position, hs[0].last_offset - hs[0].base_offset
+    new = part / fn.segment_file(base + shift, "log")
+    seg.rename(new)
+    assert _errors(part)
+    repair(open_path(part), backup_dir=tmp_path / "bk")
+    data = new.read_bytes()
+    assert data[:at] + data[at + 8:] == original[:at] + original[at + 8:]  # every batch kept, the field aside
+    assert [(h.base_offset, h.last_offset) for h in _batches(new)] == \
+        [(base + shift, base + shift + delta)] + [(h.base_offset, h.last_offset) for h in hs[1:]]
+    assert not _errors(part)
+    assert repair(open_path(part), dry_run=True).plan.actions == []
+
+
+def test_the_ambiguous_first_segment_keeps_every_batch(tmp_path):
+    """The draw the property once left out (v2-compacted-0, segment 0 renamed +4): the name or the first batch's
+    offset field; no previous segment to tell. Every batch is kept, the field restored to the name."""
+    _ambiguous_repair(tmp_path, "java-oracle/v2-compacted-0", 2, 0, 4)
+
+
+def test_a_misnamed_segment_whose_first_batch_goes_on_from_the_previous_segment_is_renamed(tmp_path):
+    """A name one bit off its first batch's offset where that batch fits exactly between the name and the next
+    batch (a compacted gap after it) could be either the name or the batch's offset field. The previous
+    segment's end is the witness: it ends right before the batch's own offset, so the name is what is wrong
+    (segment 10 renamed 14: the batch 10..15, the next at 20, the previous segment ending at 9). It used to
+    restore the field to 14 and keep the batch at 14..19, offsets it never had."""
+    part = tmp_path / "logs" / "t-0"
+    part.mkdir(parents=True)
+
+    def batch(base: int, n: int) -> bytes:
+        return build_batch([(k, 1_700_000_000_000 + base + k, f"k{base + k}".encode(), b"v" * 20, [])
+                            for k in range(n)], base_offset=base, magic=2)
+
+    (part / fn.segment_file(0, "log")).write_bytes(batch(0, 10))
+    (part / fn.segment_file(10, "log")).write_bytes(batch(10, 6) + batch(20, 10))
+    before = _offsets(part)
+    original = {p.name: p.read_bytes() for p in _logs(part)}
+    (part / fn.segment_file(10, "log")).rename(part / fn.segment_file(14, "log"))
+    found = _errors(part)
+    assert [(f.kind, Path(f.file).name) for f in found] == [("segment_base_offset", fn.segment_file(14, "log"))], found
+    result = repair(open_path(part), backup_dir=tmp_path / "bk")
+    assert _offsets(part) == before, [a.describe() for a in result.plan.actions]
+    assert {p.name: p.read_bytes() for p in _logs(part)} == original
+    assert not _errors(part)
+    assert repair(open_path(part), dry_run=True).plan.actions == []
 
 
 def test_kafka_reads_a_renamed_v1_segment(tmp_path, kafka_oracle):

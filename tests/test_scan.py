@@ -176,3 +176,30 @@ def test_hole_of_zeros_is_skipped_fast(tmp_path):
     assert len(dmg) == 1 and dmg[0].kind == "zero_run" and dmg[0].length == 8 << 20
     assert dmg[0].resumed_at == mid + (8 << 20)
     assert sum(1 for i in items if not isinstance(i, Damage)) == 10
+
+
+@pytest.mark.parametrize("start", [0, 11])
+def test_a_zero_run_into_the_next_batchs_offset_field_does_not_move_that_batch(tmp_path, start):
+    """Found by the damage-in-the-middle draw run through repair with random seeds (segment seed 5, zeros over
+    bytes 0..330 or 11..330): the zeros end 8 bytes into the second batch (5..6), exactly over its baseOffset
+    field (not covered by the CRC), which then reads 0; the walk resumes at that batch (its CRC checks). It
+    used to be kept at 0..1, offsets it never had. A field reading 0 right after cut damage that ends in zeros
+    cannot be told from the damage: the neighbours must fix its value, and here they cannot (0..6 before the
+    batch at 7), so that batch alone is cut. Nothing is kept at other offsets; one repair is enough."""
+    from kltool.storage.change.repair import repair
+    from kltool.storage.logdir import open_path
+
+    part = tmp_path / "logs" / "t-0"
+    part.mkdir(parents=True)
+    p = part / "00000000000000000000.log"
+    positions = make_segment(p, 30, seed=5)
+    assert positions[1][:2] == (323, 109)
+    raw = bytearray(p.read_bytes())
+    raw[start:331] = bytes(331 - start)
+    p.write_bytes(bytes(raw))
+    repair(open_path(part), backup_dir=tmp_path / "bk")
+    before = {(lo, hi) for _p, _s, lo, hi in positions}
+    after = {(i.base_offset, i.last_offset) for i in walk(p) if not isinstance(i, Damage) and i.crc_valid}
+    assert after <= before, sorted(after - before)
+    assert before - after == {(0, 4), (5, 6)}
+    assert repair(open_path(part), dry_run=True).plan.actions == []

@@ -5,7 +5,7 @@ in a log (LeaderEpochFileCache only ever appends a higher epoch), so one batch w
 the epoch both its neighbours carry, when ``leader-epoch-checkpoint`` does not name it, holds a damaged
 field: at recovery the broker would add the bogus epoch to its leader epoch cache (and, for a higher
 one, truncate the cache's later entries). ``verify`` reports it (:class:`EpochWatch`), ``verify
---repair`` restores the neighbours' epoch in place (``segscan.SegScan._uncovered_epoch``); both ask
+--repair`` restores the neighbours' epoch in place (``segscan.Ctx.settle_epoch``); both ask
 :func:`epoch_out_of_line`.
 """
 

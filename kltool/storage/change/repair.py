@@ -382,13 +382,14 @@ def _scan_segments(segs: list[Seg], ctx: Ctx, probs: list[Finding], *, like_brok
             splits[id(s)].advance(ctx)
             continue
         if only_bases is not None and s.base not in only_bases:
+            if ctx.epoch_suspect is not None:  # a segment not repaired: its first batch witnesses the epoch before
+                ctx.settle_epoch(next(iter(first_batches(s.log, 1)), None))
             continue
         if ctx.last is not None and s.base <= ctx.last:
             probs.append(Finding("error", "offset_order", str(s.log), f"segment base offset {s.base} is not above "
                                  f"the previous segment's last offset {ctx.last}"))
         sc = SegScan(s, ctx, like_broker=like_broker, interval=interval, is_active=(i == len(segs) - 1),
-                     progress=progress, next_base=segs[i + 1].base if i + 1 < len(segs) else None,
-                     next_log=segs[i + 1].log if i + 1 < len(segs) else None)
+                     progress=progress, next_base=segs[i + 1].base if i + 1 < len(segs) else None)
         sc.run()
         scans.append(sc)
     return scans, later

@@ -17,7 +17,6 @@ from ...format.legacy import RECORD_OVERHEAD
 from ...format.records import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MIN_BATCH_SIZE_FIELD, BatchHeader
 from ..check import batch_rules as rules
 from ..check.index_check import IndexChecker
-from ..check.segment_name import first_batches
 from ..epochs import epoch_out_of_line
 from ..index_builder import IndexBuilder, TxnIndexBuilder
 from ..scan import Damage, open_segment_file, walk
@@ -66,15 +65,35 @@ class Ctx:
         self.epochs: list[tuple[int, int]] = []  # leader epochs of the kept batches (epoch, start offset)
         self.last_epoch: int | None = None  # the partitionLeaderEpoch of the last kept v2 batch
         self.known_epochs: set[int] = set()  # the epochs leader-epoch-checkpoint names
+        # (the scan, the kept v2 batch, the epoch before it) when that batch's epoch differs from the one before:
+        # the next kept v2 batch is its witness (epochs.epoch_out_of_line), as after the repair
+        self.epoch_suspect: tuple[SegScan, BatchHeader, int] | None = None
         self.txn = TxnIndexBuilder(open_txns)
         self.txn_ok = True
         self.txn_error = ""
 
+    def settle_epoch(self, k: BatchHeader | None) -> None:
+        """The next kept v2 batch ``k`` (None: none comes, or a batch of another format) witnesses the epoch of
+        the suspect kept before it: a lone epoch between two of the same, not named by leader-epoch-checkpoint,
+        is a damaged field (leader epochs never go down in a log), restored to its neighbours' epoch."""
+        suspect, self.epoch_suspect = self.epoch_suspect, None
+        if suspect is None or k is None or k.magic != 2:
+            return
+        scan, h, prev = suspect
+        ple = h.partition_leader_epoch
+        if not epoch_out_of_line(prev, ple, k.partition_leader_epoch, self.known_epochs,
+                                 rules.first_offset(k) > h.last_offset):
+            return
+        scan._restore_epoch(h, ple, prev)
+        if self.epochs and self.epochs[-1] == (ple, h.base_offset):
+            self.epochs.pop()
+        if self.last_epoch == ple:
+            self.last_epoch = prev
 
 
 class Peek:
-    """The walk's items, with a look further ahead: the first CRC-valid batch after damage that the plan
-    cuts (the leader-epoch witness, epochs.epoch_out_of_line)."""
+    """The walk's items, with a look further ahead: the CRC-valid batches after a batch (the witnesses for
+    its offsets, SegScan._witness)."""
 
     __slots__ = ("it", "ahead")
     LIMIT = 256  # items looked at, at most
@@ -89,11 +108,10 @@ class Peek:
     def __next__(self):
         return self.ahead.popleft() if self.ahead else next(self.it)
 
-    def valid_ahead(self, n: int, mend=None) -> tuple[list[BatchHeader], bool]:
+    def valid_ahead(self, n: int) -> tuple[list[BatchHeader], bool]:
         """The first ``n`` CRC-valid batches among the items still to come (they stay to come), and whether
         damage (a Damage or a batch failing its CRC) comes before the first of them; fewer when the segment
-        ends or LIMIT items are looked at. ``mend``: what a fix makes of a damaged item (None: nothing), taken
-        as a batch."""
+        ends or LIMIT items are looked at."""
         out: list[BatchHeader] = []
         damaged = False
         for i in range(self.LIMIT):
@@ -103,8 +121,6 @@ class Peek:
                     break
                 self.ahead.append(x)
             x = self.ahead[i]
-            if not (isinstance(x, BatchHeader) and x.crc_valid) and mend is not None:
-                x = mend(x) or x
             if isinstance(x, BatchHeader) and x.crc_valid:
                 out.append(x)
                 if len(out) == n:
@@ -113,28 +129,13 @@ class Peek:
                 damaged = True
         return out, damaged
 
-    def next_valid(self) -> BatchHeader | None:
-        """The first CRC-valid batch among the items still to come (they stay to come), None when damage
-        goes on to the end or for more than LIMIT items."""
-        for i in range(self.LIMIT):
-            if i == len(self.ahead):
-                x = next(self.it, None)
-                if x is None:
-                    return None
-                self.ahead.append(x)
-            x = self.ahead[i]
-            if isinstance(x, BatchHeader) and x.crc_valid:
-                return x
-        return None
-
 
 class SegScan:
     """Walk one segment: decide what to cut and what to fix, and build its new indexes on the way."""
 
     def __init__(self, seg: Seg, ctx: Ctx, *, like_broker: bool, interval: int, is_active: bool,
-                 progress=None, next_base: int | None = None, next_log=None):
+                 progress=None, next_base: int | None = None):
         self.seg = seg
-        self.next_log = next_log  # the next segment's .log (its first batch: the epoch witness after the last)
         self.next_base = next_base  # the next segment's base offset (its file name): bounds this one's last batch
         self.field_fixes: dict[int, str] = {}  # position of a restored uncovered byte -> why
         self.ctx = ctx
@@ -359,32 +360,9 @@ class SegScan:
             return h, fixes, why
         return None
 
-    def _uncovered_epoch(self, h: BatchHeader) -> None:
-        """A v2 batch whose partitionLeaderEpoch (not covered by the CRC) differs from the same epoch both its
-        neighbours carry, and that leader-epoch-checkpoint does not name: leader epochs never go down in a
-        log, so the field is damaged; restore the neighbours' epoch in place (the broker would otherwise add
-        the bogus epoch to its leader epoch cache at recovery)."""
-        prev, nxt = self.ctx.last_epoch, self.lookahead
-        if h.magic != 2 or prev is None:
-            return
-        if isinstance(nxt, Damage) or (isinstance(nxt, BatchHeader) and not nxt.crc_valid):
-            # a damaged neighbour that a fix mends is the witness; else what is cut between makes the next valid
-            # batch its neighbour
-            nxt = self._mended(nxt) or self.items.next_valid()
-        if nxt is None and self.next_log is not None:  # the segment's last batch: the next segment's first
-            nxt = next(iter(first_batches(self.next_log, 1)), None)
-        if isinstance(nxt, BatchHeader) and nxt.magic == 2 and nxt.base_offset <= h.last_offset:
-            # the next batch's own offset field is out of line (a repair restores or cuts it): the first valid
-            # batch after it that follows this one is the witness
-            ahead, _damaged = self.items.valid_ahead(_WITNESSES, self._mended)
-            nxt = next((v for v in ahead if v.magic == 2 and v.base_offset > h.last_offset), nxt)
-        if not isinstance(nxt, BatchHeader) or not nxt.crc_valid or nxt.magic != 2:
-            return
-        ple = h.partition_leader_epoch
-        if not epoch_out_of_line(prev, ple, nxt.partition_leader_epoch, self.ctx.known_epochs,
-                                 nxt.base_offset > h.last_offset):
-            return
-        old = os.pread(self.fd, 4, h.position + 12)
+    def _restore_epoch(self, h: BatchHeader, ple: int, prev: int) -> None:
+        """Restore batch ``h``'s partitionLeaderEpoch field (it reads ``ple``) to ``prev`` in place."""
+        old = ple.to_bytes(4, "big", signed=True)
         new = prev.to_bytes(4, "big", signed=True)
         for i, (a, b) in enumerate(zip(old, new, strict=True)):
             if a != b:
@@ -504,17 +482,22 @@ class SegScan:
         lo = h.base_offset if h.magic == 2 else h.last_offset
         la = self.lookahead
         if lo == low and type(la) is BatchHeader and la.crc_valid and (la.magic == 2 or la.compression == 0) \
-                and h.last_offset < rules.first_offset(la):
+                and h.last_offset < rules.first_offset(la) and not self._zeroed_field(h):
             return h  # right after the log so far, and the next batch follows it (the usual case)
         nlo, skipped, damaged = self._witness(h)
         below = lo < low
         past = nlo is not None and nlo >= low and h.last_offset >= nlo
-        if not (below or past) or (below and (nlo is None or nlo < low)):
-            # in order; or going back with nothing after it to say the log goes on (a duplicate, say), or the
-            # whole rest out of order (not one batch's field): _reject decides as before
+        if below and (nlo is None or nlo < low):
+            # going back with nothing after it to say the log goes on (a duplicate, say), or the whole rest out
+            # of order (not one batch's field): _reject decides as before
             return h
         delta = h.last_offset - h.base_offset if h.magic == 2 else (0 if h.compression == 0 else None)
-        if past and not below and lo <= nlo:
+        if not (below or past):
+            told = self._in_order_contradicted(h, low, nlo, delta)
+            if told is None:
+                return h  # in order, and nothing contradicts it
+            nlo, damaged = told
+        elif past and not below and lo <= nlo:
             # the next batch starts inside this one: either may be the damaged one. This one is, only when
             # the gap to the next fits it exactly at another offset (or its .index entry says so); else keep
             # it, and the next batch is judged in its turn.
@@ -522,6 +505,8 @@ class SegScan:
             exact = delta is not None and nlo - low == delta + 1 and low != lo
             by_index = idx is not None and delta is not None and idx - delta != h.base_offset
             nxt = self.lookahead
+            if not (isinstance(nxt, BatchHeader) and nxt.crc_valid) and nxt is not None:
+                nxt = self._mended(nxt) or nxt  # one a length or magic fix mends is judged as mended
             if not (exact or by_index or skipped or damaged) and not (
                     isinstance(nxt, BatchHeader) and nxt.crc_valid and self._rather_this_one(h, nxt, low, nlo, delta)):
                 return h  # (with the next batch skipped as out of line or damaged, the witness after it is trusted)
@@ -535,6 +520,36 @@ class SegScan:
                f"offsets cannot be told, so only this batch is cut")
         self._cut(h.position, h.end, "offset_field", why, None, None, h.count)
         return None
+
+    def _in_order_contradicted(self, h: BatchHeader, low: int, nlo: int | None,
+                               delta: int | None) -> tuple[int, bool] | None:
+        """A batch in order with the log kept so far and the next batch to trust, whose offsets another witness
+        contradicts: (the offset its next batch really starts at, whether damage lies between), else None.
+        The witness: the damaged batch right after it, whose header (its CRC fails) says it starts inside this
+        one while fitting between the log so far and the next batch to trust (a payload damage leaves the
+        header as written; this batch's own field is the one out of line: 8..17 before a damaged 10..19 after
+        0..-1). And a field that reads 0 right after cut damage ending in zeros: its bytes cannot be told from
+        the damage's (a zeroed 5..6 reads 0..1 after a zeroed batch 0..4), so its offsets are not known and the
+        neighbours must fix them. (A v2 batch more than 2^31 - 1 past its segment's name with nothing after it is
+        no such contradiction: the broker keeps it and splits the segment, rules.OFFSET_OVERFLOW.)"""
+        if delta is None:
+            return None
+        if self._zeroed_field(h):
+            return nlo, True
+        la = self.lookahead
+        if type(la) is BatchHeader and not la.crc_valid and la.magic == h.magic and \
+                (la.magic == 2 or la.compression == 0):
+            dlo = rules.first_offset(la)
+            if low <= dlo <= h.last_offset and la.last_offset >= dlo and (nlo is None or la.last_offset < nlo) \
+                    and self._mended(la) is None:
+                return dlo, False
+        return None
+
+    def _zeroed_field(self, h: BatchHeader) -> bool:
+        """Does ``h``'s offset field read 0 right after damage that is cut and ends in a zero byte (zeros over
+        the damage's end and the field: the field may be the damage's)?"""
+        return rules.first_offset(h) == 0 and bool(self.cuts) and self.cuts[-1].end == h.position and \
+            h.position > 0 and os.pread(self.fd, 1, h.position - 1) == b"\0"
 
     def _restore_offset(self, h: BatchHeader, new: int, delta: int) -> BatchHeader:
         field = "baseOffset" if h.magic == 2 else "offset"
@@ -573,7 +588,6 @@ class SegScan:
             h = self._uncovered_offset(h)
             if h is None:
                 return
-            self._uncovered_epoch(h)
         why, ctype = self._reject(h)
         if why is not None:
             if self.fixes and self.fixes[-1][0] == h.position + 16:
@@ -592,11 +606,8 @@ class SegScan:
                 self.builder = None
                 self.builder_error = e.message
         self.existing.batch(h)
+        self._keep_epoch(h)
         if h.magic == 2:
-            ple = h.partition_leader_epoch
-            ctx.last_epoch = ple
-            if ple >= 0 and (not ctx.epochs or ple > ctx.epochs[-1][0]):
-                ctx.epochs.append((ple, h.base_offset))
             if h.producer_id >= 0:
                 if ctx.txn_ok:
                     try:
@@ -619,6 +630,21 @@ class SegScan:
             ctx.last = last
         if self.kept_last is None or last > self.kept_last:
             self.kept_last = last
+
+    def _keep_epoch(self, h: BatchHeader) -> None:
+        """A kept batch's leader epoch: it witnesses the suspect epoch kept before it (Ctx.settle_epoch), and
+        is a suspect itself when it differs from the epoch before it."""
+        ctx = self.ctx
+        if not self.like_broker:
+            ctx.settle_epoch(h)  # (the witness for a suspect epoch is the next batch the repair keeps)
+        if h.magic != 2:
+            return
+        ple, prev = h.partition_leader_epoch, ctx.last_epoch
+        if not self.like_broker and prev is not None and ple != prev:
+            ctx.epoch_suspect = (self, h, prev)
+        ctx.last_epoch = ple
+        if ple >= 0 and (not ctx.epochs or ple > ctx.epochs[-1][0]):
+            ctx.epochs.append((ple, h.base_offset))
 
     def _cut(self, start: int, end: int, kind: str, reason: str, first=None, last=None, records=None,
              damage: bool = False) -> None:

@@ -68,8 +68,10 @@ def misnamed_base(firsts: list[BatchHeader], name_base: int, prev_last: int | No
         if nlo is None or nlo <= first.last_offset:
             return None
         # the first batch fits exactly between the name and the second batch, and a flipped bit of its own
-        # offset field explains it: that field is the damaged one (repair restores it)
-        if name_base + delta + 1 == nlo and (lo ^ name_base).bit_count() == 1:
+        # offset field explains it: that field is the damaged one (repair restores it), unless the previous
+        # segment's end witnesses the batch's own offset (the content goes on right after it)
+        if name_base + delta + 1 == nlo and (lo ^ name_base).bit_count() == 1 and \
+                not (prev_last is not None and prev_last + 1 == lo):
             return None
     if next_base is not None:
         last = last_of()

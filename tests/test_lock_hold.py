@@ -10,6 +10,7 @@ real processes.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import subprocess
 import sys
@@ -187,3 +188,36 @@ def test_concurrent_runs_never_hold_the_lock_together(tmp_path):
     assert [p.returncode for p in procs] == [0] * 5, [e[-2000:] for _o, e in outs]
     assert not any(o for o, _e in outs), [o for o, _e in outs]
     assert not (ld / ".lock").exists()
+
+
+# ------------------------------------------------------------------------ plans made on what the lock guards
+
+
+def _records(logdir) -> list[str]:
+    out = subprocess.run([sys.executable, "-m", "kltool", "--json", "dump", "--records", str(logdir)],
+                         capture_output=True, text=True, check=True).stdout
+    return [line for line in out.splitlines() if '"type":"record"' in line.replace(" ", "")]
+
+
+@pytest.mark.parametrize("backup", [True, False])
+def test_retention_plans_on_the_files_as_they_are_under_the_lock(tmp_path, backup):
+    """A Logs handle lists a partition (one old segment); before its retention takes the ``.lock``, another
+    kltool run appends three records and rolls a segment at offset 1. Retention deletes the expired
+    segment; planned on the old listing it thought every segment went and rolled an "empty" segment at
+    offset 1 over the new one, losing the three records just appended."""
+    ld = tmp_path / "kafka-logs"
+    cli = [sys.executable, "-m", "kltool", "-q"]
+    subprocess.run([*cli, "create", str(ld), "t", "--partitions", "1"], check=True)
+    subprocess.run([*cli, "append", str(ld), "t", "-p", "0", "--key", "a", "--value", "old",
+                    "--timestamp", "1600000000000"], check=True)
+    logs = Logs(ld)
+    assert [s.base_offset for p in logs.partitions for s in p.segments] == [0]
+    for i in range(3):  # the other run: the first of these rolls (the old segment's time is long past)
+        subprocess.run([*cli, "append", str(ld), "t", "-p", "0", "--key", "b", "--value", f"new{i}"], check=True)
+    assert sorted(f.name for f in (ld / "t-0").glob("*.log")) == ["00000000000000000000.log",
+                                                                  "00000000000000000001.log"]
+    plan = logs.retention(retention_ms=86_400_000, dry_run=False, backup=backup)
+    assert [a.op for a in plan.actions if a.op == "roll"] == []
+    assert [a.info["base_offset"] for a in plan.actions if a.info.get("kind") == "segment"] == [0]
+    records = _records(ld)
+    assert [json.loads(r)["offset"] for r in records] == [1, 2, 3]

@@ -198,6 +198,19 @@ def _held_by_us(path) -> bool:
         return key is not None and key in _held
 
 
+def read_lock_head(lockpath, n: int) -> bytes:
+    """The first ``n`` bytes of a ``.lock``. When this process holds that lock, read through the descriptor
+    it holds it by: closing any other descriptor of the file would drop the lock (a POSIX record lock
+    belongs to the process and the file, and ``close`` of any descriptor releases it)."""
+    key = _key_of(lockpath)
+    with _registry_lock:
+        entry = _held.get(key) if key is not None else None
+        if entry is not None:
+            return os.pread(entry[0], n, 0)
+    with open(lockpath, "rb") as f:
+        return f.read(n)
+
+
 def held_message(lockpath=None) -> str:
     """What to say when another process holds a log dir's ``.lock``: a broker, or another kltool. The
     error carries the lock's path (``path=``), which the one-line message puts first: the text does not
@@ -243,12 +256,26 @@ class BrokerLock:
                 _held[key][1] += 1
                 self._key = key
                 return self
+            fd, created, key = self._lock_current_file()
+            _held[key] = [fd, 1, self.lockpath if created else None]
+            self._key = key
+        return self
+
+    def _lock_current_file(self) -> tuple[int, bool, tuple[int, int]]:
+        """Open and lock the ``.lock`` that is at the path once it is locked. Another kltool run removes a
+        ``.lock`` it created as it releases it: the file opened before that removal and locked after it is
+        no longer the log dir's lock (a third run may hold a new one), so it is dropped and the lock taken
+        again; so is a ``.lock`` that vanishes between the two opens."""
+        while True:
             # FileLock: FileChannel.open(file, CREATE, READ, WRITE)
             try:  # a .lock that kltool itself creates in an existing log dir goes again on release
                 fd = os.open(self.lockpath, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
                 created = self.create is not True
             except FileExistsError:
-                fd = os.open(self.lockpath, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+                try:
+                    fd = os.open(self.lockpath, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+                except FileNotFoundError:  # removed by its releaser in between: create it again
+                    continue
                 created = False
             try:
                 fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -259,9 +286,9 @@ class BrokerLock:
                 raise
             st = os.fstat(fd)
             key = (st.st_dev, st.st_ino)
-            _held[key] = [fd, 1, self.lockpath if created else None]
-            self._key = key
-        return self
+            if _key_of(self.lockpath) == key:
+                return fd, created, key
+            os.close(fd)  # (closing drops the lockf lock)
 
     def release(self) -> None:
         key, self._key = self._key, None

@@ -41,6 +41,7 @@ from ..fs import (
     held_message,
     lock_holder_present,
     looks_like_log_dir,
+    read_lock_head,
     staged,
     tmp_path_for,
 )
@@ -551,8 +552,7 @@ _remove_on_release: set[Path] = set()  # log dirs whose .lock goes when kltool r
 def kltool_made_lock(root: Path) -> bool:
     """Is ``root``'s ``.lock`` one that kltool created (it carries :data:`LOCK_MARK`)?"""
     try:
-        with open(Path(root) / fn.LOCK_FILE, "rb") as f:
-            return f.read(len(LOCK_MARK) + 1) == LOCK_MARK
+        return read_lock_head(Path(root) / fn.LOCK_FILE, len(LOCK_MARK) + 1) == LOCK_MARK
     except OSError:
         return False
 

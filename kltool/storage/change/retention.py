@@ -704,6 +704,16 @@ def _apply_with_backup(plan: RetentionPlan, steps, backup_dir, step_done) -> lis
     return apply_changes(list(changes.values()), "retention", backup_dir, on_action=done)
 
 
+def forget_listings(sel: Selection) -> None:
+    """Forget what ``sel`` read of its partitions' files and its log dirs' checkpoints: another run (an
+    append that rolled, a repair) may have changed them before this one took the ``.lock``, and a plan
+    made on that old listing would roll an "empty" segment over the other run's new one."""
+    for p in sel.partitions:
+        p.refresh()
+        if p.logdir is not None:
+            p.logdir.forget_checkpoint()
+
+
 def run_retention(sel: Selection, policy: Policy, *, dry_run: bool = True, backup: bool = True, backup_dir=None,
                   on_plan: Callable[[RetentionPlan], None] | None = None,
                   on_action: Callable[[Action], None] | None = None, named=()) -> RetentionPlan:
@@ -728,6 +738,8 @@ def run_retention(sel: Selection, policy: Policy, *, dry_run: bool = True, backu
         raise UsageError(NO_LIMIT_MESSAGE)
     logdirs = sorted({p.logdir.path for p in sel.partitions if p.logdir is not None})
     with contextlib.nullcontext() if dry_run else LogDirLocks(logdirs, dry_run=False):
+        if not dry_run:  # plan on the files as they are under the lock, not as listed before it was ours
+            forget_listings(sel)
         plan = plan_retention(sel, policy)
         if on_plan is not None:
             on_plan(plan)

@@ -214,12 +214,13 @@ def test_record_classes_and_kept_records_match_the_reference():
 @pytest.mark.parametrize("compiled_map", [True, False])
 def test_memory_is_the_table_not_a_python_object_per_key(compiled_map):
     """A million keys in a 32 MiB map: with the C table Python allocates next to nothing and the process grows
-    by at most the table; the reference's dict takes over 100 bytes a key (why it is not the default)."""
+    by at most the table; the reference's dict takes over 100 bytes a key (why it is not the default; shown
+    on 100 k keys, the reference decoder being slow)."""
     import resource
     import tracemalloc
 
     data = [build_v2_batch([(i, T0, b"key-%07d" % (c * 1000 + i), b"1", []) for i in range(1000)],
-                           base_offset=c * 1000) for c in range(1000)]
+                           base_offset=c * 1000) for c in range(1000 if compiled_map else 100)]
     headers = []
     for d in data:
         h = parse_header(d, 0)
@@ -235,7 +236,7 @@ def test_memory_is_the_table_not_a_python_object_per_key(compiled_map):
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert len(m) == 1_000_000
+    assert len(m) == 1000 * len(data)
     if compiled_map:
         assert peak < 1 << 20
         assert (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) * 1024 <= (32 << 20) + (8 << 20)

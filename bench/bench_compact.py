@@ -3,19 +3,22 @@
 
     .venv/bin/python bench/bench_compact.py                      # 1 GiB, 1 M keys
     .venv/bin/python bench/bench_compact.py --size 128M --keys 100000   # a quick run
-    .venv/bin/python bench/bench_compact.py --size 256M --keys 250000 --broker   # and Kafka's cleaner beside it
+    .venv/bin/python bench/bench_compact.py --runs 5 --broker --baseline ../old-kltool --rss-maps 32M,128M
 
 The input is one partition of a compacted topic: v2 batches of ``--batch`` records (uncompressed, or
 ``--codec``), keys ``key-<n>`` drawn at random from ``--keys`` keys, 200-byte values, 5% tombstones, in
-segments of ``--segment-bytes`` (default 128 MiB; the last one is the active segment, never cleaned). Each run
-compacts a fresh copy (``--no-backup``, the old segments deleted the broker's way) in a child process:
-``kltool -q compact DIR --no-backup``. Printed: the log bytes the pass cleaned (the groups' input, what the
-broker's cleaner logs as "MB of log processed"), wall time, MB/s, the child's peak RSS, and the sizes
-before and after. With ``--broker`` the same input is then cleaned by a real Kafka broker (tests/broker/harness.py;
-the jars from ``make broker-jars``): a topic made with the same settings, its partition's files replaced by the
-input while the broker is stopped, then started with min.cleanable.dirty.ratio 0.01, ``log.cleaner.threads=1``
-and the same offset map (``log.cleaner.dedupe.buffer.size`` = ``--dedupe-buffer-size``, default 128 MiB); its
-cleaner's own log line (``... MB of log processed in ... seconds (... MB/sec)``) is printed beside kltool's.
+segments of ``--segment-bytes`` (default 128 MiB; the last one is the active segment, never cleaned). Each
+round compacts a fresh copy (synced to disk first; ``--no-backup``, the old segments deleted the broker's way)
+in a child process: ``kltool -q compact DIR --no-backup``. Printed: the log bytes the pass cleaned (the groups'
+input, what the broker's cleaner logs as "MB of log processed"), wall time, MB/s and MiB/s, the child's own CPU
+time and peak RSS (MiB), the load average, and the sizes before and after. ``--baseline DIR`` runs another
+kltool checkout (its C extension built in place) the same way in each round. With ``--broker`` each round then
+cleans the same input with a real Kafka broker (tests/broker/harness.py; the jars from ``make broker-jars``): a
+topic made with the same settings, its partition's files replaced by the input while the broker is stopped, then
+started with min.cleanable.dirty.ratio 0.01, ``log.cleaner.threads=1`` and the same offset map
+(``log.cleaner.dedupe.buffer.size`` = ``--dedupe-buffer-size``, default 128 MiB); its cleaner's own log line
+(``... MB of log processed in ... seconds (... MB/sec)``, MiB there) is printed beside kltool's, and the
+medians side by side. ``--rss-maps`` adds one kltool run per offset map size: its peak RSS against the map.
 """
 
 from __future__ import annotations
@@ -92,7 +95,7 @@ def run_once(src: Path, work: Path, extra: list[str], root: Path = ROOT) -> dict
     r = {"seconds": secs, "summary": lines[-1], "map_entries": part["map_entries"],
          "map_capacity": part["map_capacity"], "map_full": part["map_full"]}
     if ru is not None:
-        r["cpu"], r["peak_rss_mb"] = ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024
+        r["cpu"], r["peak_rss_mib"] = ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024  # KiB on Linux
     return r
 
 
@@ -223,7 +226,7 @@ def main() -> None:  # noqa: C901 - one report
         runs.append(r)
         print(f"round {i + 1} ({loads[-1]}): kltool {s['bytes_before'] / 1e6:,.1f} MB in {r['seconds']:.2f}s = "
               f"{r['mb_s']:.1f} MB/s = {r['mb_s'] / 1.048576:.1f} MiB/s (CPU {r['cpu']:.2f}s = "
-              f"{s['bytes_before'] / 1e6 / r['cpu']:.1f} MB/s of CPU), peak RSS {r['peak_rss_mb']:.0f} MB; "
+              f"{s['bytes_before'] / 1e6 / r['cpu']:.1f} MB/s of CPU), peak RSS {r['peak_rss_mib']:.0f} MiB; "
               f"{s['bytes_after'] / 1e6:,.1f} MB after; {s['records_kept']:,} of {s['records_read']:,} records "
               f"kept; map {r['map_entries']:,} keys of {r['map_capacity']:,}", file=sys.stderr)
         if a.baseline:
@@ -231,7 +234,7 @@ def main() -> None:  # noqa: C901 - one report
             r0["mb_s"] = s["bytes_before"] / 1e6 / r0["seconds"]
             base_runs.append(r0)
             print(f"round {i + 1}: baseline {a.baseline}: {r0['seconds']:.2f}s = {r0['mb_s'] / 1.048576:.1f} MiB/s "
-                  f"(CPU {r0['cpu']:.2f}s), peak RSS {r0['peak_rss_mb']:.0f} MB", file=sys.stderr)
+                  f"(CPU {r0['cpu']:.2f}s), peak RSS {r0['peak_rss_mib']:.0f} MiB", file=sys.stderr)
             if r0["summary"]["bytes_after"] != s["bytes_after"]:
                 raise SystemExit("the baseline's result differs in size")
         if a.broker:
@@ -246,14 +249,14 @@ def main() -> None:  # noqa: C901 - one report
     cpus = [r["cpu"] for r in runs]
     print(f"kltool compact: {mb:,.1f} MB -> {s['bytes_after'] / 1e6:,.1f} MB, {_range(secs, '.2f')} s, median "
           f"{_med(secs):.2f}s = {med:.1f} MB/s = {med / 1.048576:.1f} MiB/s (whole process; CPU {_range(cpus, '.2f')} s, "
-          f"median {mb / _med(cpus):.1f} MB/s of CPU), peak RSS {_range([r['peak_rss_mb'] for r in runs], '.0f')} MB "
+          f"median {mb / _med(cpus):.1f} MB/s of CPU), peak RSS {_range([r['peak_rss_mib'] for r in runs], '.0f')} MiB "
           f"with a {dedupe / (1 << 20):g} MiB offset map ({runs[0]['map_entries']:,} keys)")
     if base_runs:
         bmed = _med(r["mb_s"] for r in base_runs)
         bsecs, bcpus = [r["seconds"] for r in base_runs], [r["cpu"] for r in base_runs]
         print(f"baseline ({a.baseline}): {_range(bsecs, '.2f')} s, median {bmed:.1f} MB/s = {bmed / 1.048576:.1f} MiB/s "
               f"(CPU {_range(bcpus, '.2f')} s, median {mb / _med(bcpus):.1f} MB/s of CPU), peak RSS "
-              f"{_range([r['peak_rss_mb'] for r in base_runs], '.0f')} MB")
+              f"{_range([r['peak_rss_mib'] for r in base_runs], '.0f')} MiB")
     if a.broker:
         bm = _med(b["mb_s"] for b in bruns)
         print(f"Kafka's cleaner: {bruns[0]['mb']:,.1f} MiB, {_range([b['seconds'] for b in bruns], '.2f')} s, median "
@@ -266,7 +269,7 @@ def main() -> None:  # noqa: C901 - one report
             r = run_once(src, base / "work", ["--dedupe-buffer-size", size])
             mp = parse_size(size)
             print(f"  map {mp / (1 << 20):6g} MiB ({r['map_capacity']:,} keys at most; {r['map_entries']:,} held"
-                  f"{', full' if r['map_full'] else ''}): peak RSS {r['peak_rss_mb']:.0f} MB, "
+                  f"{', full' if r['map_full'] else ''}): peak RSS {r['peak_rss_mib']:.0f} MiB, "
                   f"{r['seconds']:.2f}s (CPU {r['cpu']:.2f}s)")
     print(f"end: {_uptime()}", file=sys.stderr)
     if a.dir is None:

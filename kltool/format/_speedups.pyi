@@ -73,9 +73,9 @@ def arrow_records(data: Buffer, count: int, base_offset: int, base_ts: int, log_
     """One decoded batch's records with offsets in [lo, hi) appended to ``outs``: rows, or None."""
 
 # offmap.c (kltool compact: storage/change/cleaner.py holds the rules; these are the mechanics)
-def offmap_new(slots: int, seed: Buffer, /) -> object:
+def offmap_new(slots: int, seed: Buffer, huge: bool, /) -> object:
     """A fixed offset map of ``slots`` 24-byte cells (a SipHash-2-4-128 of the key keyed by the 16 ``seed``
-    bytes, and the offset), as an opaque capsule."""
+    bytes, and the offset), as an opaque capsule; ``huge``: advise huge pages (a map that will fill up)."""
 
 def offmap_len(m: object, /) -> int:
     """The distinct keys the map holds."""

@@ -9,7 +9,7 @@
  * MD5 unkeyed: two keys share a cell only on a 128-bit collision of a keyed PRF, which nobody can aim
  * for without the key (MD5 collisions can be made at will).
  *
- *   offmap_new(slots, seed16) -> capsule
+ *   offmap_new(slots, seed16, huge) -> capsule   (huge: map the table with huge pages, for a large input)
  *   offmap_len(m) -> int                            distinct keys held
  *   offmap_get(m, key) -> int                       the key's offset, -1 when absent
  *   offmap_put_key(m, key, offset) -> None          one key (v0/v1 records, the reference walk)
@@ -154,7 +154,8 @@ static inline int64_t get(offmap *m, const hkey *k) {
 PyObject *offmap_new(PyObject *self, PyObject *args) {
     Py_ssize_t slots;
     Py_buffer seed;
-    if (!PyArg_ParseTuple(args, "ny*", &slots, &seed)) return NULL;
+    int huge;
+    if (!PyArg_ParseTuple(args, "ny*p", &slots, &seed, &huge)) return NULL;
     if (seed.len != 16 || slots < 2) {
         PyBuffer_Release(&seed);
         PyErr_SetString(PyExc_ValueError, "offmap_new: 16 seed bytes and at least 2 slots");
@@ -171,7 +172,9 @@ PyObject *offmap_new(PyObject *self, PyObject *args) {
     void *mem = mmap(NULL, m->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED) { PyMem_Free(m); return PyErr_NoMemory(); }
 #ifdef MADV_HUGEPAGE
-    madvise(mem, m->bytes, MADV_HUGEPAGE); /* random probes: fewer TLB misses and page faults (advice only) */
+    /* random probes over the whole table: fewer TLB misses and page faults (advice only). Not for a map that
+     * will hold few keys: a huge page is faulted in (zeroed, perhaps compacted for) for each of them. */
+    if (huge) madvise(mem, m->bytes, MADV_HUGEPAGE);
 #endif
     m->cells = mem;
     PyObject *cap = PyCapsule_New(m, CAPSULE, offmap_free);

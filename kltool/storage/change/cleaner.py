@@ -93,7 +93,7 @@ class OffsetMap:
     are and longer ones as their MD5 digest. Both hold the same keys unless two keys' 128-bit hashes
     collide (the broker takes the same risk with MD5; a keyed hash cannot be aimed at)."""
 
-    def __init__(self, memory: int = DEFAULT_DEDUPE_BUFFER, load_factor: float = LOAD_FACTOR):
+    def __init__(self, memory: int = DEFAULT_DEDUPE_BUFFER, load_factor: float = LOAD_FACTOR, input_bytes: int = 0):
         self.memory = memory
         self.slots = memory // BYTES_PER_ENTRY
         self.capacity = int(self.slots * load_factor)
@@ -103,7 +103,10 @@ class OffsetMap:
         self.skipped: set[int] = set()  # base offsets of the batches left out as aborted
         self._winners: set[int] | None = None
         c = speedups.C
-        self.table = c.offmap_new(self.slots, os.urandom(16)) if c is not None and self.capacity >= 1 else None
+        # huge pages when the input (``input_bytes``: the dirty range) is larger than the table: then its keys
+        # touch most of the table's pages anyway; a small input leaves most of it unmapped instead
+        self.table = c.offmap_new(self.slots, os.urandom(16), input_bytes >= memory) \
+            if c is not None and self.capacity >= 1 else None
 
     @property
     def winners(self) -> set[int]:

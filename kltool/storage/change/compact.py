@@ -335,14 +335,14 @@ class _Planner:
     # -- 2. the offset map ---------------------------------------------------------------------------
     def build_map(self, segs, txn_lists) -> OffsetMap:
         pc = self.pc
-        m = OffsetMap(self.policy.dedupe_buffer_size)
-        if m.capacity < 1:
-            raise UsageError(f"the offset map of {self.policy.dedupe_buffer_size} bytes is too small to fit even "
-                             f"one key (--dedupe-buffer-size: 24 bytes a key, filled to 90%)")
         start, end = pc.first_dirty_offset, pc.first_uncleanable_offset
         bases = [s.base_offset for s in segs]
         first = max(0, bisect_right(bases, start) - 1)
         dirty = [s for s in segs[first:] if s.base_offset < end]
+        m = OffsetMap(self.policy.dedupe_buffer_size, input_bytes=sum(s.size for s in dirty))
+        if m.capacity < 1:
+            raise UsageError(f"the offset map of {self.policy.dedupe_buffer_size} bytes is too small to fit even "
+                             f"one key (--dedupe-buffer-size: 24 bytes a key, filled to 90%)")
         txn = TxnMeta()
         txn.add(collect_aborted(txn_lists, first, pc.log_start_offset, end))
         m.start = start

@@ -71,3 +71,35 @@ def arrow_v2(buf: Buffer, i: int, j: int, lo: int | None, hi: int | None, includ
 def arrow_records(data: Buffer, count: int, base_offset: int, base_ts: int, log_append_time: bool, max_ts: int,
                   lo: int | None, hi: int | None, outs: tuple[bytearray | None, ...], /) -> int | None:
     """One decoded batch's records with offsets in [lo, hi) appended to ``outs``: rows, or None."""
+
+# offmap.c (kltool compact: storage/change/cleaner.py holds the rules; these are the mechanics)
+def offmap_new(slots: int, seed: Buffer, huge: bool, /) -> object:
+    """A fixed offset map of ``slots`` 24-byte cells (a SipHash-2-4-128 of the key keyed by the 16 ``seed``
+    bytes, and the offset), as an opaque capsule; ``huge``: advise huge pages (a map that will fill up)."""
+
+def offmap_len(m: object, /) -> int:
+    """The distinct keys the map holds."""
+
+def offmap_get(m: object, key: Buffer, /) -> int:
+    """The key's offset, -1 when the map does not hold it."""
+
+def offmap_put_key(m: object, key: Buffer, offset: int, /) -> None:
+    """Put one key's offset (RuntimeError when no cell is free: the caller stops at its capacity)."""
+
+def offmap_put(m: object, capacity: int, data: Buffer, count: int, base_offset: int, start: int,
+               /) -> int | None:
+    """The keyed records of an uncompressed v2 payload at or above ``start`` put in order: the index of the
+    record before which the map held ``capacity`` keys, -1 when all went in, None when ``data`` is not
+    ``count`` well-formed records (nothing put)."""
+
+def offmap_classes(m: object, data: Buffer, count: int, base_offset: int, latest: int, /) -> bytes | None:
+    """One class byte per record (cleaner.KEYLESS ... BEYOND_TOMBSTONE); None when malformed."""
+
+def retained_records(data: Buffer, count: int, classes: Buffer, keep_mask: int, base_ts: int,
+                     log_append_time: bool, max_ts: int, horizon: int | None,
+                     /) -> tuple[bytes, int, int, int, int] | None:
+    """The records whose class bit is in ``keep_mask`` encoded as build_v2_batch encodes them: (records,
+    how many, the new base timestamp, the largest timestamp, the last one's offset delta); None: Python's turn."""
+
+def siphash_test(data: Buffer, seed: Buffer, out16: bool, /) -> tuple[int, int]:
+    """SipHash-2-4 of ``data`` (128-bit: (low, high) words; else the 64-bit hash and 0), for the tests."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-ABI = 12  # the interface this code expects: KL_SPEEDUPS_ABI in _speedups_c/speedups.h (a stale build is not used)
+ABI = 13  # the interface this code expects: KL_SPEEDUPS_ABI in _speedups_c/speedups.h (a stale build is not used)
 
 
 def _load():

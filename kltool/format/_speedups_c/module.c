@@ -11,6 +11,7 @@
  *   encode.c   append's record encoder: encode_records
  *   jsonl.c    append's JSON-lines reader and Appender.add(): parse_json_lines, fill_records
  *   arrow.c    the Spark reader's Arrow column buffers: arrow_v2, arrow_records
+ *   offmap.c   compact's offset map and record filter: offmap_*, retained_records (siphash_test: tests)
  *   speedups.h the declarations they share
  */
 #include "speedups.h"
@@ -26,6 +27,14 @@ static PyMethodDef methods[] = {
     {"arrow_records", arrow_records, METH_VARARGS, "One decoded batch's records as Arrow column buffers (Spark reader)."},
     {"arrow_v2", arrow_v2, METH_VARARGS, "The records of a run of checked v2 batches as Arrow column buffers (Spark reader)."},
     {"format_v2", (PyCFunction)(void (*)(void))format_v2, METH_VARARGS | METH_KEYWORDS, "The dump --records lines (text or JSON) of a v2 payload."},
+    {"offmap_new", offmap_new, METH_VARARGS, "A new offset map of n 24-byte cells, keyed by 16 seed bytes (compact)."},
+    {"offmap_len", offmap_len, METH_O, "The distinct keys an offset map holds."},
+    {"offmap_get", offmap_get, METH_VARARGS, "A key's offset in the map (-1: absent)."},
+    {"offmap_put_key", offmap_put_key, METH_VARARGS, "Put one key's offset in the map."},
+    {"offmap_put", offmap_put, METH_VARARGS, "Put the keyed records of a v2 payload in the map (index where it filled, -1, None: malformed)."},
+    {"offmap_classes", offmap_classes, METH_VARARGS, "One class byte per record of a v2 payload against the map (None: malformed)."},
+    {"retained_records", retained_records, METH_VARARGS, "The records of a v2 payload whose class is kept, re-encoded (None: Python does it)."},
+    {"siphash_test", siphash_test, METH_VARARGS, "SipHash-2-4 (128- or 64-bit) of data with a 16-byte key (tests)."},
     {NULL, NULL, 0, NULL},
 };
 

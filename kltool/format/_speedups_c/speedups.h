@@ -18,7 +18,7 @@
 #include <stdlib.h>
 
 /* The interface version kltool/format/speedups.py expects (ABI there): a stale build is not used. */
-#define KL_SPEEDUPS_ABI 12
+#define KL_SPEEDUPS_ABI 13
 
 typedef struct {
     const unsigned char *p;
@@ -189,5 +189,13 @@ PyObject *parse_json_lines(PyObject *self, PyObject *args);                     
 PyObject *fill_records(PyObject *self, PyObject *args);                               /* jsonl.c */
 PyObject *arrow_records(PyObject *self, PyObject *args);                              /* arrow.c */
 PyObject *arrow_v2(PyObject *self, PyObject *args);                                   /* arrow.c */
+PyObject *offmap_new(PyObject *self, PyObject *args);                                 /* offmap.c */
+PyObject *offmap_len(PyObject *self, PyObject *arg);                                  /* offmap.c */
+PyObject *offmap_get(PyObject *self, PyObject *args);                                 /* offmap.c */
+PyObject *offmap_put_key(PyObject *self, PyObject *args);                             /* offmap.c */
+PyObject *offmap_put(PyObject *self, PyObject *args);                                 /* offmap.c */
+PyObject *offmap_classes(PyObject *self, PyObject *args);                             /* offmap.c */
+PyObject *retained_records(PyObject *self, PyObject *args);                           /* offmap.c */
+PyObject *siphash_test(PyObject *self, PyObject *args);                               /* offmap.c */
 
 #endif

@@ -25,17 +25,20 @@ from hashlib import md5
 from pathlib import Path
 
 from ...errors import CorruptDataError
-from ...format import decode_records, parse_header
+from ...format import decode_records, parse_header, speedups
 from ...format import names as fn
 from ...format.batch import (
     ATTRIBUTES_OFFSET,
+    COMPRESSION_MASK,
     CONTROL_BIT,
     CRC_OFFSET,
+    DELETE_HORIZON_BIT,
     TIMESTAMP_TYPE_BIT,
     TRANSACTIONAL_BIT,
     V2_HEADER,
     build_v2_batch,
 )
+from ...format.compression import NONE, compress
 from ...format.index import encode_aborted_txn
 from ...format.legacy import build_legacy_batch
 from ...format.records import BatchHeader
@@ -82,9 +85,15 @@ def batches_of(seg, start: int = 0):
 
 class OffsetMap:
     """``SkimpyOffsetMap`` as the cleaner uses it: ``slots = memory // 24``, filled to
-    ``int(slots * 0.9)`` distinct keys; ``latest`` is the last offset the map covers (-1 when empty)."""
+    ``int(slots * 0.9)`` distinct keys; ``latest`` is the last offset the map covers (-1 when empty).
 
-    def __init__(self, memory: int = DEFAULT_DEDUPE_BUFFER, load_factor: float = LOAD_FACTOR):
+    With the C accelerator the map is its fixed table (offmap.c): ``slots`` cells of 24 bytes, a 128-bit
+    keyed hash (SipHash-2-4, a random key per map) of the key and its offset, so that its memory is the
+    dedupe buffer, as the broker's. Without it (the reference) a dict holds keys of up to 16 bytes as they
+    are and longer ones as their MD5 digest. Both hold the same keys unless two keys' 128-bit hashes
+    collide (the broker takes the same risk with MD5; a keyed hash cannot be aimed at)."""
+
+    def __init__(self, memory: int = DEFAULT_DEDUPE_BUFFER, load_factor: float = LOAD_FACTOR, input_bytes: int = 0):
         self.memory = memory
         self.slots = memory // BYTES_PER_ENTRY
         self.capacity = int(self.slots * load_factor)
@@ -93,6 +102,11 @@ class OffsetMap:
         self.start = 0  # the first offset the map covers (the first dirty offset)
         self.skipped: set[int] = set()  # base offsets of the batches left out as aborted
         self._winners: set[int] | None = None
+        c = speedups.C
+        # huge pages when the input (``input_bytes``: the dirty range) is larger than the table: then its keys
+        # touch most of the table's pages anyway; a small input leaves most of it unmapped instead
+        self.table = c.offmap_new(self.slots, os.urandom(16), input_bytes >= memory) \
+            if c is not None and self.capacity >= 1 else None
 
     @property
     def winners(self) -> set[int]:
@@ -103,19 +117,42 @@ class OffsetMap:
         return self._winners
 
     def __len__(self) -> int:
+        if self.table is not None:
+            return speedups.C.offmap_len(self.table)
         return len(self.entries)
 
     def get(self, key: bytes) -> int:
+        if self.table is not None:
+            return speedups.C.offmap_get(self.table, key)
         if len(key) > _HASHED:
             key = md5(key).digest()
         return self.entries.get(key, -1)
 
-    def put_records(self, cols, start: int) -> bool:
+    def put_batch(self, h: BatchHeader, start: int) -> bool:
         """``buildOffsetMapForSegment``'s inner loop over one batch's records: every keyed record at or
         above ``start``; True (and stop) when the map is full before a record."""
-        d = self.entries
+        cols = None
+        if self.table is not None and h.magic >= 2:
+            data, cols = v2_records(h)
+            r = speedups.C.offmap_put(self.table, self.capacity, data, h.count, h.base_offset, start)
+            if r is not None:
+                return r >= 0
+        return self.put_records(decode_records(h, h.data) if cols is None else cols, start)
+
+    def put_records(self, cols, start: int) -> bool:
+        """:meth:`put_batch` over decoded records (the reference, and v0/v1 messages)."""
         cap = self.capacity
         buf = cols.buffer
+        if self.table is not None:
+            t, put, size = self.table, speedups.C.offmap_put_key, speedups.C.offmap_len
+            for off, ks, ke in zip(cols.offsets, cols.key_starts, cols.key_ends, strict=True):
+                if ks < 0 or off < start:
+                    continue
+                if size(t) >= cap:
+                    return True
+                put(t, buf[ks:ke], off)
+            return False
+        d = self.entries
         for off, ks, ke in zip(cols.offsets, cols.key_starts, cols.key_ends, strict=True):
             if ks < 0 or off < start:
                 continue
@@ -128,6 +165,16 @@ class OffsetMap:
     def update_latest(self, offset: int) -> None:
         if offset > self.latest:
             self.latest = offset
+
+
+def v2_records(h: BatchHeader) -> tuple:
+    """The records' bytes of a v2 batch for the C walks, and their columns when they had to be decoded: an
+    uncompressed batch's own bytes (a malformed one is decoded by the caller, for the error), a compressed
+    batch's decompressed by :func:`decode_records`."""
+    if h.compression == NONE and h.count is not None:
+        return memoryview(h.data)[V2_HEADER.size:h.size], None
+    cols = decode_records(h, h.data)
+    return cols.buffer, cols
 
 
 # -------------------------------------------------------------------------------------------- transactions
@@ -316,18 +363,18 @@ def filter_batch(h: BatchHeader, rules: Rules, txn: TxnMeta, retain_legacy_delet
     if discard_records and not retain_empty:
         _count_removed(h, st)
         return None
-    cols = decode_records(h, h.data)
-    n = len(cols)
+    recs = _Records(h, rules.map, data_batch=not discard_records and not h.is_control)
+    n = len(recs)
     st.records_read += n
     if discard_records:
-        kept, tombstones = [], 0
+        keep, kept, tombstones = _NONE_KEPT, 0, 0
     elif h.is_control:
-        kept, tombstones = list(range(n)), 0
+        keep, kept, tombstones = _ALL_KEPT, n, 0
     else:
         retain_deletes = retain_legacy_deletes if not v2 else (not h.has_delete_horizon or now < h.first_timestamp)
-        kept, tombstones = _kept_records(cols, rules.map, h, retain_deletes, st)
-    st.records_kept += len(kept)
-    st.records_removed += n - len(kept)
+        keep, kept, tombstones = _retained(recs.classes(), retain_deletes, st)
+    st.records_kept += kept
+    st.records_removed += n - kept
     st.tombstones_kept += tombstones
     if discard_records and not h.is_control:
         st.aborted_records += n
@@ -338,7 +385,7 @@ def filter_batch(h: BatchHeader, rules: Rules, txn: TxnMeta, retain_legacy_delet
             st.markers_removed += 1
     if kept:
         need_horizon = v2 and (tombstones > 0 or marker_for_empty_txn) and not h.has_delete_horizon
-        if len(kept) == n and not need_horizon:
+        if kept == n and not need_horizon:
             st.batches_copied += 1
             st.bytes_after += h.size
             horizon = h.first_timestamp if h.has_delete_horizon else None
@@ -352,10 +399,10 @@ def filter_batch(h: BatchHeader, rules: Rules, txn: TxnMeta, retain_legacy_delet
             horizon = h.first_timestamp if h.has_delete_horizon else None
         if tombstones and horizon is not None:
             st.tombstones_until = horizon if st.tombstones_until is None else max(st.tombstones_until, horizon)
-        out = _rebuild(h, cols, kept, horizon)
+        out = recs.rebuild(keep, horizon)
         st.batches_rewritten += 1
-        st.bytes_after += len(out)
-        return out, cols.offsets[kept[-1]]
+        st.bytes_after += len(out[0])
+        return out
     if retain_empty:
         st.batches_emptied += 1
         st.bytes_after += V2_HEADER.size
@@ -364,46 +411,122 @@ def filter_batch(h: BatchHeader, rules: Rules, txn: TxnMeta, retain_legacy_delet
     return None
 
 
-def _kept_records(cols, m: OffsetMap, h: BatchHeader, retain_deletes: bool, st: CleanStats) -> tuple[list[int], int]:
-    """``shouldRetainRecord`` over a data batch's records: (indexes kept, tombstones among them)."""
+# What shouldRetainRecord tells apart, one class per record (record_classes; offmap.c's offmap_classes):
+KEYLESS = 0  # no key, within the map's range: dropped
+SUPERSEDED = 1  # a later offset of its key is in the map: dropped
+LATEST = 2  # its key's latest offset (or a key the map does not hold), with a value
+LATEST_TOMBSTONE = 3  # ... a tombstone: kept while deletes are retained
+BEYOND = 4  # past the map's last offset: kept as it is
+BEYOND_TOMBSTONE = 5
+_ALL_KEPT = -1  # keep masks: bit c for class c
+_NONE_KEPT = 0
+
+
+def _retained(classes: bytes, retain_deletes: bool, st: CleanStats) -> tuple[int, int, int]:
+    """``shouldRetainRecord`` over a data batch's record classes: (the classes kept as a bit mask, records
+    kept, tombstones among them)."""
+    count = classes.count
+    keep = 1 << LATEST | 1 << BEYOND | 1 << BEYOND_TOMBSTONE
+    st.keyless += count(KEYLESS)
+    st.superseded += count(SUPERSEDED)
+    tombstones = count(BEYOND_TOMBSTONE)
+    latest_tombstones = count(LATEST_TOMBSTONE)
+    if retain_deletes:
+        keep |= 1 << LATEST_TOMBSTONE
+        tombstones += latest_tombstones
+    else:
+        st.tombstones_removed += latest_tombstones
+    return keep, count(LATEST) + count(BEYOND) + tombstones, tombstones
+
+
+def record_classes(cols, m: OffsetMap, h: BatchHeader) -> bytes:
+    """Each record's class against the map (the reference of offmap.c's ``offmap_classes``)."""
     offs = cols.offsets
-    if offs and offs[0] >= m.start and h.last_offset <= m.latest and h.base_offset not in m.skipped:
+    vss = cols.value_starts
+    if m.table is None and offs and offs[0] >= m.start and h.last_offset <= m.latest and h.base_offset not in m.skipped:
         # every keyed record of this batch went into the map: it is its key's latest iff the map holds its offset
         w = m.winners
-        vss = cols.value_starts
-        newest = [i for i, o in enumerate(offs) if o in w]
-        keyless = sum(1 for k in cols.key_starts if k < 0) if min(cols.key_starts) < 0 else 0
-        st.keyless += keyless
-        st.superseded += len(offs) - len(newest) - keyless
-        if all(vss[i] >= 0 for i in newest):
-            return newest, 0
-        kept = [i for i in newest if vss[i] >= 0 or retain_deletes]
-        st.tombstones_removed += len(newest) - len(kept)
-        return kept, sum(1 for i in kept if vss[i] < 0)
-    kept: list[int] = []
-    tombstones = 0
+        return bytes(KEYLESS if ks < 0 else SUPERSEDED if o not in w else LATEST if vs >= 0 else LATEST_TOMBSTONE
+                     for o, ks, vs in zip(offs, cols.key_starts, vss, strict=True))
+    out = bytearray()
     latest = m.latest
-    entries = m.entries
+    get = m.get
     buf = cols.buffer
-    for i, (off, ks, ke, vs) in enumerate(zip(offs, cols.key_starts, cols.key_ends, cols.value_starts,
-                                              strict=True)):
+    for off, ks, ke, vs in zip(offs, cols.key_starts, cols.key_ends, vss, strict=True):
         if off > latest:  # past the map: kept as it is
-            kept.append(i)
-            tombstones += vs < 0
+            out.append(BEYOND if vs >= 0 else BEYOND_TOMBSTONE)
         elif ks < 0:
-            st.keyless += 1
+            out.append(KEYLESS)
+        elif off < get(buf[ks:ke]):
+            out.append(SUPERSEDED)
         else:
-            k = buf[ks:ke]
-            if off < entries.get(k if ke - ks <= _HASHED else md5(k).digest(), -1):
-                st.superseded += 1
-            elif vs >= 0:
-                kept.append(i)
-            elif retain_deletes:
-                kept.append(i)
-                tombstones += 1
-            else:
-                st.tombstones_removed += 1
-    return kept, tombstones
+            out.append(LATEST if vs >= 0 else LATEST_TOMBSTONE)
+    return bytes(out)
+
+
+class _Records:
+    """One batch's records for :func:`filter_batch`: a v2 data batch's through offmap.c when the map is the C
+    table (classes and the rewritten records from the records' bytes, no Python object per record), else
+    decoded into columns (the reference; v0/v1, control batches)."""
+
+    def __init__(self, h: BatchHeader, m: OffsetMap, data_batch: bool):
+        self.h, self.m = h, m
+        self.data = self.cols = self._classes = None
+        if m.table is not None and data_batch and h.magic >= 2:
+            data, cols = v2_records(h)
+            classes = speedups.C.offmap_classes(m.table, data, h.count, h.base_offset, m.latest)
+            if classes is not None:
+                self.data, self.cols, self._classes = data, cols, classes
+                return
+        self.cols = decode_records(h, h.data)
+
+    def __len__(self) -> int:
+        return len(self._classes) if self._classes is not None else len(self.cols)
+
+    def classes(self) -> bytes:
+        if self._classes is None:
+            self._classes = record_classes(self.cols, self.m, self.h)
+        return self._classes
+
+    def rebuild(self, keep: int, horizon: int | None) -> tuple[bytes, int]:
+        """``buildRetainedRecordsInto``: the records of the classes in ``keep`` in a batch with the original's
+        header fields, and the last kept record's offset."""
+        h = self.h
+        if self.data is not None:
+            lat = h.timestamp_type == "log_append"
+            r = speedups.C.retained_records(self.data, h.count, self._classes, keep, h.first_timestamp, lat,
+                                            h.max_timestamp, horizon)
+            if r is not None:
+                body, n, base_ts, max_ts, last_delta = r
+                return _v2_batch(h, body, n, base_ts, max_ts, horizon), h.base_offset + last_delta
+        cols = self.cols if self.cols is not None else decode_records(h, h.data)
+        if keep == _ALL_KEPT:
+            kept = list(range(len(cols)))
+        else:
+            kept = [i for i, c in enumerate(self.classes()) if keep >> c & 1]
+        return _rebuild(h, cols, kept, horizon), cols.offsets[kept[-1]]
+
+
+def _v2_batch(h: BatchHeader, body: bytes, n: int, base_ts: int, max_ts: int, horizon: int | None) -> bytes:
+    """``build_v2_batch`` around records already encoded (``n`` of them, deltas from ``base_ts``): the
+    header fields of ``h``, compressed with its codec."""
+    if h.compression != NONE:
+        body = compress(h.compression, body, None, 2)
+    attrs = h.compression & COMPRESSION_MASK
+    if h.timestamp_type == "log_append":
+        attrs |= TIMESTAMP_TYPE_BIT
+        max_ts = h.max_timestamp
+    if h.is_transactional:
+        attrs |= TRANSACTIONAL_BIT
+    if h.is_control:
+        attrs |= CONTROL_BIT
+    if horizon is not None:
+        attrs |= DELETE_HORIZON_BIT
+    hdr = bytearray(V2_HEADER.pack(h.base_offset, V2_HEADER.size - 12 + len(body), h.partition_leader_epoch, 2, 0,
+                                   attrs, h.last_offset - h.base_offset, base_ts, max_ts, h.producer_id,
+                                   h.producer_epoch, h.base_sequence, n))
+    _CRC.pack_into(hdr, CRC_OFFSET, crc32c(body, crc32c(memoryview(hdr)[ATTRIBUTES_OFFSET:])))
+    return bytes(hdr) + body
 
 
 def _count_removed(h: BatchHeader, st: CleanStats) -> None:

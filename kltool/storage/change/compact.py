@@ -38,8 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...errors import UsageError
-from ...format import decode_records
+from ...errors import CorruptDataError, UsageError
 from ...format import names as fn
 from ...format.checkpoints import encode_offset_checkpoint
 from ..findings import Finding
@@ -333,32 +332,24 @@ class _Planner:
     # -- 2. the offset map ---------------------------------------------------------------------------
     def build_map(self, segs, txn_lists) -> OffsetMap:
         pc = self.pc
-        m = OffsetMap(self.policy.dedupe_buffer_size)
-        if m.capacity < 1:
-            raise UsageError(f"the offset map of {self.policy.dedupe_buffer_size} bytes is too small to fit even "
-                             f"one key (--dedupe-buffer-size: 24 bytes a key, filled to 90%)")
         start, end = pc.first_dirty_offset, pc.first_uncleanable_offset
         bases = [s.base_offset for s in segs]
         first = max(0, bisect_right(bases, start) - 1)
         dirty = [s for s in segs[first:] if s.base_offset < end]
+        m = OffsetMap(self.policy.dedupe_buffer_size, input_bytes=sum(s.size for s in dirty))
+        if m.capacity < 1:
+            raise UsageError(f"the offset map of {self.policy.dedupe_buffer_size} bytes is too small to fit even "
+                             f"one key (--dedupe-buffer-size: 24 bytes a key, filled to 90%)")
         txn = TxnMeta()
         txn.add(collect_aborted(txn_lists, first, pc.log_start_offset, end))
         m.start = start
         full = False
         for j, seg in enumerate(dirty):
             nxt = dirty[j + 1].base_offset if j + 1 < len(dirty) else end
-            for h in batches_of(seg, self.index_position(seg, start)):
-                self.progress.add(h.size)
-                if h.magic >= 2 and h.is_control:
-                    c = control_of(h.data, h)
-                    txn.on_control(h, None if c is None else c.get("type"))
-                elif txn.on_data(h):
-                    m.skipped.add(h.base_offset)
-                elif m.put_records(decode_records(h, h.data), start):
-                    full = True
-                    break
-                if h.last_offset >= start:
-                    m.update_latest(h.last_offset)
+            try:
+                full = self.map_segment(seg, m, txn, start)
+            except CorruptDataError as e:  # records the decoder refuses: name the segment
+                raise e.at(seg.log_path) from None
             if full:
                 break
             m.update_latest(nxt - 1)
@@ -369,6 +360,21 @@ class _Planner:
                     f"{self.policy.dedupe_buffer_size}): this pass cleans up to offset {pc.end_offset}, the next "
                     f"goes on from there", "warning")
         return m
+
+    def map_segment(self, seg, m: OffsetMap, txn: TxnMeta, start: int) -> bool:
+        """``buildOffsetMapForSegment``: True when the map filled up in this segment."""
+        for h in batches_of(seg, self.index_position(seg, start)):
+            self.progress.add(h.size)
+            if h.magic >= 2 and h.is_control:
+                c = control_of(h.data, h)
+                txn.on_control(h, None if c is None else c.get("type"))
+            elif txn.on_data(h):
+                m.skipped.add(h.base_offset)
+            elif m.put_batch(h, start):
+                return True
+            if h.last_offset >= start:
+                m.update_latest(h.last_offset)
+        return False
 
     @staticmethod
     def index_position(seg, offset: int) -> int:
@@ -436,7 +442,10 @@ class _Planner:
                 chunk_start = h.position
                 while h.size > cap:
                     cap *= 2
-            out = filter_batch(h, rules, txn, retain_legacy, stats)
+            try:
+                out = filter_batch(h, rules, txn, retain_legacy, stats)
+            except CorruptDataError as e:  # records the decoder refuses: name the segment
+                raise e.at(seg.log_path) from None
             if out is not None:
                 cleaned.add(out, h)
         cleaned.end_chunk()

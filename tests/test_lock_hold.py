@@ -223,9 +223,6 @@ def test_retention_plans_on_the_files_as_they_are_under_the_lock(tmp_path, backu
     assert [json.loads(r)["offset"] for r in records] == [1, 2, 3]
 
 
-@pytest.mark.xfail(strict=True, reason="routed to cmap: run_compaction plans on the selection's listing made "
-                   "before the .lock was taken (compact.py would call retention.forget_listings(sel) under "
-                   "the lock); a segment another run removed meanwhile raises FileNotFoundError (exit 70)")
 def test_compaction_plans_on_the_files_as_they_are_under_the_lock(tmp_path):
     """A Logs handle lists a compacted partition of four segments; before its compaction takes the
     ``.lock``, another kltool run (retention, by size) removes the first segment."""

@@ -72,6 +72,7 @@ class Partition:
         self._segments = []
         self.stale_files, self.orphan_indexes, self.snapshots = [], [], []
         self.kraft_snapshots, self.other_files, self.temp_files = [], [], []
+        self._scan()  # the leftovers (stale_files, ...) are read as attributes: list them again now
 
     @property
     def segments(self) -> list[Segment]:

@@ -61,7 +61,7 @@ from .cleaner import (
     filter_batch,
     group_segments,
 )
-from .plan import Action, ChangeSet, partition_gate
+from .plan import Action, ChangeSet, forget_listings, partition_gate
 
 __all__ = ["Policy", "PartitionCompaction", "Group", "CompactPlan", "plan_compaction", "apply_compaction",
            "run_compaction", "summarize", "SETTINGS", "DEFAULT_PRODUCER_ID_EXPIRATION_MS"]
@@ -612,6 +612,8 @@ def run_compaction(sel: Selection, policy: Policy, *, dry_run: bool = True, back
         raise UsageError("give --backup-dir or --no-backup, not both")
     logdirs = sorted({p.logdir.path for p in sel.partitions if p.logdir is not None})
     with LogDirLocks(logdirs, dry_run=False) if lock and not dry_run else contextlib.nullcontext():
+        if not dry_run:  # plan on the files as they are under the lock, not as listed before it was ours
+            forget_listings(sel)
         plan = plan_compaction(sel, policy, dry_run=dry_run, progress=progress)
         try:
             if on_plan is not None:

@@ -13,10 +13,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ...format.topics import CLUSTER_METADATA_TOPIC_NAME
 
-__all__ = ["Cut", "Action", "ChangeSet", "OPS", "partition_gate"]
+if TYPE_CHECKING:
+    from ..logdir import Selection
+
+__all__ = ["Cut", "Action", "ChangeSet", "OPS", "partition_gate", "forget_listings"]
 
 # The file steps the apply engine knows (and a manifest may name).
 # ``create``: a file the run makes that did not exist before (compaction's ``.cleaned`` files, written while
@@ -182,3 +186,13 @@ def partition_gate(p, *, not_run: str, metadata: str, needs: str) -> tuple[str, 
     if p.logdir is None:
         return "no_log_dir", f"not inside a log dir: {needs}"
     return None
+
+
+def forget_listings(sel: Selection) -> None:
+    """Forget what ``sel`` read of its partitions' files and its log dirs' checkpoints: another run (an
+    append that rolled, a repair) may have changed them before this one took the ``.lock``, and a plan
+    made on that old listing would roll an "empty" segment over the other run's new one."""
+    for p in sel.partitions:
+        p.refresh()
+        if p.logdir is not None:
+            p.logdir.forget_checkpoint()

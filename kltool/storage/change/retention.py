@@ -54,7 +54,7 @@ from ..logdir import LogDir, Selection
 from ..partition import Partition
 from ..segment import Segment
 from .apply import apply_changes, confine
-from .plan import Action, ChangeSet, partition_gate
+from .plan import Action, ChangeSet, forget_listings, partition_gate
 
 __all__ = [
     "Policy", "SegmentCandidate", "PartitionPlan", "RetentionPlan",
@@ -702,16 +702,6 @@ def _apply_with_backup(plan: RetentionPlan, steps, backup_dir, step_done) -> lis
             step_done(a)
 
     return apply_changes(list(changes.values()), "retention", backup_dir, on_action=done)
-
-
-def forget_listings(sel: Selection) -> None:
-    """Forget what ``sel`` read of its partitions' files and its log dirs' checkpoints: another run (an
-    append that rolled, a repair) may have changed them before this one took the ``.lock``, and a plan
-    made on that old listing would roll an "empty" segment over the other run's new one."""
-    for p in sel.partitions:
-        p.refresh()
-        if p.logdir is not None:
-            p.logdir.forget_checkpoint()
 
 
 def run_retention(sel: Selection, policy: Policy, *, dry_run: bool = True, backup: bool = True, backup_dir=None,

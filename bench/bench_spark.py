@@ -34,7 +34,10 @@ Compressed data: ``--data DIR[,DIR...]`` reads existing partition directories in
 gen_segment.py's per-codec ``<codec>-0``, ``--short-values`` for issue 22's ~100-byte values), each
 labelled by its name, all in one session; ``--queries`` picks queries by name (comma-separated, e.g.
 ``pruned count,full read``), ``--split-bytes`` the reader's ``splitBytes`` (a segment is split at its
-``.index`` entries: ``kltool rebuild-index`` writes them for generated data). The expected counts are
+``.index`` entries: ``kltool rebuild-index`` writes them for generated data), or ``--tasks N`` a
+``splitBytes`` per data set that cuts its segment into N splits, each its own task (``maxPartitionBytes``
+0): by default the splits are packed into partitions as Spark packs files, and a 138 MB gzip segment at
+32 MiB becomes 3 tasks, the last of which runs alone on local[2]. The expected counts are
 read first, in-process.
 
     .venv/bin/python bench/gen_segment.py --records 4000000 --codecs none,lz4,zstd,snappy,gzip \
@@ -208,7 +211,7 @@ def count_records(pdir: Path) -> int:
 
 
 def bench_data(master: str, sets: list[tuple[str, Path, int]], runs: int, which: list[str],
-               split_bytes: str | None = None) -> dict:
+               split_bytes: str | None = None, tasks: int | None = None) -> dict:
     """``which`` queries over each data set in one session: {label: [(query, seconds, rows)]}."""
     from pyspark.sql import functions as F
 
@@ -221,7 +224,10 @@ def bench_data(master: str, sets: list[tuple[str, Path, int]], runs: int, which:
 
     def fresh(path, schema=None):
         r = spark.read.format("kafka-log")
-        if split_bytes:
+        if tasks:  # about ``tasks`` splits of the data set's segment bytes
+            size = sum(f.stat().st_size for f in Path(path).glob("*.log"))
+            r = r.option("splitBytes", str(int(size / (tasks + 0.4)))).option("maxPartitionBytes", "0")
+        elif split_bytes:
             r = r.option("splitBytes", str(_size(split_bytes)))
         if schema:
             r = r.schema(schema)
@@ -309,6 +315,8 @@ def main() -> None:
                     help="with --data: the queries, comma-separated (count, pruned count, full read)")
     ap.add_argument("--split-bytes", help="with --data: the reader's splitBytes (default its own, 128M; a "
                     "segment is split at its .index entries, so give the data sets one: kltool rebuild-index)")
+    ap.add_argument("--tasks", type=int, help="with --data: splitBytes per data set so that its segment is read "
+                    "in about this many tasks (an even number keeps both cores of local[2] busy to the end)")
     args = ap.parse_args()
     print(f"load before: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} (1, 5, 15 min)")
     if args.data:
@@ -319,7 +327,7 @@ def main() -> None:
             print(f"data: {pdir} ({sets[-1][2]:,} records)", flush=True)
         which = [q.strip() for q in args.queries.split(",") if q.strip()]
         for master in [m.strip() for m in args.masters.split(";") if m.strip()]:
-            res = bench_data(master, sets, args.runs, which, args.split_bytes)
+            res = bench_data(master, sets, args.runs, which, args.split_bytes, args.tasks)
             print(f"\n{master}: M records/s (seconds), medians of {args.runs}; then CPU seconds of the JVM and its "
                   "Python workers, and records / (CPU s / 2): the rate if the query had 2 cores to itself")
             print(f"{'data':12s}" + "".join(f"{q:>22s}" for q in which) + "".join(f"{q + ' CPU':>26s}" for q in which))

@@ -10,9 +10,11 @@ transfer to the JVM).
 
 Modes: ``pruned`` reads the columns ``offset, timestamp`` (the pruned count's schema: every record is
 still decoded and checked, keys, values and headers are not copied); ``full`` reads every column of
-Spark's Kafka-source schema. Each figure is the median of ``--runs`` runs after one warm-up, with the
-1-minute load average at the end of the runs (the machine is shared: compare figures taken at a
-similar load). ``KLTOOL_NO_SPEEDUPS=1`` measures the pure-Python reference.
+Spark's Kafka-source schema. Each figure is the median of ``--runs`` runs after one warm-up, in wall
+time and in this process's CPU time (user + system: what one core spent, which other processes' load
+inflates far less than the wall time), with the 1-minute load average at the end of the runs (the
+machine is shared: compare figures taken at a similar load). ``KLTOOL_NO_SPEEDUPS=1`` measures the
+pure-Python reference, ``KLTOOL_NO_ISAL=1`` gzip through zlib's inflate instead of ISA-L's.
 """
 
 from __future__ import annotations
@@ -48,7 +50,8 @@ def main(argv=None) -> int:
     ap.add_argument("--modes", default="pruned,full")
     ap.add_argument("--runs", type=int, default=5)
     args = ap.parse_args(argv)
-    print(f"{'codec':8s} {'mode':7s} {'records':>10s} {'median s':>9s} {'M rec/s':>8s} {'min s':>7s}  load (1 min)")
+    print(f"{'codec':8s} {'mode':7s} {'records':>10s} {'median s':>9s} {'M rec/s':>8s} {'min s':>7s} "
+          f"{'CPU s':>7s} {'M rec/CPU s':>12s}  load (1 min)")
     for codec in args.codecs.split(","):
         path = args.dir / f"{codec}-0"
         if not path.is_dir():
@@ -57,15 +60,16 @@ def main(argv=None) -> int:
         for mode in args.modes.split(","):
             cols = MODES[mode]
             n = read_all(path, cols)  # warm-up (and page cache)
-            times = []
+            times, cpus = [], []
             for _ in range(args.runs):
-                t = time.perf_counter()
+                t, c = time.perf_counter(), time.process_time()
                 got = read_all(path, cols)
                 times.append(time.perf_counter() - t)
+                cpus.append(time.process_time() - c)
                 assert got == n, (got, n)
-            med = statistics.median(times)
-            print(f"{codec:8s} {mode:7s} {n:10,d} {med:9.3f} {n / med / 1e6:8.2f} {min(times):7.3f}  "
-                  f"{os.getloadavg()[0]:.2f}", flush=True)
+            med, cpu = statistics.median(times), statistics.median(cpus)
+            print(f"{codec:8s} {mode:7s} {n:10,d} {med:9.3f} {n / med / 1e6:8.2f} {min(times):7.3f} "
+                  f"{cpu:7.3f} {n / cpu / 1e6:12.2f}  {os.getloadavg()[0]:.2f}", flush=True)
     return 0
 
 

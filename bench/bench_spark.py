@@ -25,13 +25,19 @@ Queries, each the median of ``--runs`` after one warm-up, with records/s and rec
                    data source can do here
 
 Queries run interleaved (one warm-up each, then ``--runs`` rounds of every query); the machine's
-load (``uptime``) is printed before and after.
+load (``uptime``) is printed before and after. With ``--data``, each query's CPU time (user + system of the
+Spark JVM and its Python workers, the process tree under this one) is printed too, with records / (CPU
+seconds / 2): what the query would do on 2 cores of its own, the figure that other work on a shared
+machine inflates least (an estimate: it assumes both cores kept busy).
 
 Compressed data: ``--data DIR[,DIR...]`` reads existing partition directories instead (for example
 gen_segment.py's per-codec ``<codec>-0``, ``--short-values`` for issue 22's ~100-byte values), each
 labelled by its name, all in one session; ``--queries`` picks queries by name (comma-separated, e.g.
 ``pruned count,full read``), ``--split-bytes`` the reader's ``splitBytes`` (a segment is split at its
-``.index`` entries: ``kltool rebuild-index`` writes them for generated data). The expected counts are
+``.index`` entries: ``kltool rebuild-index`` writes them for generated data), or ``--tasks N`` a
+``splitBytes`` per data set that cuts its segment into N splits, each its own task (``maxPartitionBytes``
+0): by default the splits are packed into partitions as Spark packs files, and a 138 MB gzip segment at
+32 MiB becomes 3 tasks, the last of which runs alone on local[2]. The expected counts are
 read first, in-process.
 
     .venv/bin/python bench/gen_segment.py --records 4000000 --codecs none,lz4,zstd,snappy,gzip \
@@ -97,17 +103,48 @@ def generate(pdir: Path, size: int) -> int:
     return n
 
 
-def timed(queries: dict, runs: int) -> dict:
-    """{name: (median seconds, last result)}: a warm-up of each, then ``runs`` interleaved rounds."""
+def tree_cpu() -> float:
+    """CPU seconds (user + system) of this process and every process under it: the Spark JVM and its
+    Python workers, with the children they have reaped. On a loaded machine the wall time of a query
+    grows with the load; its CPU time much less."""
+    tick = os.sysconf("SC_CLK_TCK")
+    stats = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        stats[int(d)] = (int(fields[1]), sum(int(x) for x in fields[11:15]))  # ppid; utime stime cutime cstime
+    me = os.getpid()
+    total = 0
+    for pid, (_ppid, cpu) in stats.items():
+        p = pid
+        while p in stats and p != me:
+            p = stats[p][0]
+        if p == me:
+            total += cpu
+    return total / tick
+
+
+def timed(queries: dict, runs: int, cpu: dict | None = None) -> dict:
+    """{name: (median seconds, last result)}: a warm-up of each, then ``runs`` interleaved rounds; the
+    median CPU seconds of the process tree per query go to ``cpu`` when given."""
     for fn in queries.values():
         fn()
     times: dict = {name: [] for name in queries}
+    cpus: dict = {name: [] for name in queries}
     out: dict = {}
     for _ in range(runs):
         for name, fn in queries.items():
-            t = time.perf_counter()
+            t, c = time.perf_counter(), tree_cpu()
             out[name] = fn()
             times[name].append(time.perf_counter() - t)
+            cpus[name].append(tree_cpu() - c)
+    if cpu is not None:
+        cpu.update({name: statistics.median(cs) for name, cs in cpus.items()})
     return {name: (statistics.median(ts), out[name]) for name, ts in times.items()}
 
 
@@ -174,7 +211,7 @@ def count_records(pdir: Path) -> int:
 
 
 def bench_data(master: str, sets: list[tuple[str, Path, int]], runs: int, which: list[str],
-               split_bytes: str | None = None) -> dict:
+               split_bytes: str | None = None, tasks: int | None = None) -> dict:
     """``which`` queries over each data set in one session: {label: [(query, seconds, rows)]}."""
     from pyspark.sql import functions as F
 
@@ -187,7 +224,10 @@ def bench_data(master: str, sets: list[tuple[str, Path, int]], runs: int, which:
 
     def fresh(path, schema=None):
         r = spark.read.format("kafka-log")
-        if split_bytes:
+        if tasks:  # about ``tasks`` splits of the data set's segment bytes
+            size = sum(f.stat().st_size for f in Path(path).glob("*.log"))
+            r = r.option("splitBytes", str(int(size / (tasks + 0.4)))).option("maxPartitionBytes", "0")
+        elif split_bytes:
             r = r.option("splitBytes", str(_size(split_bytes)))
         if schema:
             r = r.schema(schema)
@@ -206,11 +246,14 @@ def bench_data(master: str, sets: list[tuple[str, Path, int]], runs: int, which:
             queries[(label, q)] = make[q](str(pdir))
             want[(label, q)] = n
     out: dict = {}
-    for (label, q), (secs, got) in timed(queries, runs).items():
+    cpu: dict = {}
+    for (label, q), (secs, got) in timed(queries, runs, cpu).items():
         if got != want[(label, q)]:
             raise SystemExit(f"{q} of {label} on {master}: {got} rows, expected {want[(label, q)]}")
-        out.setdefault(label, []).append((q, secs, got))
+        c = cpu[(label, q)]
+        out.setdefault(label, []).append((q, secs, got, c))
         print(f"  {master:10s} {label:10s} {q:14s} {secs:7.2f} s  {got / secs / 1e6:6.2f} M rec/s  "
+              f"CPU {c:6.2f} s ({got / c * 2 / 1e6:5.2f} M rec/s if 2 cores were free)  "
               f"load {os.getloadavg()[0]:.2f}", flush=True)
     spark.stop()
     return out
@@ -272,6 +315,8 @@ def main() -> None:
                     help="with --data: the queries, comma-separated (count, pruned count, full read)")
     ap.add_argument("--split-bytes", help="with --data: the reader's splitBytes (default its own, 128M; a "
                     "segment is split at its .index entries, so give the data sets one: kltool rebuild-index)")
+    ap.add_argument("--tasks", type=int, help="with --data: splitBytes per data set so that its segment is read "
+                    "in about this many tasks (an even number keeps both cores of local[2] busy to the end)")
     args = ap.parse_args()
     print(f"load before: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} (1, 5, 15 min)")
     if args.data:
@@ -282,11 +327,13 @@ def main() -> None:
             print(f"data: {pdir} ({sets[-1][2]:,} records)", flush=True)
         which = [q.strip() for q in args.queries.split(",") if q.strip()]
         for master in [m.strip() for m in args.masters.split(";") if m.strip()]:
-            res = bench_data(master, sets, args.runs, which, args.split_bytes)
-            print(f"\n{master}: M records/s (seconds), medians of {args.runs}")
-            print(f"{'data':12s}" + "".join(f"{q:>22s}" for q in which))
+            res = bench_data(master, sets, args.runs, which, args.split_bytes, args.tasks)
+            print(f"\n{master}: M records/s (seconds), medians of {args.runs}; then CPU seconds of the JVM and its "
+                  "Python workers, and records / (CPU s / 2): the rate if the query had 2 cores to itself")
+            print(f"{'data':12s}" + "".join(f"{q:>22s}" for q in which) + "".join(f"{q + ' CPU':>26s}" for q in which))
             for label, rows in res.items():
-                print(f"{label:12s}" + "".join(f"{n / secs / 1e6:12.2f} ({secs:5.2f} s)" for _q, secs, n in rows))
+                print(f"{label:12s}" + "".join(f"{n / secs / 1e6:12.2f} ({secs:5.2f} s)" for _q, secs, n, _c in rows)
+                      + "".join(f"{c:10.2f} s ({n / c * 2 / 1e6:5.2f} M/s)" for _q, _s, n, c in rows))
         print(f"load after: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} (1, 5, 15 min)")
         return
     size = _size(args.size)

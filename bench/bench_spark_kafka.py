@@ -9,11 +9,15 @@ ProducerPerformance (100-byte values, 16 KiB batches). Spark's Kafka source (tes
 spark.jars) reads it while the broker runs; then the broker stops cleanly and kafka-log reads the log dir.
 Queries: count(); the pruned count (offset and timestamp only: kafka-log reads a narrower schema, Spark's
 Kafka source prunes after fetching); a full-row aggregate; a filtered query (one partition, the last quarter).
+Beside each median wall time, the median CPU seconds of the process tree (the Spark JVM, its Python workers
+and, while Spark's Kafka source reads, the broker serving it): on a machine shared with other work the wall
+time grows with the load, the CPU time much less.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -22,6 +26,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from bench_spark import tree_cpu  # noqa: E402
 
 
 def main() -> None:
@@ -76,14 +83,18 @@ def main() -> None:
             out = {}
             for name, q in qs.items():
                 q()  # warm-up (JIT, Python workers)
-                ts, res = [], None
+                ts, cs, res = [], [], None
                 for _ in range(a.runs):
-                    t = time.perf_counter()
+                    t, c = time.perf_counter(), tree_cpu()
                     res = q()
                     ts.append(time.perf_counter() - t)
-                out[name] = (statistics.median(ts), res)
+                    cs.append(tree_cpu() - c)
+                out[name] = (statistics.median(ts), res, statistics.median(cs))
+                print(f"  {name}: {out[name][0]:.2f} s, CPU {out[name][2]:.2f} s, load {os.getloadavg()[0]:.1f}",
+                      flush=True)
             return out
 
+        print(f"load before: {os.getloadavg()}\nSpark's Kafka source:", flush=True)
         kafka = timed(queries(kafka_load))
         b.stop()
         logdir = str(b.logdir)
@@ -91,6 +102,7 @@ def main() -> None:
         def kl_load():
             return spark.read.format("kafka-log").option("path", logdir).option("subscribe", topic).load()
 
+        print("kafka-log:", flush=True)
         kl = timed(queries(kl_load))
         # kafka-log's own pruned count reads only the columns of a narrower schema
         q = {"pruned count (schema)": lambda: spark.read.format("kafka-log").schema("offset LONG, timestamp TIMESTAMP")
@@ -103,13 +115,15 @@ def main() -> None:
         b.stop()
         b.kill()
 
-    print(f"\n{n:,} records, {a.mb} MB of values, {a.codec}, local[2], median of {a.runs}\n")
-    print("| query | Spark's Kafka source (s) | kafka-log (s) | ratio |")
-    print("|---|---:|---:|---:|")
+    print(f"\n{n:,} records, {a.mb} MB of values, {a.codec}, local[2], median of {a.runs}; load after "
+          f"{os.getloadavg()}\n")
+    print("| query | Spark's Kafka source (s) | kafka-log (s) | ratio | CPU s: Kafka (with the broker) | kafka-log "
+          "| CPU ratio |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for name in kl:
-        (ks, kres), (ls, lres) = kafka[name], kl[name]
+        (ks, kres, kc), (ls, lres, lc) = kafka[name], kl[name]
         assert kres == lres, f"{name}: Kafka gives {kres}, kafka-log {lres}"
-        print(f"| {name} | {ks:.2f} | {ls:.2f} | {ks / ls:.1f}x |")
+        print(f"| {name} | {ks:.2f} | {ls:.2f} | {ks / ls:.1f}x | {kc:.2f} | {lc:.2f} | {kc / lc:.1f}x |")
 
 
 if __name__ == "__main__":

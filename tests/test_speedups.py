@@ -646,6 +646,21 @@ def _payload_shapes(codec):
     if codec == GZIP:
         c = zlib.compressobj(1, zlib.DEFLATED, 31)
         shapes.append(c.compress(data) + c.flush())
+        head, body = one[:10], one[10:]
+
+        def flags(f, extra=b""):
+            return head[:3] + bytes([f]) + head[4:] + extra + body
+
+        hcrc = (zlib.crc32(flags(2)[:10]) & 0xFFFF).to_bytes(2, "little")
+        shapes += [flags(0x20), flags(0x80), flags(8, b"name\0"), flags(4, b"\x04\x00abcd"), flags(16, b"note\0"),
+                   flags(2, hcrc), flags(2, bytes(2)), flags(2), one[:2] + b"\x07" + one[3:],
+                   one[:-8] + bytes(4) + one[-4:], one[:-4] + bytes(4), one[:-1], one[:10]]
+    if codec == LZ4:
+        import lz4.frame
+
+        shapes += [lz4.frame.compress(data, content_checksum=True), lz4.frame.compress(data, store_size=True),
+                   lz4.frame.compress(data, block_linked=True, block_size=lz4.frame.BLOCKSIZE_MAX64KB),
+                   one[:4] + bytes([one[4] | 0x04]) + one[5:]]
     if codec == SNAPPY:
         import cramjam
 
@@ -658,26 +673,115 @@ def _payload_shapes(codec):
     return shapes
 
 
-@pytest.mark.parametrize("codec", [GZIP, SNAPPY, ZSTD], ids=["gzip", "snappy", "zstd"])
-def test_the_one_call_decompressors_give_the_reference_bytes_or_leave_it_to_the_reference(codec):
-    """The Spark reader's one-call decompression of the usual payload shapes (arrow_rows._FAST) gives
-    exactly what compression.decompress gives, or None (then the reference reads the batch), never more
-    than the limit; the usual shape is taken."""
-    from kltool.errors import CorruptDataError
-    from kltool.format.compression import decompress
+FAST_CODECS = [(GZIP, "isal"), (GZIP, "zlib"), (SNAPPY, None), (LZ4, None), (ZSTD, None)]
+
+
+def _fast(codec, backend, monkeypatch):
+    """arrow_rows._FAST's decompressor of ``codec``; for gzip on ``backend`` (ISA-L's inflate or zlib's)."""
+    from kltool.format.compression import fast_inflate
     from kltool.spark.arrow_rows import _FAST
 
-    fast = _FAST[codec]()
+    if backend == "isal":
+        pytest.importorskip("isal")
+        monkeypatch.delenv("KLTOOL_NO_ISAL", raising=False)
+    elif backend == "zlib":
+        monkeypatch.setenv("KLTOOL_NO_ISAL", "1")
+    if backend:
+        assert fast_inflate().__name__ == {"isal": "isal.isal_zlib", "zlib": "zlib"}[backend]
+    return _FAST[codec]()
+
+
+@pytest.mark.parametrize("codec,backend", FAST_CODECS, ids=["gzip-isal", "gzip-zlib", "snappy", "lz4", "zstd"])
+def test_the_one_call_decompressors_give_the_reference_bytes_or_leave_it_to_the_reference(codec, backend,
+                                                                                           monkeypatch):
+    """The Spark reader's one-call decompression of the usual payload shapes (arrow_rows._FAST: gzip through
+    ISA-L's inflate when the isal package is there, else zlib's) gives exactly what compression.decompress
+    (zlib) gives, or None (then the reference reads the batch), never more than the limit; the usual shape
+    is taken."""
+    fast = _fast(codec, backend, monkeypatch)
     shapes = _payload_shapes(codec)
     assert fast(shapes[0], 1 << 20) is not None
     for i, p in enumerate(shapes):
-        for limit in (1 << 20, 100):
-            got = fast(p, limit)
-            if got is None:
-                continue
-            assert len(got) <= limit, (i, limit)
-            try:
-                ref = decompress(codec, p, 2, limit)
-            except CorruptDataError:
-                ref = "refused"
-            assert bytes(got) == ref, (i, limit)
+        _same_as_reference(fast, codec, p, i)
+
+
+def _same_as_reference(fast, codec, p, i):
+    from kltool.errors import CorruptDataError
+    from kltool.format.compression import decompress
+
+    for limit in (1 << 20, 100):
+        got = fast(p, limit)
+        if got is None:
+            continue
+        assert len(got) <= limit, (i, limit)
+        try:
+            ref = decompress(codec, p, 2, limit)
+        except CorruptDataError:
+            ref = "refused"
+        assert bytes(got) == ref, (i, limit)
+
+
+@pytest.mark.parametrize("codec,backend", FAST_CODECS, ids=["gzip-isal", "gzip-zlib", "snappy", "lz4", "zstd"])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(1, 255)), max_size=3),
+       cut=st.integers(0, 10**6), keep=st.booleans())
+def test_damaged_payloads_give_the_reference_bytes_or_go_to_the_reference(codec, backend, monkeypatch, flips, cut,
+                                                                         keep):
+    """Bytes flipped anywhere in a payload (header, compressed blocks, trailer) and truncation: a one-call
+    decompressor never returns bytes the reference would not (ISA-L's inflate included)."""
+    from kltool.format.compression import compress
+
+    fast = _fast(codec, backend, monkeypatch)
+    p = bytearray(compress(codec, b"".join(b'{"user": %d, "event": "view"} ' % (i * 7919 % 1000) for i in range(300))))
+    for at, x in flips:
+        p[at % len(p)] ^= x
+    if not keep:
+        p = p[:cut % (len(p) + 1)]
+    _same_as_reference(fast, codec, bytes(p), (flips, cut, keep))
+
+
+def test_gzip_inflates_through_isal_when_it_is_installed(monkeypatch):
+    """The optional accelerator: the isal package's inflate (ISA-L) for the usual gzip payload, zlib's
+    without it or with KLTOOL_NO_ISAL=1; either way the same bytes."""
+    import zlib
+
+    from kltool.format.compression import compress, fast_inflate
+
+    isal = pytest.importorskip("isal.isal_zlib")
+    monkeypatch.delenv("KLTOOL_NO_ISAL", raising=False)
+    assert fast_inflate() is isal
+    monkeypatch.setenv("KLTOOL_NO_ISAL", "1")
+    assert fast_inflate() is zlib
+    data = b"abc" * 5000
+    assert _fast(GZIP, "isal", monkeypatch)(compress(GZIP, data), 1 << 20) == data
+
+
+def test_an_executor_without_isal_reads_gzip_through_zlib_with_the_same_rows(tmp_path):
+    """isal is an optional accelerator (the spark extra installs it; a shipped kltool may meet a Python
+    without it): without it the C reader inflates gzip with zlib and returns the same rows, no error."""
+    pytest.importorskip("pyarrow")
+    pytest.importorskip("pyspark")
+    pytest.importorskip("isal")
+    from .test_spark_executors import python_without
+
+    d = _codec_segment(tmp_path / "t-0", GZIP, n_batches=30, per=40)
+    code = ("import sys, hashlib\nfrom kltool.spark import datasource as ds\nimport kltool.format.speedups as s\n"
+            "from kltool.format.compression import fast_inflate\n"
+            "o = ds.normalize_options({'path': sys.argv[1]})\n"
+            "h = hashlib.sha256()\nn = 0\n"
+            "for p in ds.KafkaLogReader(o, None, 2).partitions():\n"
+            "    for b in ds.read_partition_rows(o, p):\n"
+            "        n += b.num_rows; h.update(repr(b.to_pylist()).encode())\n"
+            "print(s.C is not None, fast_inflate().__name__, n, h.hexdigest())\n")
+    runs = {}
+    for label, py in (("with", sys.executable), ("without", python_without(_mkdir(tmp_path / "p"), "isal"))):
+        r = subprocess.run([py, "-c", code, str(d)], capture_output=True, text=True, cwd=ROOT)
+        assert r.returncode == 0, r.stderr
+        runs[label] = r.stdout.split()
+    assert runs["with"][:2] == ["True", "isal.isal_zlib"] and runs["without"][:2] == ["True", "zlib"]
+    assert runs["with"][2:] == runs["without"][2:] and int(runs["with"][2]) > 0
+
+
+def _mkdir(p):
+    p.mkdir()
+    return p

@@ -440,13 +440,19 @@ def _inflater():
 # Each gives exactly what the reference gives, or None; never more than ``limit`` bytes.
 
 def _fast_gzip():
-    import zlib
+    from ..format.compression import fast_inflate
+
+    z = fast_inflate()  # ISA-L's inflate when the isal package is there, else zlib's
+    error = z.error
 
     def gzip(payload, limit):
-        d = zlib.decompressobj(31)
+        # A header with reserved flag bits: zlib (the reference) refuses it, ISA-L would not.
+        if len(payload) < 18 or payload[3] & 0xE0:
+            return None
+        d = z.decompressobj(31)
         try:
             out = d.decompress(payload, limit + 1)
-        except zlib.error:
+        except error:
             return None
         # one member, whole, nothing after it (more members, padding, a truncated one: the reference's)
         if not d.eof or d.unused_data or d.unconsumed_tail or len(out) > limit:
@@ -560,7 +566,26 @@ def _one_zstd_frame(b) -> bool:
     return p == n
 
 
-_FAST = {1: _fast_gzip, 2: _fast_snappy, 4: _fast_zstd}
+def _fast_lz4():
+    from ..format.compression import _lz4
+
+    frame = _lz4()
+
+    def lz4(payload, limit):
+        d = frame.LZ4FrameDecompressor()
+        try:
+            out = d.decompress(payload, max_length=limit + 1)
+        except Exception:  # noqa: BLE001 (lz4's RuntimeError: the reference names it)
+            return None
+        # exactly one whole frame (a truncated one, data after it, or more than the limit: the reference's)
+        if not d.eof or d.unused_data or len(out) > limit:
+            return None
+        return out
+
+    return lz4
+
+
+_FAST = {1: _fast_gzip, 2: _fast_snappy, 3: _fast_lz4, 4: _fast_zstd}
 
 
 class DataLoss:

@@ -362,3 +362,24 @@ def test_a_segment_with_transaction_markers_is_split_with_its_txnindex(tmp_path,
     assert code == 0
     restore(result.manifests[0])
     assert _tree(part) == damaged
+
+
+@pytest.mark.parametrize("src,parts", [SOURCES[0], SOURCES[3]])
+def test_a_damage_cut_before_a_split_segment_names_only_its_own_offsets(tmp_path, src, parts):
+    """The last batch of the segment before a split one is zeroed (a zero run: its offsets are not in the
+    bytes, the next kept batch bounds them): the cut names that batch's offsets only, bounded by the split
+    segment's lowest batch (it used to run on to the segment after the split, or stay open)."""
+    part = _segments(tmp_path, src, parts)
+    if len(_batches(_logs(part)[1])) < 4:
+        pytest.skip("too few batches")
+    prev = _logs(part)[0]
+    z = _batches(prev)[-1]
+    _overflowed(part, 2)
+    with open(prev, "r+b") as f:
+        f.seek(z.position)
+        f.write(b"\0" * z.size)
+    result = repair(open_path(part), backup_dir=tmp_path / "bk", dry_run=True)
+    assert [a.op for a in result.plan.actions].count("create") >= 2, [a.describe() for a in result.plan.actions]
+    (cut,) = [a for a in result.plan.actions if a.op in ("truncate", "excise")]
+    assert [(c.first_offset, c.last_offset) for c in cut.ranges] == [(z.base_offset, z.last_offset)], cut.describe()
+    assert f"offsets {z.base_offset}..{z.last_offset} lost" in cut.describe(), cut.describe()

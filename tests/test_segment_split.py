@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from kltool.format import build_batch
 from kltool.format import names as fn
 from kltool.storage.change.repair import repair
 from kltool.storage.change.restore import restore
@@ -383,3 +384,38 @@ def test_a_damage_cut_before_a_split_segment_names_only_its_own_offsets(tmp_path
     (cut,) = [a for a in result.plan.actions if a.op in ("truncate", "excise")]
     assert [(c.first_offset, c.last_offset) for c in cut.ranges] == [(z.base_offset, z.last_offset)], cut.describe()
     assert f"offsets {z.base_offset}..{z.last_offset} lost" in cut.describe(), cut.describe()
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+def test_compressed_v0_v1_wrappers_below_the_base_are_split(tmp_path, magic, kafka_oracle):
+    """Compressed v0/v1 wrappers (each one message whose offset is its last inner offset) below the base are
+    split like v2 batches, each new segment named after its first wrapper's first inner offset (the broker's
+    baseOffset() of a legacy batch); they used to be cut."""
+    from kltool.format.compression import GZIP
+
+    part = tmp_path / "logs" / f"v{magic}-gzip-0"
+    part.mkdir(parents=True)
+    wrappers = [build_batch([(k, 1_700_000_000_000 + 3 * w + k, f"k{3 * w + k}".encode(), b"v" * 40, [])
+                             for k in range(3)], base_offset=3 * w, magic=magic, compression=GZIP)
+                for w in range(12)]
+    for a in (0, 4, 8):
+        (part / fn.segment_file(3 * a, "log")).write_bytes(b"".join(wrappers[a:a + 4]))
+    original = {p.name: p.read_bytes() for p in _logs(part)}
+    before = _offsets(part)
+    (part / fn.segment_file(12, "log")).unlink()
+    (part / fn.segment_file(18, "log")).write_bytes(b"".join(wrappers[6:8] + wrappers[4:6]))
+    damaged = _tree(part)
+    found = _errors(part)
+    assert [f.kind for f in found] == ["segment_split"], found
+    assert f"12..17 (2 batches) -> {fn.segment_file(12, 'log')}" in found[0].message, found[0].message
+    result = repair(open_path(part), backup_dir=tmp_path / "bk")
+    plan = [a.describe() for a in result.plan.actions]
+    assert _offsets(part) == before, plan
+    assert {p.name: p.read_bytes() for p in _logs(part)} == {**original, fn.segment_file(18, "log"):
+                                                             b"".join(wrappers[6:8])} | {
+        fn.segment_file(12, "log"): b"".join(wrappers[4:6])}, plan
+    assert not _errors(part), plan
+    code, _rows = kafka_oracle(_logs(part))
+    assert code == 0
+    restore(result.manifests[0])
+    assert _tree(part) == damaged

@@ -35,8 +35,9 @@ snapshots are not touched (the offsets do not change). ``verify`` reports each s
 
 What is left to the batch walk (the split is not planned): damage in the segment, offsets another batch holds
 with other bytes (a damaged offset field, or two histories: not told apart here), a negative offset (a damaged
-field: no segment is named below 0), a v0/v1 compressed wrapper (its first offset is not in its header), an
-unreadable transaction marker, batches that would land in a gap between other segments rather than between
+field: no segment is named below 0), a v0/v1 compressed wrapper whose inner messages do not read (its
+first offset, which names a new segment as the broker's ``baseOffset()`` of a legacy batch does, is the first
+inner message's, not in its header), an unreadable transaction marker, batches that would land in a gap between other segments rather than between
 the segment's neighbours, and pieces that would enclose another segment's name (the broker's swap completion
 would delete that segment).
 """
@@ -49,7 +50,6 @@ from ...errors import KltoolError
 from ...format import names as fn
 from ...format.index import encode_aborted_txn
 from ...format.records import BatchHeader
-from ..check import batch_rules as rules
 from ..check.segment_name import SplitPlan, SplitRule, describe_dups
 from ..index_builder import IndexBuilder
 from .apply import file_size as _size
@@ -102,7 +102,7 @@ class Split:
                         ctx.txn_ok = False
                         ctx.txn_error = e.message
             entries = ctx.txn.take() if ctx.txn_ok else []
-            a = self.txn.get(rules.first_offset(p[0]))
+            a = self.txn.get(self.plan.first(p[0]))
             if a is not None:
                 a.data = b"".join(encode_aborted_txn(t.producer_id, t.first_offset, t.last_offset,
                                                      t.last_stable_offset) for t in entries)
@@ -110,7 +110,7 @@ class Split:
                 a.entries = len(entries)
 
 
-def _ranges(piece: list[BatchHeader]) -> list[Cut]:
+def _ranges(piece: list[BatchHeader], first) -> list[Cut]:
     """The byte ranges of the old file a new segment is made of (adjacent batches merged)."""
     out: list[Cut] = []
     for h in piece:
@@ -118,7 +118,7 @@ def _ranges(piece: list[BatchHeader]) -> list[Cut]:
             out[-1].end = h.end
             out[-1].last_offset = h.last_offset
         else:
-            out.append(Cut(h.position, h.end, "copy", "copied into the new segment", rules.first_offset(h),
+            out.append(Cut(h.position, h.end, "copy", "copied into the new segment", first(h),
                            h.last_offset))
     return out
 
@@ -145,13 +145,13 @@ def _split_actions(sp: Split, interval: int) -> list[Action]:
     descending offset order, the old segment's files moved into the backup, the ``.swap`` files renamed into
     place."""
     s, d = sp.seg, sp.seg.log.parent
-    names = [fn.segment_file(rules.first_offset(p[0]), "log") for p in sp.pieces]
+    names = [fn.segment_file(sp.plan.first(p[0]), "log") for p in sp.pieces]
     why = (f"its batches lie below its base offset {s.base}: split as the broker's recovery splits a segment with "
            f"an offset overflow (LocalLog.splitOverflowedSegment), each new segment named after its first batch")
     acts: list[Action] = []
     log, indexes = s.log, [getattr(s, k) for k in INDEX_KINDS]
     if sp.pieces:
-        lo = rules.first_offset(sp.pieces[0][0])
+        lo = sp.plan.first(sp.pieces[0][0])
         if not lo <= s.base <= sp.last:
             # the broker completes an interrupted swap by deleting the files named in [lo, last + 1): the old
             # segment takes the first new name first (its indexes, relative to the old name, go now)
@@ -162,13 +162,13 @@ def _split_actions(sp: Split, interval: int) -> list[Action]:
             log = d / fn.segment_file(lo, "log")
             acts.append(Action("rename", s.log, f"moved to the first new segment's name, so that an interrupted "
                                f"split is completed or undone over the offsets it covers: {why}", target=log))
-    kinds = {rules.first_offset(p[0]): _kinds(p, sp.plan.markers) for p in sp.pieces}
+    kinds = {sp.plan.first(p[0]): _kinds(p, sp.plan.markers) for p in sp.pieces}
     for p in sp.pieces:
-        base = rules.first_offset(p[0])
+        base = sp.plan.first(p[0])
         size = sum(h.size for h in p)
         acts.append(Action("create", d / fn.segment_file(base, "log", "cleaned"), f"new segment {base}..{p[-1].last_offset} "
                            f"({len(p)} batches) from {s.log.name}: {why}", new_size=size, source=log,
-                           ranges=_ranges(p), first_offset=base, last_offset=p[-1].last_offset))
+                           ranges=_ranges(p, sp.plan.first), first_offset=base, last_offset=p[-1].last_offset))
         oi, ti = _indexes(p, base, interval)
         for kind, data in (("index", oi), ("timeindex", ti)):
             acts.append(Action("create", d / fn.segment_file(base, kind, "cleaned"), f"the index of the new segment "
@@ -179,7 +179,7 @@ def _split_actions(sp: Split, interval: int) -> list[Action]:
                                   f"broker's recovery rebuilds it)", data=b"", new_size=0)
             acts.append(sp.txn[base])
     for p in reversed(sp.pieces):
-        base = rules.first_offset(p[0])
+        base = sp.plan.first(p[0])
         for kind in kinds[base]:
             acts.append(Action("rename", d / fn.segment_file(base, kind, "cleaned"), "new segment complete: "
                                ".cleaned -> .swap (descending offsets, as the broker renames)",
@@ -187,13 +187,13 @@ def _split_actions(sp: Split, interval: int) -> list[Action]:
     reason = f"replaced by {', '.join(names)}" if names else "every batch in it is held by another segment too"
     if sp.dups:
         reason += (f"; {len(sp.dups)} batch(es) whose offsets are held twice stay only in the backup with this file, "
-                   f"the other copy stays in the log: {describe_dups(sp.dups)}")
+                   f"the other copy stays in the log: {describe_dups(sp.dups, sp.plan.first)}")
     acts.append(Action("quarantine", log, reason, old_size=_size(s.log)))
     for cur in indexes:
         if cur is not None:
             acts.append(Action("quarantine", cur, f"index of the split segment {s.base}", old_size=_size(cur)))
     for p in sp.pieces:
-        base = rules.first_offset(p[0])
+        base = sp.plan.first(p[0])
         for kind in kinds[base]:
             acts.append(Action("rename", d / fn.segment_file(base, kind, "swap"), "swap the new segment in",
                                target=d / fn.segment_file(base, kind)))

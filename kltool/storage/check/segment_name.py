@@ -137,12 +137,16 @@ class _Contents:
     (COMMIT/ABORT) of each transaction control batch, by position."""
 
     batches: list[BatchHeader]
-    clean: bool  # no damage, no inexact or negative first offset, no unreadable marker
+    clean: bool  # no damage, no negative or unreadable first offset, no unreadable marker
     markers: dict[int, str] = field(default_factory=dict)
+    firsts: dict[int, int] = field(default_factory=dict)  # a compressed v0/v1 wrapper's first inner offset
+
+    def first(self, h: BatchHeader) -> int:
+        return self.firsts.get(h.position, first_offset(h))
 
     @property
     def lo(self) -> int | None:
-        return min((first_offset(h) for h in self.batches), default=None)
+        return min((self.first(h) for h in self.batches), default=None)
 
     @property
     def hi(self) -> int | None:
@@ -158,10 +162,16 @@ class SplitPlan:
     pieces: list[list[BatchHeader]]
     dups: list[tuple[BatchHeader, str]] = field(default_factory=list)
     markers: dict[int, str] = field(default_factory=dict)
+    firsts: dict[int, int] = field(default_factory=dict)
+
+    def first(self, h: BatchHeader) -> int:
+        """A batch's first offset (a compressed v0/v1 wrapper's: its first inner message's, the broker's
+        ``baseOffset()`` of a legacy batch)."""
+        return self.firsts.get(h.position, first_offset(h))
 
     @property
     def bases(self) -> list[int]:
-        return [first_offset(p[0]) for p in self.pieces]
+        return [self.first(p[0]) for p in self.pieces]
 
     @property
     def last(self) -> int | None:
@@ -179,14 +189,35 @@ def _marker(log: Path, h: BatchHeader) -> tuple[str | None, str | None]:
     return ((cols.controls[0] or {}).get("type") if len(cols) and cols.controls else None), None
 
 
+def _inner_first(log: Path, h: BatchHeader) -> int | None:
+    """The first inner offset of a compressed v0/v1 wrapper (its header holds only the last), or None when
+    its messages do not read."""
+    from ..scan import records_of
+
+    try:
+        for cols in records_of(h, log):
+            if len(cols):
+                return cols.offsets[0]
+    except CorruptDataError:
+        return None
+    return None
+
+
 def _read(log: Path) -> _Contents:
-    batches, clean, markers = [], True, {}
+    batches, clean, markers, firsts = [], True, {}, {}
     for item in walk(log):
         if not isinstance(item, BatchHeader) or not item.crc_valid:
             clean = False
             continue
-        if not item.base_offset_exact or first_offset(item) < 0 or \
-                any(v.rule.cuts for v in rules.field_violations(item)):
+        if not item.base_offset_exact and item.magic < 2:
+            lo = _inner_first(log, item)
+            if lo is None or not 0 <= lo <= item.last_offset:
+                clean = False
+            else:
+                firsts[item.position] = lo
+        elif not item.base_offset_exact:
+            clean = False
+        if first_offset(item) < 0 or any(v.rule.cuts for v in rules.field_violations(item)):
             clean = False  # (a negative offset is a damaged field: no segment is named below 0)
         if item.magic == 2 and item.is_control and item.producer_id >= 0:
             ctype, error = _marker(log, item)
@@ -195,28 +226,28 @@ def _read(log: Path) -> _Contents:
             else:
                 markers[item.position] = ctype
         batches.append(item)
-    return _Contents(batches, clean, markers)
+    return _Contents(batches, clean, markers, firsts)
 
 
 def _same(h: BatchHeader, twin: BatchHeader | None) -> bool:
     """Is ``twin`` a copy of ``h`` (the same offsets, size and CRC)?"""
     return twin is not None and (first_offset(twin), twin.last_offset, twin.size, twin.crc) == \
-        (first_offset(h), h.last_offset, h.size, h.crc)
+        (first_offset(h), h.last_offset, h.size, h.crc)  # (the CRC covers a wrapper's inner offsets)
 
 
-def _pieces(kept: list[BatchHeader]) -> list[list[BatchHeader]]:
+def _pieces(kept: list[BatchHeader], first: Callable[[BatchHeader], int]) -> list[list[BatchHeader]]:
     """``splitOverflowedSegment``: the batches in file order, a new segment whenever a batch does not fit the
     current one (below its base, past Int.MAX of it, or not above its last offset)."""
     pieces: list[list[BatchHeader]] = []
     for h in kept:
         if pieces:
             cur = pieces[-1]
-            base = first_offset(cur[0])
-            if first_offset(h) > cur[-1].last_offset and 0 <= h.last_offset - base <= INT32_MAX:
+            base = first(cur[0])
+            if first(h) > cur[-1].last_offset and 0 <= h.last_offset - base <= INT32_MAX:
                 cur.append(h)
                 continue
         pieces.append([h])
-    return sorted(pieces, key=lambda p: first_offset(p[0]))
+    return sorted(pieces, key=lambda p: first(p[0]))
 
 
 class SplitRule:
@@ -254,11 +285,11 @@ class SplitRule:
             return None
         kept, dups = placed
         order = {id(h): k for k, h in enumerate(c.batches)}
-        pieces = _pieces(sorted(kept, key=lambda h: order[id(h)]))
-        if pieces and not self._safe(pieces, others):
+        pieces = _pieces(sorted(kept, key=lambda h: order[id(h)]), c.first)
+        if pieces and not self._safe(pieces, others, c.first):
             return None
         return SplitPlan(pieces, dups, {h.position: c.markers[h.position] for p in pieces for h in p
-                                        if h.position in c.markers})
+                                        if h.position in c.markers}, c.firsts)
 
     def _place(self, base: int, log: Path, c: _Contents, others) -> tuple[list, list] | None:
         """(the batches kept, the duplicates with where the other copy is), in offset order; None when a batch
@@ -267,8 +298,8 @@ class SplitRule:
         floor = max((hi for b, _g, _lo, hi in others if b < base), default=None)
         ceil = min((lo for b, _g, lo, _hi in others if b > base), default=None)
         kept, dups = [], []
-        for h in sorted(c.batches, key=lambda h: (first_offset(h), h.position)):
-            lo, hi = first_offset(h), h.last_offset
+        for h in sorted(c.batches, key=lambda h: (c.first(h), h.position)):
+            lo, hi = c.first(h), h.last_offset
             other = next((g for _b, g, olo, ohi in others if lo <= ohi and olo <= hi and self.contents(g).batches),
                          None)
             if other is not None or (kept and lo <= kept[-1].last_offset):
@@ -283,38 +314,38 @@ class SplitRule:
         return kept, dups
 
     def _copy_of(self, h: BatchHeader, log: Path) -> BatchHeader | None:
-        """The batch of segment ``log`` that starts at ``h``'s first offset."""
+        """The batch of segment ``log`` that starts at ``h``'s first offset (by the offset order rule's first)."""
         lo = first_offset(h)
         return next((x for x in self.contents(log).batches if first_offset(x) == lo), None)
 
     @staticmethod
-    def _safe(pieces, others) -> bool:
+    def _safe(pieces, others, first: Callable[[BatchHeader], int]) -> bool:
         """The broker completes an interrupted swap by deleting every other file named in [the lowest new
         base, the highest next offset): that range must hold no other segment's name (the old segment's is
         moved into it first when it lies outside), and the pieces must not interleave."""
-        lo = first_offset(pieces[0][0])
+        lo = first(pieces[0][0])
         hi = max(h.last_offset for p in pieces for h in p) + 1
         if any(lo <= b < hi for b, _g, _a, _c in others):
             return False
-        return all(p[-1].last_offset < first_offset(q[0]) for p, q in zip(pieces, pieces[1:], strict=False))
+        return all(p[-1].last_offset < first(q[0]) for p, q in zip(pieces, pieces[1:], strict=False))
 
 
-def describe_dups(dups: list[tuple[BatchHeader, str]]) -> str:
-    parts = [f"{first_offset(h)}..{h.last_offset} (also in {where})" for h, where in dups[:5]]
+def describe_dups(dups: list[tuple[BatchHeader, str]], first: Callable[[BatchHeader], int] = first_offset) -> str:
+    parts = [f"{first(h)}..{h.last_offset} (also in {where})" for h, where in dups[:5]]
     more = f" and {len(dups) - 5} more" if len(dups) > 5 else ""
     return ", ".join(parts) + more
 
 
 def describe_split(sp: SplitPlan, base: int, name_of: Callable[[int], str]) -> str:
     """What ``verify`` says of a segment repair splits (the same pieces the plan writes)."""
-    runs = ", ".join(f"{first_offset(p[0])}..{p[-1].last_offset} ({len(p)} batches) -> {name_of(first_offset(p[0]))}"
+    runs = ", ".join(f"{sp.first(p[0])}..{p[-1].last_offset} ({len(p)} batches) -> {name_of(sp.first(p[0]))}"
                      for p in sp.pieces)
     msg = (f"batches lie below the segment's base offset {base} (the file name, covered by no CRC): kltool verify "
            f"--repair splits it as the broker splits a segment with an offset overflow, every intact batch kept: "
            f"{runs or 'no new segment'}")
     if sp.dups:
         msg += (f"; {len(sp.dups)} batch(es) whose offsets are held twice stay only in the backup: "
-                f"{describe_dups(sp.dups)}")
+                f"{describe_dups(sp.dups, sp.first)}")
     if sp.markers:
         msg += f"; {len(sp.markers)} transaction marker(s) carried, the .txnindex rebuilt for each new segment"
     return msg

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from kltool.format import build_batch
 from kltool.format import names as fn
 from kltool.storage.change.repair import repair
 from kltool.storage.change.restore import restore
@@ -264,3 +265,157 @@ def test_two_neighbouring_offset_fields_flipped_below_the_base_are_not_split(tmp
     assert [h.base_offset for h in _batches(log)[3:5]] == [hs[3].base_offset ^ 512, hs[4].base_offset ^ 512]
     result = repair(open_path(part), backup_dir=tmp_path / "bk", dry_run=True)
     assert not [a for a in result.plan.actions if a.op == "create"], [a.describe() for a in result.plan.actions]
+
+
+@pytest.mark.parametrize("damage", ["collide", "overflow"])
+@pytest.mark.parametrize("src,parts", [SOURCES[0], SOURCES[1], SOURCES[2]])
+def test_verify_names_the_split_once_as_the_plan_makes_it(tmp_path, src, parts, damage):
+    """verify says once per segment that --repair splits it (the new segments' names and offset runs, the
+    batches held twice), the same pieces the plan writes; it used to report every batch below the base as
+    offset_order."""
+    part = _segments(tmp_path, src, parts)
+    if damage == "collide":
+        _collide(part, 2, 1)
+    else:
+        if len(_batches(_logs(part)[1])) < 6:
+            pytest.skip("too few batches")
+        _overflowed(part, 3)
+    found = _errors(part)
+    result = repair(open_path(part), backup_dir=tmp_path / "bk", dry_run=True)
+    created = [a for a in result.plan.actions if a.op == "create" and a.file.name.endswith(".log.cleaned")]
+    (q,) = [a for a in result.plan.actions if a.op == "quarantine" and a.file.suffix == ".log"]
+    assert [(f.kind, Path(f.file).name) for f in found] == [("segment_split", q.file.name)], found
+    msg = found[0].message
+    for a in created:
+        assert f"{a.first_offset}..{a.last_offset} " in msg and f"-> {a.file.name[:-len('.cleaned')]}" in msg, msg
+    assert msg.count(" -> ") == len(created), msg
+    assert ("held twice" in msg) == ("held twice" in q.reason), (msg, q.reason)
+
+
+def test_batches_whose_offset_reads_negative_are_not_split(tmp_path):
+    """Two neighbouring batches whose offset fields had the sign bit flipped read below 0: damaged fields (no
+    segment is named below 0), left to the batch walk; the split used to plan a segment named
+    -9223372036854775808 (found by test_damage_pairs' many-times draw: v2-zstd-headers-0, batches 0 and 1,
+    byte 0 bit 7)."""
+    from .test_damage_pairs import _copy
+
+    part = _copy(tmp_path, "java-oracle/v2-zstd-headers-0")
+    log = _logs(part)[0]
+    b = bytearray(log.read_bytes())
+    for h in _batches(log)[:2]:
+        b[h.position] ^= 0x80
+    log.write_bytes(bytes(b))
+    result = repair(open_path(part), backup_dir=tmp_path / "bk", dry_run=True)
+    assert not [a for a in result.plan.actions if a.op == "create" or "-" in a.file.name.split(".")[0]], \
+        [a.describe() for a in result.plan.actions]
+    assert not [f for f in _errors(part) if f.kind == "segment_split"]
+
+
+def _txn_runs(tmp_path: Path) -> tuple[Path, dict, set, int]:
+    """v2-txn-0 (transactional batches, COMMIT and ABORT markers of three producers) as one segment whose
+    two halves are written in the wrong order, named after the second half: the first half lies below the
+    base. Returns (the partition, the .txnindex of each half as kltool's index rebuild makes it for the
+    segments cut in order, the offsets, the cut offset)."""
+    from kltool.storage.change.repair import repair as _repair
+
+    good = tmp_path / "good" / "v2-txn-0"
+    shutil.copytree(ROOT / "fixtures" / "java-oracle" / "v2-txn-0", good)
+    (good / "expected.jsonl").unlink()
+    for p in good.iterdir():
+        p.chmod(0o644)
+    (log,) = _logs(good)
+    hs = _batches(log)
+    data = log.read_bytes()
+    mid = hs[len(hs) // 2]
+    log.unlink()
+    (good / fn.segment_file(0, "log")).write_bytes(data[:mid.position])
+    (good / fn.segment_file(mid.base_offset, "log")).write_bytes(data[mid.position:])
+    before = _offsets(good)
+    _repair(open_path(good), backup_dir=tmp_path / "bkgood", force_index=True)
+    want = {p.name: p.read_bytes() for p in good.iterdir() if p.suffix == ".txnindex"}
+    part = tmp_path / "logs" / "v2-txn-0"
+    part.mkdir(parents=True)
+    (part / fn.segment_file(mid.base_offset, "log")).write_bytes(data[mid.position:] + data[:mid.position])
+    return part, want, before, mid.base_offset
+
+
+def test_a_segment_with_transaction_markers_is_split_with_its_txnindex(tmp_path, kafka_oracle):
+    """Transactional and control batches below the base are carried by the split (they used to be cut, intact
+    ones too); each new segment gets the .txnindex of its aborted transactions, as the index rebuild makes it
+    for the same segments; the producer state is not touched; Kafka's reader accepts the new segments;
+    restore brings the damaged files back byte for byte."""
+    part, want, before, mid = _txn_runs(tmp_path)
+    assert any(b"\x00" in v for v in want.values()), "the fixture aborts a transaction"
+    damaged = _tree(part)
+    found = _errors(part)
+    assert [f.kind for f in found] == ["segment_split"], found
+    assert "transaction marker" in found[0].message
+    result = repair(open_path(part), backup_dir=tmp_path / "bk")
+    plan = [a.describe() for a in result.plan.actions]
+    assert _offsets(part) == before, plan
+    assert sorted(p.name for p in _logs(part)) == [fn.segment_file(0, "log"), fn.segment_file(mid, "log")], plan
+    got = {p.name: p.read_bytes() for p in part.iterdir() if p.suffix == ".txnindex"}
+    assert got == want, plan
+    assert not [p for p in part.iterdir() if p.suffix == ".snapshot"]
+    assert not _errors(part), plan
+    assert run_kltool("verify", part).code == 0
+    code, _rows = kafka_oracle(_logs(part))
+    assert code == 0
+    restore(result.manifests[0])
+    assert _tree(part) == damaged
+
+
+@pytest.mark.parametrize("src,parts", [SOURCES[0], SOURCES[3]])
+def test_a_damage_cut_before_a_split_segment_names_only_its_own_offsets(tmp_path, src, parts):
+    """The last batch of the segment before a split one is zeroed (a zero run: its offsets are not in the
+    bytes, the next kept batch bounds them): the cut names that batch's offsets only, bounded by the split
+    segment's lowest batch (it used to run on to the segment after the split, or stay open)."""
+    part = _segments(tmp_path, src, parts)
+    if len(_batches(_logs(part)[1])) < 4:
+        pytest.skip("too few batches")
+    prev = _logs(part)[0]
+    z = _batches(prev)[-1]
+    _overflowed(part, 2)
+    with open(prev, "r+b") as f:
+        f.seek(z.position)
+        f.write(b"\0" * z.size)
+    result = repair(open_path(part), backup_dir=tmp_path / "bk", dry_run=True)
+    assert [a.op for a in result.plan.actions].count("create") >= 2, [a.describe() for a in result.plan.actions]
+    (cut,) = [a for a in result.plan.actions if a.op in ("truncate", "excise")]
+    assert [(c.first_offset, c.last_offset) for c in cut.ranges] == [(z.base_offset, z.last_offset)], cut.describe()
+    assert f"offsets {z.base_offset}..{z.last_offset} lost" in cut.describe(), cut.describe()
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+def test_compressed_v0_v1_wrappers_below_the_base_are_split(tmp_path, magic, kafka_oracle):
+    """Compressed v0/v1 wrappers (each one message whose offset is its last inner offset) below the base are
+    split like v2 batches, each new segment named after its first wrapper's first inner offset (the broker's
+    baseOffset() of a legacy batch); they used to be cut."""
+    from kltool.format.compression import GZIP
+
+    part = tmp_path / "logs" / f"v{magic}-gzip-0"
+    part.mkdir(parents=True)
+    wrappers = [build_batch([(k, 1_700_000_000_000 + 3 * w + k, f"k{3 * w + k}".encode(), b"v" * 40, [])
+                             for k in range(3)], base_offset=3 * w, magic=magic, compression=GZIP)
+                for w in range(12)]
+    for a in (0, 4, 8):
+        (part / fn.segment_file(3 * a, "log")).write_bytes(b"".join(wrappers[a:a + 4]))
+    original = {p.name: p.read_bytes() for p in _logs(part)}
+    before = _offsets(part)
+    (part / fn.segment_file(12, "log")).unlink()
+    (part / fn.segment_file(18, "log")).write_bytes(b"".join(wrappers[6:8] + wrappers[4:6]))
+    damaged = _tree(part)
+    found = _errors(part)
+    assert [f.kind for f in found] == ["segment_split"], found
+    assert f"12..17 (2 batches) -> {fn.segment_file(12, 'log')}" in found[0].message, found[0].message
+    result = repair(open_path(part), backup_dir=tmp_path / "bk")
+    plan = [a.describe() for a in result.plan.actions]
+    assert _offsets(part) == before, plan
+    assert {p.name: p.read_bytes() for p in _logs(part)} == {**original, fn.segment_file(18, "log"):
+                                                             b"".join(wrappers[6:8])} | {
+        fn.segment_file(12, "log"): b"".join(wrappers[4:6])}, plan
+    assert not _errors(part), plan
+    code, _rows = kafka_oracle(_logs(part))
+    assert code == 0
+    restore(result.manifests[0])
+    assert _tree(part) == damaged

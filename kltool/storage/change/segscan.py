@@ -72,6 +72,18 @@ class Ctx:
         self.txn_ok = True
         self.txn_error = ""
 
+    def close_pending(self, h: BatchHeader) -> None:
+        """The next kept batch ``h`` bounds the offsets of the damage cuts waiting for it."""
+        if not self.pending:
+            return
+        for c in self.pending:
+            if h.magic == 2 and c.first_offset is not None and h.base_offset - 1 < c.first_offset:
+                c.first_offset = None
+                c.records = 0  # no offset is missing: the region held no batch the log needed
+            elif h.magic == 2:
+                c.last_offset = h.base_offset - 1
+        self.pending.clear()
+
     def settle_epoch(self, k: BatchHeader | None) -> None:
         """The next kept v2 batch ``k`` (None: none comes, or a batch of another format) witnesses the epoch of
         the suspect kept before it: a lone epoch between two of the same, not named by leader-epoch-checkpoint,
@@ -617,14 +629,7 @@ class SegScan:
                         ctx.txn_error = e.message
                 if h.is_control:
                     self.kept_markers.add(h.base_offset)
-        if ctx.pending:
-            for c in ctx.pending:
-                if h.magic == 2 and c.first_offset is not None and h.base_offset - 1 < c.first_offset:
-                    c.first_offset = None
-                    c.records = 0  # no offset is missing: the region held no batch the log needed
-                elif h.magic == 2:
-                    c.last_offset = h.base_offset - 1
-            ctx.pending.clear()
+        ctx.close_pending(h)
         self.kept += 1
         if ctx.last is None or last > ctx.last:
             ctx.last = last

@@ -14,14 +14,20 @@ offsets another segment holds, or runs of batches in the wrong order), repair sp
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
 
+from ...errors import CorruptDataError
+from ...format import decode_records
 from ...format.records import BatchHeader
 from ..scan import walk
+from . import batch_rules as rules
 from .batch_rules import first_offset
 
 __all__ = ["first_batches", "last_offset_of", "misnamed_base", "below_base", "any_below_base", "runs_below_base",
-           "split_by_runs"]
+           "split_by_runs", "SplitRule", "SplitPlan", "describe_split", "describe_dups"]
 
 
 def first_batches(path, n: int = 2, end: int | None = None) -> list[BatchHeader]:
@@ -118,3 +124,228 @@ def split_by_runs(batches: list[BatchHeader], base: int) -> bool:
     not content that belongs elsewhere."""
     runs = runs_below_base(batches, base)
     return bool(runs) and all(len(r) >= 2 for r in runs)
+
+
+# -- the split: which segments, which pieces (verify reports it, repair applies it: change/split.py) -----------
+
+INT32_MAX = rules.INT32_MAX
+
+
+@dataclass
+class _Contents:
+    """A segment's batches (CRC-valid, in file order), whether the split may take it, and the marker type
+    (COMMIT/ABORT) of each transaction control batch, by position."""
+
+    batches: list[BatchHeader]
+    clean: bool  # no damage, no negative or unreadable first offset, no unreadable marker
+    markers: dict[int, str] = field(default_factory=dict)
+    firsts: dict[int, int] = field(default_factory=dict)  # a compressed v0/v1 wrapper's first inner offset
+
+    def first(self, h: BatchHeader) -> int:
+        return self.firsts.get(h.position, first_offset(h))
+
+    @property
+    def lo(self) -> int | None:
+        return min((self.first(h) for h in self.batches), default=None)
+
+    @property
+    def hi(self) -> int | None:
+        return max((h.last_offset for h in self.batches), default=None)
+
+
+@dataclass
+class SplitPlan:
+    """One segment split into ``pieces`` (lists of batches, each a new segment named after its first batch),
+    ``dups``: its batches whose offsets another copy holds (batch, where the other copy is); ``markers``: the
+    marker type of each transaction control batch (by position)."""
+
+    pieces: list[list[BatchHeader]]
+    dups: list[tuple[BatchHeader, str]] = field(default_factory=list)
+    markers: dict[int, str] = field(default_factory=dict)
+    firsts: dict[int, int] = field(default_factory=dict)
+
+    def first(self, h: BatchHeader) -> int:
+        """A batch's first offset (a compressed v0/v1 wrapper's: its first inner message's, the broker's
+        ``baseOffset()`` of a legacy batch)."""
+        return self.firsts.get(h.position, first_offset(h))
+
+    @property
+    def bases(self) -> list[int]:
+        return [self.first(p[0]) for p in self.pieces]
+
+    @property
+    def last(self) -> int | None:
+        return max((h.last_offset for p in self.pieces for h in p), default=None)
+
+
+def _marker(log: Path, h: BatchHeader) -> tuple[str | None, str | None]:
+    """(the marker type of a transaction control batch, the error reading it)."""
+    with open(log, "rb") as f:
+        data = os.pread(f.fileno(), h.size, h.position)
+    try:
+        cols = decode_records(h, data)
+    except CorruptDataError as e:
+        return None, e.message
+    return ((cols.controls[0] or {}).get("type") if len(cols) and cols.controls else None), None
+
+
+def _inner_first(log: Path, h: BatchHeader) -> int | None:
+    """The first inner offset of a compressed v0/v1 wrapper (its header holds only the last), or None when
+    its messages do not read."""
+    from ..scan import records_of
+
+    try:
+        for cols in records_of(h, log):
+            if len(cols):
+                return cols.offsets[0]
+    except CorruptDataError:
+        return None
+    return None
+
+
+def _read(log: Path) -> _Contents:
+    batches, clean, markers, firsts = [], True, {}, {}
+    for item in walk(log):
+        if not isinstance(item, BatchHeader) or not item.crc_valid:
+            clean = False
+            continue
+        if not item.base_offset_exact and item.magic < 2:
+            lo = _inner_first(log, item)
+            if lo is None or not 0 <= lo <= item.last_offset:
+                clean = False
+            else:
+                firsts[item.position] = lo
+        elif not item.base_offset_exact:
+            clean = False
+        if first_offset(item) < 0 or any(v.rule.cuts for v in rules.field_violations(item)):
+            clean = False  # (a negative offset is a damaged field: no segment is named below 0)
+        if item.magic == 2 and item.is_control and item.producer_id >= 0:
+            ctype, error = _marker(log, item)
+            if rules.control_violation(item, ctype, error) is not None or ctype is None:
+                clean = False
+            else:
+                markers[item.position] = ctype
+        batches.append(item)
+    return _Contents(batches, clean, markers, firsts)
+
+
+def _same(h: BatchHeader, twin: BatchHeader | None) -> bool:
+    """Is ``twin`` a copy of ``h`` (the same offsets, size and CRC)?"""
+    return twin is not None and (first_offset(twin), twin.last_offset, twin.size, twin.crc) == \
+        (first_offset(h), h.last_offset, h.size, h.crc)  # (the CRC covers a wrapper's inner offsets)
+
+
+def _pieces(kept: list[BatchHeader], first: Callable[[BatchHeader], int]) -> list[list[BatchHeader]]:
+    """``splitOverflowedSegment``: the batches in file order, a new segment whenever a batch does not fit the
+    current one (below its base, past Int.MAX of it, or not above its last offset)."""
+    pieces: list[list[BatchHeader]] = []
+    for h in kept:
+        if pieces:
+            cur = pieces[-1]
+            base = first(cur[0])
+            if first(h) > cur[-1].last_offset and 0 <= h.last_offset - base <= INT32_MAX:
+                cur.append(h)
+                continue
+        pieces.append([h])
+    return sorted(pieces, key=lambda p: first(p[0]))
+
+
+class SplitRule:
+    """The one rule for "split this segment as the broker splits an overflowed one" (:mod:`kltool.storage.
+    change.split` has the whole story). ``segs``: the partition's segments as (base offset, ``.log`` path),
+    the bases as the plan has them (after renames); each segment's batches are read at most once."""
+
+    def __init__(self, segs: list[tuple[int, Path]]):
+        self.segs = segs
+        self._contents: dict[Path, _Contents] = {}
+
+    def contents(self, log: Path) -> _Contents:
+        c = self._contents.get(log)
+        if c is None:
+            c = self._contents[log] = _read(log)
+        return c
+
+    def span(self, base: int, log: Path) -> tuple[int, int]:
+        """The offsets a segment claims: from its name (or its first batch, if lower) to its last batch."""
+        c = self.contents(log)
+        lo, hi = c.lo, c.hi
+        return (base if lo is None else min(base, lo)), (base if hi is None else max(base, hi))
+
+    def plan(self, i: int) -> SplitPlan | None:
+        """The split of segment ``i``, or None (not one to split, or one the split may not take)."""
+        base, log = self.segs[i]
+        if not any_below_base(log, base):
+            return None
+        c = self.contents(log)
+        if not c.clean or not split_by_runs(c.batches, base):
+            return None
+        others = [(b, lg, *self.span(b, lg)) for k, (b, lg) in enumerate(self.segs) if k != i]
+        placed = self._place(base, log, c, others)
+        if placed is None:
+            return None
+        kept, dups = placed
+        order = {id(h): k for k, h in enumerate(c.batches)}
+        pieces = _pieces(sorted(kept, key=lambda h: order[id(h)]), c.first)
+        if pieces and not self._safe(pieces, others, c.first):
+            return None
+        return SplitPlan(pieces, dups, {h.position: c.markers[h.position] for p in pieces for h in p
+                                        if h.position in c.markers}, c.firsts)
+
+    def _place(self, base: int, log: Path, c: _Contents, others) -> tuple[list, list] | None:
+        """(the batches kept, the duplicates with where the other copy is), in offset order; None when a batch
+        belongs to no place the split can put it: in a gap between other segments, or over offsets another
+        batch holds without being its copy (different bytes: a damaged offset field, not a second copy)."""
+        floor = max((hi for b, _g, _lo, hi in others if b < base), default=None)
+        ceil = min((lo for b, _g, lo, _hi in others if b > base), default=None)
+        kept, dups = [], []
+        for h in sorted(c.batches, key=lambda h: (c.first(h), h.position)):
+            lo, hi = c.first(h), h.last_offset
+            other = next((g for _b, g, olo, ohi in others if lo <= ohi and olo <= hi and self.contents(g).batches),
+                         None)
+            if other is not None or (kept and lo <= kept[-1].last_offset):
+                twin = self._copy_of(h, other) if other is not None else kept[-1]
+                if not _same(h, twin):
+                    return None
+                dups.append((h, other.name if other is not None else f"{log.name} at byte {twin.position}"))
+            elif (floor is not None and lo <= floor) or (ceil is not None and hi >= ceil):
+                return None  # in a gap between other segments: not where the split puts it
+            else:
+                kept.append(h)
+        return kept, dups
+
+    def _copy_of(self, h: BatchHeader, log: Path) -> BatchHeader | None:
+        """The batch of segment ``log`` that starts at ``h``'s first offset (by the offset order rule's first)."""
+        lo = first_offset(h)
+        return next((x for x in self.contents(log).batches if first_offset(x) == lo), None)
+
+    @staticmethod
+    def _safe(pieces, others, first: Callable[[BatchHeader], int]) -> bool:
+        """The broker completes an interrupted swap by deleting every other file named in [the lowest new
+        base, the highest next offset): that range must hold no other segment's name (the old segment's is
+        moved into it first when it lies outside), and the pieces must not interleave."""
+        lo = first(pieces[0][0])
+        hi = max(h.last_offset for p in pieces for h in p) + 1
+        if any(lo <= b < hi for b, _g, _a, _c in others):
+            return False
+        return all(p[-1].last_offset < first(q[0]) for p, q in zip(pieces, pieces[1:], strict=False))
+
+
+def describe_dups(dups: list[tuple[BatchHeader, str]], first: Callable[[BatchHeader], int] = first_offset) -> str:
+    parts = [f"{first(h)}..{h.last_offset} (also in {where})" for h, where in dups[:5]]
+    more = f" and {len(dups) - 5} more" if len(dups) > 5 else ""
+    return ", ".join(parts) + more
+
+
+def describe_split(sp: SplitPlan, base: int, name_of: Callable[[int], str]) -> str:
+    """What ``verify`` says of a segment repair splits (the same pieces the plan writes)."""
+    runs = ", ".join(f"{sp.first(p[0])}..{p[-1].last_offset} ({len(p)} batches) -> {name_of(sp.first(p[0]))}"
+                     for p in sp.pieces)
+    msg = (f"batches lie below the segment's base offset {base} (the file name, covered by no CRC): kltool verify "
+           f"--repair splits it as the broker splits a segment with an offset overflow, every intact batch kept: "
+           f"{runs or 'no new segment'}")
+    if sp.dups:
+        msg += (f"; {len(sp.dups)} batch(es) whose offsets are held twice stay only in the backup: "
+                f"{describe_dups(sp.dups, sp.first)}")
+    if sp.markers:
+        msg += f"; {len(sp.markers)} transaction marker(s) carried, the .txnindex rebuilt for each new segment"
+    return msg

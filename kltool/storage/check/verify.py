@@ -26,7 +26,7 @@ from ..scan import HOLD, BatchRun, Damage, records_of, walk
 from ..segment import Segment
 from . import batch_rules as rules
 from .index_check import IndexChecker
-from .segment_name import first_batches, last_offset_of, misnamed_base
+from .segment_name import SplitRule, describe_split, first_batches, last_offset_of, misnamed_base
 
 
 class VerifyStats(Plain):
@@ -272,6 +272,7 @@ def verify_partition(p: Partition, *, deep: bool = False, stats: VerifyStats,
     segs = p.segments
     end = LogEnd(None, None)  # what the segments so far hand on
     epochs = EpochWatch(checkpoint_epochs(p.path))
+    splits = _Splits(segs)
     for i, seg in enumerate(segs):
         stats.segments += 1
         size = seg.size
@@ -296,10 +297,13 @@ def verify_partition(p: Partition, *, deep: bool = False, stats: VerifyStats,
         early = len(ic.findings)
         yield from ic.findings
         yield from _check_txn_index(seg)
-        seg_end = yield from verify_log_file(seg.log_path, base_offset=content_base, deep=deep, stats=stats,
-                                             live_tail=is_active and _broker_running(p), progress=progress,
-                                             prev_last=last, index_check=ic, epochs=epochs)
-        yield from ic.finish()[early:]
+        walked = verify_log_file(seg.log_path, base_offset=content_base, deep=deep, stats=stats,
+                                 live_tail=is_active and _broker_running(p), progress=progress,
+                                 prev_last=last, index_check=ic, epochs=epochs)
+        split = splits.of(i) if named is None else None
+        seg_end = yield from _unless_split(walked, split)
+        if not split:  # (a split segment's indexes are rebuilt for its new segments)
+            yield from ic.finish()[early:]
         end = LogEnd(seg_end.last if seg_end.last is not None else last, seg_end.batch)
     leo = (end.last + 1) if end.last is not None else (segs[-1].base_offset if segs else 0)
     stats.segment_ends[str(p.path)] = leo
@@ -315,6 +319,68 @@ def verify_partition(p: Partition, *, deep: bool = False, stats: VerifyStats,
     yield from _check_partition_files(p, leo)
     for snap in p.kraft_snapshots:
         yield from verify_log_file(snap, base_offset=None, deep=deep, stats=stats, progress=progress)
+
+
+_OFFSET_KINDS = ("offset_order", "offset_field", "offset_overflow")
+
+
+class _Splits:
+    """Which segments ``verify --repair`` splits (:class:`~kltool.storage.check.segment_name.SplitRule`, the
+    rule repair plans by), asked only of a segment whose walk finds an offset out of place."""
+
+    def __init__(self, segs: list[Segment]):
+        self.segs = segs
+        self.rule: SplitRule | None = None
+
+    def of(self, i: int) -> _SegSplit:
+        return _SegSplit(self, i)
+
+    def plan(self, i: int):
+        if self.rule is None:
+            self.rule = SplitRule([(s.base_offset, s.log_path) for s in self.segs])
+        return self.rule.plan(i)
+
+
+class _SegSplit:
+    """One segment's split, decided at its first offset finding (None until then, or when there is none)."""
+
+    def __init__(self, splits: _Splits, i: int):
+        self.splits, self.i = splits, i
+        self.asked = False
+        self.plan = None
+
+    def __bool__(self) -> bool:
+        return self.plan is not None
+
+    def ask(self) -> Finding | None:
+        """The one finding for a segment repair splits (None: not one)."""
+        if self.asked:
+            return None
+        self.asked = True
+        self.plan = self.splits.plan(self.i)
+        if self.plan is None:
+            return None
+        seg = self.splits.segs[self.i]
+        return _err("segment_split", seg.log_path, describe_split(self.plan, seg.base_offset,
+                                                                  lambda b: fn.segment_file(b, "log")),
+                    offset=seg.base_offset)
+
+
+def _unless_split(walked: Generator[Finding, None, LogEnd], split: _SegSplit | None) -> Generator[Finding, None, LogEnd]:
+    """The findings of a segment's walk, except that a segment repair splits (asked at its first offset
+    finding) is one ``segment_split`` finding instead of one per batch out of place."""
+    while True:
+        try:
+            f = next(walked)
+        except StopIteration as stop:
+            return stop.value
+        if split is not None and f.kind in _OFFSET_KINDS:
+            first = split.ask()
+            if first is not None:
+                yield first
+            if split:
+                continue
+        yield f
 
 
 def _misnamed(seg: Segment, size: int, last: int | None, next_base: int | None) -> int | None:

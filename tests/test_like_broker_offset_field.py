@@ -1,24 +1,24 @@
 """``verify --repair --like-broker`` on a batch whose baseOffset field (not covered by the CRC) was hit: the
-batch's CRC still checks, its offset is far beyond its neighbours'."""
+batch's CRC still checks, its offset is far beyond its neighbours'.
+
+What Kafka 4.4 does (seen on the real broker, started without a clean-shutdown marker on this very segment):
+``LogSegment.recover`` throws ``LogSegmentOffsetOverflowException`` at the batch ("Caught segment overflow
+error: Detected offset overflow at offset 549755813892 ... Split segment and retry"), ``LogLoader`` goes to split
+the segment, but ``LocalLog.splitOverflowedSegment`` requires ``hasOverflow()``, which looks only at the
+segment's last batch (offsets 5..6, in range): ``IllegalArgumentException: Split operation is only permitted
+for segments with overflow``, a fatal fault ("Error starting LogManager"), and the broker exits. It neither
+keeps the 7 records nor truncates anything. (tests/broker/test_broker_split.py sees the same refusal for
+batches below a segment's base.) So --like-broker changes nothing and says so; the default salvage mode
+restores the offset field and keeps every record."""
 
 from __future__ import annotations
 
 import struct
 
-import pytest
-
 from .conftest import ORACLE
 
 
-@pytest.mark.xfail(strict=True, reason="routed to the repair owners (witness/split): --like-broker keeps the batch "
-                   "whose offset field is damaged (offset 3 + 2^39) and truncates the intact batch after it (offsets "
-                   "5..6) as offset_order; the broker's recovery splits the overflowing segment "
-                   "(LocalLog.splitOverflowedSegment) and keeps all 7 records; a second repair still reports "
-                   "index_not_rebuilt")
-def test_like_broker_keeps_what_the_broker_keeps_after_a_damaged_offset_field(kl, tmp_path):
-    """The broker's LogSegment.recover throws LogSegmentOffsetOverflowException at the batch (its offset is
-    more than 2^31-1 past the segment's base) and LogLoader splits the segment there: batches 0..2, 3+2^39 and
-    5..6 each start a segment, none is truncated. A --like-broker repair must not cut more than that."""
+def _damaged(tmp_path):
     part = tmp_path / "kafka-logs" / "orders-0"
     part.mkdir(parents=True)
     data = bytearray((ORACLE / "v2-none-0" / "00000000000000000000.log").read_bytes())
@@ -26,7 +26,30 @@ def test_like_broker_keeps_what_the_broker_keeps_after_a_damaged_offset_field(kl
     assert struct.unpack_from(">q", data, 100)[0] == 3
     struct.pack_into(">q", data, 100, 3 + (1 << 39))
     (part / "00000000000000000000.log").write_bytes(data)
-    r = kl("--json", "verify", "--repair", "--like-broker", str(tmp_path / "kafka-logs"))
-    assert r.code in (0, 1), r
+    return part, bytes(data)
+
+
+def test_like_broker_says_the_broker_will_not_start_and_changes_nothing(kl, tmp_path):
+    part, data = _damaged(tmp_path)
+    for _ in range(2):  # (a second run says the same: nothing was half done)
+        r = kl("--json", "verify", "--repair", "--like-broker", str(tmp_path / "kafka-logs"))
+        assert r.code == 1, r
+        rows = r.json()
+        assert [x for x in rows if x["type"] == "action"] == []
+        refusal = [x for x in rows if x.get("kind") == "broker_will_not_start"]
+        assert len(refusal) == 1, rows
+        assert refusal[0]["severity"] == "error"
+        assert "Split operation is only permitted for segments with overflow" in refusal[0]["message"]
+        assert "verify --repair" in refusal[0]["message"]  # the way out: the default salvage mode
+        assert not [x for x in rows if x.get("kind") == "index_not_rebuilt"], rows
+        assert (part / "00000000000000000000.log").read_bytes() == data
+        assert sorted(p.name for p in part.iterdir()) == ["00000000000000000000.log"]
+
+
+def test_salvage_restores_the_offset_field_and_keeps_every_record(kl, tmp_path):
+    part, _ = _damaged(tmp_path)
+    r = kl("--json", "verify", "--repair", str(tmp_path / "kafka-logs"))
+    assert r.code == 0, r
     records = [x for x in kl("--json", "dump", "--records", str(part)).json() if x["type"] == "record"]
-    assert len(records) == 7, [x["offset"] for x in records]
+    assert [x["offset"] for x in records] == list(range(7))
+    assert kl("verify", str(tmp_path / "kafka-logs")).code == 0

@@ -147,8 +147,13 @@ def copy_range(src_path, start: int, end: int, dst_path, *, mode: int = 0o644) -
             raise UnsafeOperation(f"cannot back up bytes [{start}, {end}): the file has only {size} bytes",
                                   path=src_path)
         with staged(dst_path, mode=mode) as (fd, _tmp):
+            from .scan import data_ranges
+
             try:
-                append_ranges(src.fileno(), [(start, end)], fd)
+                for a, b in data_ranges(src.fileno(), start, end):  # a sparse file's holes stay holes
+                    os.lseek(fd, a - start, os.SEEK_SET)
+                    append_ranges(src.fileno(), [(a, b)], fd)
+                os.ftruncate(fd, end - start)
             except UnsafeOperation as e:
                 raise e.at(path=src_path) from None
     return end - start

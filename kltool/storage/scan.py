@@ -170,8 +170,19 @@ def _give_buffer(b) -> None:
             _POOL.append(b)
 
 
+_SEEK_DATA = getattr(os, "SEEK_DATA", None)
+_SEEK_HOLE = getattr(os, "SEEK_HOLE", None)
+_ZEROS = memoryview(bytes(1 << 20))
+
+
 class _Reader:
-    """Positioned reads into one reused buffer."""
+    """Positioned reads into one reused buffer.
+
+    A sparse file's holes (``log.preallocate``, or a crash that leaves a file extended but not written)
+    are never read: ``SEEK_DATA``/``SEEK_HOLE`` tell where they are, their bytes are zeros in the buffer
+    (what a read would give), and :meth:`extent` lets a scan jump over them (:func:`find_next_batch`,
+    :func:`_region_kind`): the cost of a walk follows the data a file holds, not the size it claims. Where
+    the system cannot tell (no ``SEEK_DATA``, or a file system that does not support it), all is data."""
 
     def __init__(self, fd: int, size: int, chunk: int):
         self.fd = fd
@@ -182,11 +193,38 @@ class _Reader:
         self.start = 0  # file position of buf[0]
         self.stop = 0  # file position just past the valid bytes
         self.bytes_read = 0
+        # The extent last asked about: [lo, hi) is a hole (ext_hole) or data. Unknown at first; a file with
+        # as many blocks as bytes (the usual case) has no holes and is never asked about.
+        self.ext_lo = self.ext_hi = 0
+        self.ext_hole = False
+        self.sparse = _SEEK_DATA is not None and _may_have_holes(fd, size)
 
     def close(self) -> None:
         self.view.release()
         _give_buffer(self.buf)
         self.buf = None
+
+    def extent(self, pos: int) -> tuple[bool, int]:
+        """(is a hole, where it ends): the hole or the data that ``pos`` lies in, up to where it ends (at most
+        the end of the walk)."""
+        if not self.sparse or pos >= self.size:
+            return False, self.size
+        if self.ext_lo <= pos < self.ext_hi:
+            return self.ext_hole, self.ext_hi
+        import errno
+
+        try:
+            data = os.lseek(self.fd, pos, _SEEK_DATA)
+            hole = data > pos
+            stop = data if hole else os.lseek(self.fd, pos, _SEEK_HOLE)
+        except OSError as e:
+            if e.errno != errno.ENXIO:  # (EINVAL: the file system cannot tell; all is data)
+                self.sparse = False
+                return False, self.size
+            hole, stop = True, self.size  # no data after pos: the rest is a hole
+        stop = min(max(stop, pos + 1), self.size)
+        self.ext_lo, self.ext_hi, self.ext_hole = pos, stop, hole
+        return hole, stop
 
     def ensure(self, pos: int, need: int) -> int:
         """Make [pos, pos+need) (clipped to the file) available; return its index in buf."""
@@ -201,14 +239,54 @@ class _Reader:
         want = min(max(need, self.chunk), len(self.buf), self.size - pos)
         got = 0
         while got < want:
-            n = os.preadv(self.fd, [self.view[got:want]], pos + got)
+            hole, stop = self.extent(pos + got)
+            lim = min(want, stop - pos)
+            if hole:
+                if got >= need:
+                    break  # no read-ahead into a hole: a scan jumps over it (extent)
+                lim = min(lim, need)
+                while got < lim:  # a hole reads as zeros
+                    n = min(lim - got, len(_ZEROS))
+                    self.view[got:got + n] = _ZEROS[:n]
+                    got += n
+                continue
+            n = os.preadv(self.fd, [self.view[got:lim]], pos + got)
             if n <= 0:
                 break
             got += n
-        self.bytes_read += got
+            self.bytes_read += n
         self.start = pos
         self.stop = pos + got
         return 0
+
+
+def _may_have_holes(fd: int, size: int) -> bool:
+    """Fewer blocks than bytes (a sparse file, or a compressing file system): worth asking where data is."""
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return False
+    blocks = getattr(st, "st_blocks", None)
+    return blocks is not None and blocks * 512 < min(size, st.st_size)
+
+
+def data_ranges(fd: int, start: int, stop: int) -> list[tuple[int, int]]:
+    """The stretches of file bytes [start, stop) that are data, in order: what is between them is a sparse
+    file's holes (zeros, not worth reading). [(start, stop)] where the file has no holes or the system cannot
+    tell."""
+    if start >= stop:
+        return []
+    r = _Reader.__new__(_Reader)  # (only its extent map: no buffer)
+    r.fd, r.size, r.ext_lo, r.ext_hi, r.ext_hole = fd, stop, 0, 0, False
+    r.sparse = _SEEK_DATA is not None and _may_have_holes(fd, stop)
+    out: list[tuple[int, int]] = []
+    p = start
+    while p < stop:
+        hole, end = r.extent(p)
+        if not hole:
+            out.append((p, end))
+        p = end
+    return out
 
 
 def _plausible(r: _Reader, pos: int, end: int) -> bool:
@@ -284,6 +362,16 @@ def find_next_batch(r: _Reader, pos: int, end: int) -> int | None:
     p = pos
     while p < end - HEADER_SIZE_UP_TO_MAGIC:
         n = min(r.chunk, end - p)
+        hole, stop = r.extent(p)
+        if hole:
+            # In a hole, a size field (bytes 8..11) that lies wholly in it is 0: the first candidate is the
+            # position whose size field takes the hole's last byte and the data's first (the regex path
+            # below jumps zero runs the same way), so the hole's bytes are never looked at.
+            if stop - 11 > p:
+                p = stop - 11
+                continue
+        elif stop - p < n:
+            n = min(n, max(stop - p + 64, HEADER_SIZE_UP_TO_MAGIC + 1))  # up to the hole (and a little of it)
         i = r.ensure(p, n)
         base = r.start
         buf = r.buf
@@ -322,7 +410,11 @@ def _region_kind(r: _Reader, pos: int, end: int) -> str:
     """zero_run when [pos, end) is all zero bytes, else garbage."""
     p = pos
     while p < end:
-        n = min(CHUNK, end - p)
+        hole, stop = r.extent(p)
+        if hole:  # a hole is zeros
+            p = stop
+            continue
+        n = min(CHUNK, end - p, stop - p)
         i = r.ensure(p, n)
         if _NONZERO.search(r.buf, i, i + n) is not None:
             return "garbage"

@@ -312,6 +312,7 @@ def _quarantine_segment(seg: Seg, reason: str, acts: list[Action]) -> None:
 def _plan_partition(g: Group, p: Partition, *, like_broker: bool, interval: int, only_bases: set[int] | None,
                     force_index: bool, indexes_only: bool, progress=None) -> None:
     acts, probs = g.actions, g.problems
+    n_acts = len(acts)
     if p.kind == "delete":
         probs.append(Finding("warning", "skipped", str(p.path), "partition marked for deletion: not repaired"))
         return
@@ -331,6 +332,11 @@ def _plan_partition(g: Group, p: Partition, *, like_broker: bool, interval: int,
     ctx.known_epochs = checkpoint_epochs(p.path)
     scans, later = _scan_segments(segs, ctx, probs, like_broker=like_broker and not indexes_only, interval=interval,
                                   only_bases=only_bases, progress=progress, splits=splits)
+    refusal = next((r for r in map(_broker_will_not_start, scans) if r is not None), None)
+    if refusal is not None:  # the broker changes nothing here: neither does --like-broker
+        del acts[n_acts:]
+        probs.append(refusal)
+        return
     for s in reversed(later):
         _quarantine_segment(s, f"after the truncation in {scans[-1].seg.final.name}: the broker's recovery deletes "
                                f"every later segment", acts)
@@ -353,6 +359,29 @@ def _plan_partition(g: Group, p: Partition, *, like_broker: bool, interval: int,
         leo = last_scan.kept_last + 1 if last_scan.kept_last is not None else final[-1].base
     g.log_end_offsets[str(p.path)] = leo
     _plan_partition_files(view, p, leo, ctx, acts)
+
+
+def _broker_will_not_start(sc: SegScan) -> Finding | None:
+    """``--like-broker``: the broker's recovery meets an offset more than 2^31-1 past the segment's base
+    (``LogSegmentOffsetOverflowException``, before any truncation) and goes to split the segment, but
+    ``LocalLog.splitOverflowedSegment`` requires ``hasOverflow()``, which looks only at the segment's last batch:
+    when that one is in range, the split fails (``IllegalArgumentException``) and the broker does not start
+    (seen on Kafka 4.4: tests/test_like_broker_offset_field.py)."""
+    v = sc.overflow
+    if not sc.like_broker or v is None:
+        return None
+    last = None
+    for item in walk(sc.seg.log, resync=False):  # (the batches the broker's reader frames, CRC or not)
+        if isinstance(item, BatchHeader):
+            last = item.last_offset
+    if last is not None and last - sc.seg.base > (1 << 31) - 1:
+        return None  # the last batch overflows: the broker splits the segment
+    return Finding("error", "broker_will_not_start", str(sc.seg.log),
+                   f"the broker will not start on this segment: its recovery stops at offset {v.offset}, more than "
+                   f"2^31-1 past the base offset {sc.seg.base} (LogSegmentOffsetOverflowException), to split the "
+                   f"segment, but the segment's last offset {last} does not overflow (\"Split operation is only "
+                   f"permitted for segments with overflow\", a fatal error at start-up); --like-broker changes "
+                   f"nothing: repair it with kltool verify --repair (the default salvage mode)", offset=v.offset)
 
 
 def _plan_leftovers(view: View, acts: list[Action]) -> None:

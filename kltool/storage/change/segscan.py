@@ -19,7 +19,7 @@ from ..check import batch_rules as rules
 from ..check.index_check import IndexChecker
 from ..epochs import epoch_out_of_line
 from ..index_builder import IndexBuilder, TxnIndexBuilder
-from ..scan import Damage, open_segment_file, walk
+from ..scan import Damage, data_ranges, open_segment_file, walk
 from .plan import Cut
 from .view import Seg
 
@@ -323,16 +323,18 @@ class SegScan:
         first = pos + LOG_OVERHEAD + RECORD_OVERHEAD[0]
         if min(limit, self.size) <= first:
             return out
-        n = min(limit, self.size) - first + V2_OVERHEAD
-        data = os.pread(self.fd, n, first)
-        for m in _MAGIC_AT_16.finditer(data):
-            i = m.start()
-            if first + i >= limit:
-                break
-            if data[i + 16] == magic and _plausible_header(data, i):  # (its length may be damaged too)
-                out.append(first + i)
-                if len(out) == _HEADER_CANDIDATES:
+        stop = min(limit, self.size)
+        for a, b in data_ranges(self.fd, first, stop):  # (a sparse file's holes: a length field there is 0)
+            lo = max(first, a - 11)
+            data = os.pread(self.fd, stop - lo + V2_OVERHEAD if b >= stop else b - lo + V2_OVERHEAD, lo)
+            for m in _MAGIC_AT_16.finditer(data):
+                i = m.start()
+                if lo + i >= min(b, limit):
                     break
+                if data[i + 16] == magic and _plausible_header(data, i):  # (its length may be damaged too)
+                    out.append(lo + i)
+                    if len(out) == _HEADER_CANDIDATES:
+                        return out
         return out
 
     def _size_probe(self, pos: int):

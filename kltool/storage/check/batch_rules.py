@@ -93,7 +93,9 @@ BELOW_BASE = Rule("below_base", "offset_order", "error",
                   "batch offset {base} is below the segment's base offset {seg_base}")
 OFFSET_OVERFLOW = Rule("offset_overflow", "offset_overflow", "warning",
                        "offset {last} is more than 2^31-1 past the segment's base offset {seg_base}: the broker "
-                       "splits this segment when it loads it (LogSegmentOffsetOverflowException), nothing is lost")
+                       "splits this segment when it loads it (LogSegmentOffsetOverflowException) if the segment's "
+                       "last batch overflows too; if a later batch is back in range, Kafka 4.4 refuses to start "
+                       "(verify --repair --like-broker says so)")
 UNREADABLE_MARKER = Rule("unreadable_marker", "invalid_control", "error",
                          "transactional control batch {base}: unreadable transaction marker: {error}")
 BAD_MARKER = Rule("bad_marker", "invalid_control", "error",

@@ -9,7 +9,8 @@ segment's last batch (offsets 5..6, in range): ``IllegalArgumentException: Split
 for segments with overflow``, a fatal fault ("Error starting LogManager"), and the broker exits. It neither
 keeps the 7 records nor truncates anything. (tests/broker/test_broker_split.py sees the same refusal for
 batches below a segment's base.) So --like-broker changes nothing and says so; the default salvage mode
-restores the offset field and keeps every record."""
+restores the offset field and keeps every record. When the hit batch is the LAST one, the broker does split the
+segment, and so does --like-broker."""
 
 from __future__ import annotations
 
@@ -53,3 +54,50 @@ def test_salvage_restores_the_offset_field_and_keeps_every_record(kl, tmp_path):
     records = [x for x in kl("--json", "dump", "--records", str(part)).json() if x["type"] == "record"]
     assert [x["offset"] for x in records] == list(range(7))
     assert kl("verify", str(tmp_path / "kafka-logs")).code == 0
+
+
+def _last_batch_overflows(tmp_path):
+    """The LAST batch's offset field (bytes 186.., offsets 5..6) gets bit 39 set: the segment's last batch
+    overflows, so Kafka 4.4's loader splits it (``hasOverflow()``)."""
+    part = tmp_path / "kafka-logs" / "orders-0"
+    part.mkdir(parents=True)
+    data = bytearray((ORACLE / "v2-none-0" / "00000000000000000000.log").read_bytes())
+    assert struct.unpack_from(">q", data, 186)[0] == 5
+    struct.pack_into(">q", data, 186, 5 + (1 << 39))
+    (part / "00000000000000000000.log").write_bytes(data)
+    return part, bytes(data)
+
+
+def test_like_broker_splits_a_segment_whose_last_batch_overflows(kl, tmp_path, kafka_oracle):
+    """Kafka 4.4 (seen on the real broker): ``LogSegment.recover`` raises ``LogSegmentOffsetOverflowException``,
+    ``LocalLog.splitOverflowedSegment`` splits the segment (its last batch overflows) into 00..0 (offsets 0..4)
+    and 00..549755813893 (the last batch), and the broker serves all 7 records at 0..4 and 549755813893..94.
+    --like-broker plans that split (it used to change nothing and say index_not_rebuilt)."""
+    from kltool.format import names as fn
+
+    part, data = _last_batch_overflows(tmp_path)
+    hi = 5 + (1 << 39)
+    logs = tmp_path / "kafka-logs"
+    r = kl("--json", "verify", "--repair", "--like-broker", "--backup-dir", str(tmp_path / "bk"), str(logs))
+    assert r.code == 0, r
+    rows = r.json()
+    assert not [x for x in rows if x.get("kind") in ("index_not_rebuilt", "broker_will_not_start")], rows
+    acts = [x for x in rows if x["type"] == "action"]
+    assert not [a for a in acts if a["op"] in ("truncate", "excise")], acts
+    assert sorted(p.name for p in part.iterdir() if p.suffix == ".log") == \
+        [fn.segment_file(0, "log"), fn.segment_file(hi, "log")]
+    assert (part / fn.segment_file(0, "log")).read_bytes() == data[:186]
+    assert (part / fn.segment_file(hi, "log")).read_bytes() == data[186:]
+    assert not [p for p in part.iterdir() if p.suffix in (".cleaned", ".swap")]
+    records = [x for x in kl("--json", "dump", "--records", str(part)).json() if x["type"] == "record"]
+    assert [x["offset"] for x in records] == [0, 1, 2, 3, 4, hi, hi + 1]
+    assert kl("verify", str(logs)).code == 0
+    again = kl("--json", "verify", "--repair", "--like-broker", "--dry-run", str(logs))
+    assert again.code == 0, again
+    assert [x for x in again.json() if x["type"] == "action"] == []
+    code, _rows = kafka_oracle(sorted(part.glob("*.log")))
+    assert code == 0, _rows
+    (manifest,) = (tmp_path / "bk").rglob("manifest.json")
+    assert kl("restore", str(manifest)).code == 0
+    assert sorted(p.name for p in part.iterdir()) == ["00000000000000000000.log"]
+    assert (part / "00000000000000000000.log").read_bytes() == data

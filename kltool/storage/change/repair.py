@@ -19,7 +19,9 @@ What the planner does (the broker's ``LogLoader.load`` and ``LogSegment.recover`
   cut. By default only the damaged bytes are cut (``truncate`` at the tail, ``excise`` in the middle) and
   every valid batch after them is kept: the lost offsets become a gap, as compaction leaves.
   ``like_broker=True`` cuts like ``LogSegment.recover`` + ``LogLoader.recoverLog``: truncate at the first
-  damage and quarantine every later segment.
+  damage and quarantine every later segment; a segment whose last offset is more than 2^31-1 past its base is
+  split as ``LocalLog.splitOverflowedSegment`` splits it (:func:`kltool.storage.change.split.plan_overflow_splits`);
+  when only an earlier batch overflows, the broker does not start and ``--like-broker`` changes nothing.
 * A batch whose only fault is its magic byte (the v2 CRC does not cover the magic; the v0/v1 CRC does, and
   is tried for 0 and 1) gets its magic byte restored (``fix_magic``, a one-byte in-place write) instead of
   being cut: the CRC proves the rest of the batch intact.
@@ -50,7 +52,7 @@ from ...errors import CorruptDataError, UsageError
 from ...format import index as fidx
 from ...format import names as fn
 from ...format.records import BatchHeader
-from ..check.segment_name import first_batches, misnamed_base
+from ..check.segment_name import first_batches, last_overflows, misnamed_base
 from ..confine import outside_findings
 from ..epochs import checkpoint_epochs
 from ..findings import Finding
@@ -71,7 +73,7 @@ from .apply import file_size as _size
 from .plan import Action, ChangeSet, Cut
 from .restore import restore
 from .segscan import Ctx, SegScan
-from .split import plan_splits
+from .split import plan_overflow_splits, plan_splits
 from .view import INDEX_KINDS, Seg, View, next_offset_of, plan_stale, snapshot_open_txns
 
 __all__ = [
@@ -328,8 +330,8 @@ def _plan_partition(g: Group, p: Partition, *, like_broker: bool, interval: int,
     if full and not indexes_only and not like_broker:
         _plan_segment_names(view, segs, acts)
         splits = plan_splits(view, segs, acts, interval=interval)  # below their base, not renamed: split.py
-    ctx = Ctx(snapshot_open_txns(view, segs[0].base if segs else None))
-    ctx.known_epochs = checkpoint_epochs(p.path)
+    n_probs = len(probs)
+    ctx = _new_ctx(view, segs, p)
     scans, later = _scan_segments(segs, ctx, probs, like_broker=like_broker and not indexes_only, interval=interval,
                                   only_bases=only_bases, progress=progress, splits=splits)
     refusal = next((r for r in map(_broker_will_not_start, scans) if r is not None), None)
@@ -337,6 +339,15 @@ def _plan_partition(g: Group, p: Partition, *, like_broker: bool, interval: int,
         del acts[n_acts:]
         probs.append(refusal)
         return
+    overflowed = [sc.seg for sc in scans if sc.overflow is not None]
+    if like_broker and full and not indexes_only and overflowed:
+        at = {id(s): i for i, s in enumerate(segs)}
+        splits = plan_overflow_splits(segs, [at[id(s)] for s in overflowed], acts, interval=interval)
+        if splits:  # scanned again without them: the split carries the state on (split.py)
+            del probs[n_probs:]
+            ctx = _new_ctx(view, segs, p)
+            scans, later = _scan_segments(segs, ctx, probs, like_broker=True, interval=interval, only_bases=None,
+                                          progress=None, splits=splits)
     for s in reversed(later):
         _quarantine_segment(s, f"after the truncation in {scans[-1].seg.final.name}: the broker's recovery deletes "
                                f"every later segment", acts)
@@ -361,6 +372,12 @@ def _plan_partition(g: Group, p: Partition, *, like_broker: bool, interval: int,
     _plan_partition_files(view, p, leo, ctx, acts)
 
 
+def _new_ctx(view: View, segs: list[Seg], p: Partition) -> Ctx:
+    ctx = Ctx(snapshot_open_txns(view, segs[0].base if segs else None))
+    ctx.known_epochs = checkpoint_epochs(p.path)
+    return ctx
+
+
 def _broker_will_not_start(sc: SegScan) -> Finding | None:
     """``--like-broker``: the broker's recovery meets an offset more than 2^31-1 past the segment's base
     (``LogSegmentOffsetOverflowException``, before any truncation) and goes to split the segment, but
@@ -374,8 +391,8 @@ def _broker_will_not_start(sc: SegScan) -> Finding | None:
     for item in walk(sc.seg.log, resync=False):  # (the batches the broker's reader frames, CRC or not)
         if isinstance(item, BatchHeader):
             last = item.last_offset
-    if last is not None and last - sc.seg.base > (1 << 31) - 1:
-        return None  # the last batch overflows: the broker splits the segment
+    if last_overflows(last, sc.seg.base):
+        return None  # the last batch overflows: the broker splits the segment (plan_overflow_splits)
     return Finding("error", "broker_will_not_start", str(sc.seg.log),
                    f"the broker will not start on this segment: its recovery stops at offset {v.offset}, more than "
                    f"2^31-1 past the base offset {sc.seg.base} (LogSegmentOffsetOverflowException), to split the "

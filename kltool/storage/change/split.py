@@ -14,6 +14,9 @@ files renamed) by ``LogLoader.removeTempFilesAndCollectSwapFiles`` at the next s
 ``hasOverflow()``, which looks at the last batch alone: batches below the base with later batches above it (a
 misnamed segment, runs in the wrong order) make the loader throw ``IllegalArgumentException`` and the broker
 exit at start-up (tests/broker/test_broker_split.py pins it). kltool does the split the loader means to do.
+``--like-broker`` plans the split Kafka 4.4 does make: of a segment whose last batch lies more than Int.MAX past
+its base (:func:`plan_overflow_splits`; the batches in file order, nothing dropped; the segment is left to the
+batch walk when it is damaged, its offsets do not ascend, or a piece would enclose another segment's name).
 
 kltool plans the same split for a segment none of whose batches is damaged and whose batches below its base
 come in runs of at least two (a single batch below the base is a damaged offset field, which the batch walk
@@ -56,7 +59,7 @@ from .apply import file_size as _size
 from .plan import Action, Cut
 from .view import INDEX_KINDS, Seg, View
 
-__all__ = ["Split", "plan_splits"]
+__all__ = ["Split", "plan_splits", "plan_overflow_splits"]
 
 
 @dataclass
@@ -146,8 +149,10 @@ def _split_actions(sp: Split, interval: int) -> list[Action]:
     place."""
     s, d = sp.seg, sp.seg.log.parent
     names = [fn.segment_file(sp.plan.first(p[0]), "log") for p in sp.pieces]
-    why = (f"its batches lie below its base offset {s.base}: split as the broker's recovery splits a segment with "
-           f"an offset overflow (LocalLog.splitOverflowedSegment), each new segment named after its first batch")
+    what = (f"its last offset is more than 2^31-1 past its base offset {s.base}" if sp.plan.overflow else
+            f"its batches lie below its base offset {s.base}")
+    why = (f"{what}: split as the broker's recovery splits a segment with an offset overflow "
+           f"(LocalLog.splitOverflowedSegment), each new segment named after its first batch")
     acts: list[Action] = []
     log, indexes = s.log, [getattr(s, k) for k in INDEX_KINDS]
     if sp.pieces:
@@ -216,3 +221,19 @@ def plan_splits(view: View, segs: list[Seg], acts: list[Action], *,
         acts.extend(_split_actions(sp, interval))
     return out
 
+
+
+def plan_overflow_splits(segs: list[Seg], overflowed: list[int], acts: list[Action], *,
+                         interval: int) -> dict[int, Split]:
+    """``--like-broker``: plan the broker's split of each segment ``segs[i]`` (``i`` in ``overflowed``) whose
+    recovery meets an offset more than Int.MAX past its base and whose last batch overflows
+    (:meth:`~kltool.storage.check.segment_name.SplitRule.plan_overflow`), appending to ``acts``; returns
+    {id(seg): Split} as :func:`plan_splits` does."""
+    rule = SplitRule([(s.base, s.log) for s in segs])
+    out: dict[int, Split] = {}
+    for i in overflowed:
+        plan = rule.plan_overflow(i)
+        if plan is not None:
+            sp = out[id(segs[i])] = Split(segs[i], plan)
+            acts.extend(_split_actions(sp, interval))
+    return out

@@ -27,7 +27,7 @@ from . import batch_rules as rules
 from .batch_rules import first_offset
 
 __all__ = ["first_batches", "last_offset_of", "misnamed_base", "below_base", "any_below_base", "runs_below_base",
-           "split_by_runs", "SplitRule", "SplitPlan", "describe_split", "describe_dups"]
+           "split_by_runs", "last_overflows", "SplitRule", "SplitPlan", "describe_split", "describe_dups"]
 
 
 def first_batches(path, n: int = 2, end: int | None = None) -> list[BatchHeader]:
@@ -163,6 +163,7 @@ class SplitPlan:
     dups: list[tuple[BatchHeader, str]] = field(default_factory=list)
     markers: dict[int, str] = field(default_factory=dict)
     firsts: dict[int, int] = field(default_factory=dict)
+    overflow: bool = False  # split because its last batch is more than Int.MAX past its base (plan_overflow)
 
     def first(self, h: BatchHeader) -> int:
         """A batch's first offset (a compressed v0/v1 wrapper's: its first inner message's, the broker's
@@ -250,6 +251,13 @@ def _pieces(kept: list[BatchHeader], first: Callable[[BatchHeader], int]) -> lis
     return sorted(pieces, key=lambda p: first(p[0]))
 
 
+def last_overflows(last: int | None, base: int) -> bool:
+    """Kafka's ``LogSegment.hasOverflow()``: is the segment's last offset (its last batch's) more than Int.MAX
+    past its base? Only then does ``LocalLog.splitOverflowedSegment`` split it; otherwise the loader's split
+    fails (``IllegalArgumentException``) and the broker does not start."""
+    return last is not None and last - base > INT32_MAX
+
+
 class SplitRule:
     """The one rule for "split this segment as the broker splits an overflowed one" (:mod:`kltool.storage.
     change.split` has the whole story). ``segs``: the partition's segments as (base offset, ``.log`` path),
@@ -290,6 +298,25 @@ class SplitRule:
             return None
         return SplitPlan(pieces, dups, {h.position: c.markers[h.position] for p in pieces for h in p
                                         if h.position in c.markers}, c.firsts)
+
+    def plan_overflow(self, i: int) -> SplitPlan | None:
+        """The split Kafka's loader makes of segment ``i`` when its recovery meets an offset more than Int.MAX
+        past the base (``LogSegmentOffsetOverflowException``) and its last batch overflows (:func:`last_overflows`):
+        the batches in file order, a new segment named after the first batch that does not fit the current one,
+        nothing dropped. None when the segment is not one, or one the split may not take here: damage (the
+        broker's split copies damaged bytes too), offsets not ascending in file order, or a piece over another
+        segment's name (the swap completion after a crash would delete that segment)."""
+        base, log = self.segs[i]
+        c = self.contents(log)
+        if not c.clean or not c.batches or not last_overflows(c.batches[-1].last_offset, base):
+            return None
+        if any(c.first(h) <= prev.last_offset for prev, h in zip(c.batches, c.batches[1:], strict=False)):
+            return None
+        pieces = _pieces(c.batches, c.first)  # (ascending: the same pieces as the broker's, in file order)
+        others = [(b, lg, b, b) for k, (b, lg) in enumerate(self.segs) if k != i]  # (_safe looks at names only)
+        if not self._safe(pieces, others, c.first):
+            return None
+        return SplitPlan(pieces, [], dict(c.markers), c.firsts, overflow=True)
 
     def _place(self, base: int, log: Path, c: _Contents, others) -> tuple[list, list] | None:
         """(the batches kept, the duplicates with where the other copy is), in offset order; None when a batch

@@ -23,17 +23,7 @@ from kltool.storage.change import compact as cp
 from kltool.storage.logdir import open_paths
 
 from .compact_data import DAY, T0, Log, read_records
-
-
-@pytest.fixture(autouse=True)
-def compiled():
-    """The compiled paths are on for these tests even under KLTOOL_NO_SPEEDUPS=1."""
-    saved = speedups.C, fbatch._c_decode_v2
-    speedups.C, fbatch._c_decode_v2 = _speedups, _speedups.decode_v2
-    try:
-        yield
-    finally:
-        speedups.C, fbatch._c_decode_v2 = saved
+from .test_speedups import compiled  # noqa: F401 (autouse: the compiled paths on even under KLTOOL_NO_SPEEDUPS=1)
 
 
 @contextlib.contextmanager

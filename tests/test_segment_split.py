@@ -100,13 +100,13 @@ def _overflowed(part: Path, pieces: int) -> tuple[dict, set, int]:
 
 
 @pytest.mark.parametrize("pieces", [2, 3])
-@pytest.mark.parametrize("src,parts", [s for s in SOURCES if s[1] != 2])
+# v2-none-0 is left out: 7 batches in 3 segments leave too few to cut into runs
+@pytest.mark.parametrize("src,parts", [s for s in SOURCES if s[1] != 2 and s[0] != "java-oracle/v2-none-0"])
 def test_a_segment_with_batches_below_its_base_is_split(tmp_path, src, parts, pieces):
     """Kafka's overflow case: the broker splits the segment at each batch that does not fit the new segment
     before it; repair does the same and the pieces come back as the segments they were."""
     part = _segments(tmp_path, src, parts)
-    if len(_batches(_logs(part)[1])) < 2 * pieces:
-        pytest.skip("too few batches")
+    assert len(_batches(_logs(part)[1])) >= 2 * pieces, "the source holds too few batches for this case"
     original, before, name = _overflowed(part, pieces)
     damaged = _tree(part)
     assert _errors(part)
@@ -277,8 +277,7 @@ def test_verify_names_the_split_once_as_the_plan_makes_it(tmp_path, src, parts, 
     if damage == "collide":
         _collide(part, 2, 1)
     else:
-        if len(_batches(_logs(part)[1])) < 6:
-            pytest.skip("too few batches")
+        assert len(_batches(_logs(part)[1])) >= 6, "the source holds too few batches for this case"
         _overflowed(part, 3)
     found = _errors(part)
     result = repair(open_path(part), backup_dir=tmp_path / "bk", dry_run=True)
@@ -365,14 +364,13 @@ def test_a_segment_with_transaction_markers_is_split_with_its_txnindex(tmp_path,
     assert _tree(part) == damaged
 
 
-@pytest.mark.parametrize("src,parts", [SOURCES[0], SOURCES[3]])
+@pytest.mark.parametrize("src,parts", [SOURCES[0]])  # v2-none-0 has too few batches; v1 and v2-compacted-0 still name the cut open-ended (left open)
 def test_a_damage_cut_before_a_split_segment_names_only_its_own_offsets(tmp_path, src, parts):
     """The last batch of the segment before a split one is zeroed (a zero run: its offsets are not in the
     bytes, the next kept batch bounds them): the cut names that batch's offsets only, bounded by the split
     segment's lowest batch (it used to run on to the segment after the split, or stay open)."""
     part = _segments(tmp_path, src, parts)
-    if len(_batches(_logs(part)[1])) < 4:
-        pytest.skip("too few batches")
+    assert len(_batches(_logs(part)[1])) >= 4, "the source holds too few batches for this case"
     prev = _logs(part)[0]
     z = _batches(prev)[-1]
     _overflowed(part, 2)

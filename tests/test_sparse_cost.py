@@ -26,6 +26,13 @@ MEASURE = textwrap.dedent("""
 """)
 
 
+def _no_holes():
+    """tmp_path's file system keeps no holes: nothing to measure here; under CI (ext4/overlay, which keep
+    them) that is a failure, not a skip."""
+    why = "this file system keeps no holes"
+    pytest.fail(why) if os.environ.get("CI") else pytest.skip(why)
+
+
 def read_bytes_of(*args) -> int:
     r = subprocess.run([sys.executable, "-c", MEASURE, "-q", *args], capture_output=True, text=True, timeout=600)
     return int(r.stderr.rsplit("RCHAR", 1)[1].split()[0])
@@ -45,7 +52,7 @@ def sparse_logdir(tmp_path):
 @pytest.mark.parametrize("command", [["info"], ["verify"], ["offsets", "--latest"]])
 def test_a_sparse_hole_is_not_read(sparse_logdir, command):
     if not _sparse(sparse_logdir / "orders-0" / "00000000000000000000.log"):
-        pytest.skip("this file system keeps no holes")
+        _no_holes()
     assert read_bytes_of(*command, str(sparse_logdir)) < 8 * MIB
 
 
@@ -109,7 +116,7 @@ def test_a_hole_walks_as_its_zeros_do(tmp_path, name, parts, size):
     _write(dense, parts, size, False)
     assert sparse.read_bytes() == dense.read_bytes()
     if not _sparse(sparse):
-        pytest.skip("this file system keeps no holes")
+        _no_holes()
     for kw in ({}, {"runs": True}, {"with_data": True}, {"resync": False}, {"chunk_size": 4096},
                {"chunk_size": 100}, {"runs": True, "chunk_size": 5000}):
         assert _items(sparse, **kw) == _items(dense, **kw), kw
@@ -125,7 +132,7 @@ def test_verify_and_repair_see_a_hole_as_its_zeros(tmp_path, name, parts, size):
         part.mkdir(parents=True)
         _write(part / "00000000000000000000.log", parts, size, sparse)
         if sparse and not _sparse(part / "00000000000000000000.log"):
-            pytest.skip("this file system keeps no holes")
+            _no_holes()
         got = []
         for args in (["verify"], ["verify", "--repair", "--dry-run"], ["verify", "--repair"], ["dump", "--records"]):
             r = subprocess.run([sys.executable, "-m", "kltool", *args, str(part.parent)], capture_output=True,
@@ -148,7 +155,7 @@ def test_the_backup_of_a_cut_hole_is_a_hole(sparse_logdir):
     the segment was (a 64 MiB hole is not 64 MiB of backup on disk); restore gives the segment back."""
     log = sparse_logdir / "orders-0" / "00000000000000000000.log"
     if not _sparse(log):
-        pytest.skip("this file system keeps no holes")
+        _no_holes()
     original = log.read_bytes()
     r = subprocess.run([sys.executable, "-m", "kltool", "verify", "--repair", str(sparse_logdir)], capture_output=True,
                        text=True, timeout=120)

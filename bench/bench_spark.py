@@ -211,19 +211,20 @@ def count_records(pdir: Path) -> int:
 
 
 def bench_data(master: str, sets: list[tuple[str, Path, int]], runs: int, which: list[str],
-               split_bytes: str | None = None, tasks: int | None = None) -> dict:
+               split_bytes: str | None = None, tasks: int | None = None, opts: dict | None = None,
+               confs: dict | None = None) -> dict:
     """``which`` queries over each data set in one session: {label: [(query, seconds, rows)]}."""
     from pyspark.sql import functions as F
 
     from kltool.spark import session
 
     t = time.perf_counter()
-    spark = session(master, "kltool-bench", conf={"spark.executor.memory": "1g", "spark.sql.adaptive.enabled": "false"},
-                    pushdown=True)
+    spark = session(master, "kltool-bench", conf={"spark.executor.memory": "1g", "spark.sql.adaptive.enabled": "false",
+                                                  **(confs or {})}, pushdown=True)
     print(f"  {master}: session start {time.perf_counter() - t:.1f} s", flush=True)
 
     def fresh(path, schema=None):
-        r = spark.read.format("kafka-log")
+        r = spark.read.format("kafka-log").options(**(opts or {}))
         if tasks:  # about ``tasks`` splits of the data set's segment bytes
             size = sum(f.stat().st_size for f in Path(path).glob("*.log"))
             r = r.option("splitBytes", str(int(size / (tasks + 0.4)))).option("maxPartitionBytes", "0")
@@ -317,6 +318,8 @@ def main() -> None:
                     "segment is split at its .index entries, so give the data sets one: kltool rebuild-index)")
     ap.add_argument("--tasks", type=int, help="with --data: splitBytes per data set so that its segment is read "
                     "in about this many tasks (an even number keeps both cores of local[2] busy to the end)")
+    ap.add_argument("--opt", action="append", default=[], metavar="K=V", help="with --data: a reader option")
+    ap.add_argument("--conf", action="append", default=[], metavar="K=V", help="with --data: a session setting")
     args = ap.parse_args()
     print(f"load before: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} (1, 5, 15 min)")
     if args.data:
@@ -327,7 +330,8 @@ def main() -> None:
             print(f"data: {pdir} ({sets[-1][2]:,} records)", flush=True)
         which = [q.strip() for q in args.queries.split(",") if q.strip()]
         for master in [m.strip() for m in args.masters.split(";") if m.strip()]:
-            res = bench_data(master, sets, args.runs, which, args.split_bytes, args.tasks)
+            res = bench_data(master, sets, args.runs, which, args.split_bytes, args.tasks,
+                             dict(o.split("=", 1) for o in args.opt), dict(c.split("=", 1) for c in args.conf))
             print(f"\n{master}: M records/s (seconds), medians of {args.runs}; then CPU seconds of the JVM and its "
                   "Python workers, and records / (CPU s / 2): the rate if the query had 2 cores to itself")
             print(f"{'data':12s}" + "".join(f"{q:>22s}" for q in which) + "".join(f"{q + ' CPU':>26s}" for q in which))

@@ -7,8 +7,8 @@ against files (a log dir, a backup) by changing one line::
     df = spark.read.format("kafka-log").option("path", "/var/lib/kafka/data").load()
 
 Each DataFrame partition reads segments (``.log`` files) with the batch walker
-(:func:`kltool.storage.walk`): a segment larger than ``splitBytes`` is split at batch starts taken from
-its ``.index``, small ones are packed together the way Spark's file sources pack files
+(:func:`kltool.storage.walk`): a big segment is split into even pieces (``splitBytes``) at batch starts
+taken from its ``.index``, small ones are packed together the way Spark's file sources pack files
 (``maxPartitionBytes``, ``openCostInBytes``, ``minPartitions``). Paths are local or URIs on object
 stores (:mod:`kltool.storage.uri`: ``s3://``, ``s3a://``, ``gs://``, ``abfs://``, ``hdfs://``): planning
 lists them by name, executors copy the byte range they read into a local temporary file. Damaged data
@@ -82,8 +82,10 @@ Options (all strings, as Spark passes them):
 ``maxRecordsPerBatch``
     Rows per Arrow batch (default 65536; a batch also ends after 32 MiB of record bytes).
 ``splitBytes``
-    Records level: split segments into pieces of about this many bytes at batch starts found through
-    the ``.index`` (default 128 MiB; 0: never split). The rows are the same either way.
+    Records level: split segments into even pieces of about this many bytes at batch starts found through
+    the ``.index`` (0: never split). By default as Spark splits files (at most ``maxPartitionBytes``, else
+    the bytes per core), made even and in a multiple of ``minPartitions`` pieces so that no core finishes
+    alone: a 138 MB segment on 2 cores is 2 tasks of 69 MB. The rows are the same either way.
 ``maxPartitionBytes`` / ``openCostInBytes`` / ``minPartitions``
     Packing of segments (pieces) into DataFrame partitions: default 128 MiB / 4 MiB / the session's
     ``defaultParallelism``, as Spark's ``spark.sql.files.*``; ``maxPartitionBytes=0`` gives exactly one
@@ -135,6 +137,7 @@ from .options import (  # noqa: F401
 from .planning import (  # noqa: F401
     SegmentGroup,
     SegmentRead,
+    group_reads,
     group_segments,
     offset_for_time,
     plan_segments,
@@ -204,15 +207,10 @@ class KafkaLogReader(DataSourceReader):
     @_one_line
     def partitions(self):
         opts = self.options
-        segs = plan_segments(opts, self.pushed)
+        segs = plan_segments(opts, self.pushed, self.default_min_partitions)
         if (opts.get("level") or "records").lower() == "segments" or not segs:
             return [SegmentGroup(segs)]  # Spark needs at least one partition
-        max_bytes = _int(opts, "maxpartitionbytes")
-        groups = group_segments(segs, max_bytes=128 << 20 if max_bytes is None else max_bytes,
-                                open_cost=_int(opts, "opencostinbytes") or 4 << 20,
-                                min_partitions=_int(opts, "minpartitions") or self.default_min_partitions
-                                or os.cpu_count() or 1)
-        return [SegmentGroup(g) for g in groups]
+        return [SegmentGroup(g) for g in group_reads(opts, segs, self.default_min_partitions)]
 
     def read(self, partition):
         rows = _rows_one_line(read_partition_rows(self.options, partition, self.columns))

@@ -73,11 +73,13 @@ def _selection(opts, paths=None):
     return partitions, sel.files
 
 
-def plan_segments(opts, pushed: Pushed | None = None) -> list[SegmentRead]:
+def plan_segments(opts, pushed: Pushed | None = None, parallelism: int | None = None) -> list[SegmentRead]:
     """The segments to read, each with its offset range, in (topic, partition, offset) order;
     ``pushed`` (filters pushed down by Spark) narrows partitions and offset ranges through the
     indexes, as the equivalent options would. Local paths and object-store URIs are planned by the
-    same code (:class:`_Planned`), from one discovery of their files (:mod:`kltool.storage.discovery`)."""
+    same code (:class:`_Planned`), from one discovery of their files (:mod:`kltool.storage.discovery`).
+    Records-level reads of big segments are split (:func:`split_target`; ``parallelism``: the
+    session's default parallelism, for ``minPartitions``' default)."""
     from ..storage.uri import is_remote, local_path
 
     opts = normalize_options(opts)
@@ -104,7 +106,7 @@ def plan_segments(opts, pushed: Pushed | None = None) -> list[SegmentRead]:
             if pushed is None or pushed.wants(r.topic, r.partition):
                 out.append(r)
     if records:
-        out = split_segments(out, _split_bytes(opts))
+        out = split_segments(out, split_target(opts, out, parallelism))
     return out
 
 
@@ -458,9 +460,34 @@ def _plan_partition(p: _Planned, b: _Bounds, records: bool, opts) -> list[Segmen
     return out
 
 
-def _split_bytes(opts) -> int:
+def _packing(opts, parallelism: int | None) -> tuple[int, int, int]:
+    """(maxPartitionBytes, openCostInBytes, minPartitions) with their defaults, as Spark's
+    ``spark.sql.files.*`` (minPartitions: the session's default parallelism)."""
+    max_bytes = _int(opts, "maxpartitionbytes")
+    return (128 << 20 if max_bytes is None else max_bytes, _int(opts, "opencostinbytes") or 4 << 20,
+            _int(opts, "minpartitions") or parallelism or os.cpu_count() or 1)
+
+
+def split_target(opts, reads: list[SegmentRead], parallelism: int | None = None) -> int:
+    """How many bytes apart segments are split: ``splitBytes`` when given (0: never); else Spark's rule for
+    splittable files, made even: the bytes to read (each read costing openCostInBytes more) in a multiple
+    of ``minPartitions`` pieces of at most maxPartitionBytes, so that every core has the same work to the
+    end (a 138 MB segment on 2 cores: 2 tasks of 69 MB, where 128 MiB pieces gave one task)."""
     v = _int(opts, "splitbytes")
-    return 128 << 20 if v is None else v
+    if v is not None:
+        return v
+    max_bytes, open_cost, cores = _packing(opts, parallelism)
+    if max_bytes <= 0:
+        max_bytes = 128 << 20
+    total = sum(max(0, r.bytes - r.position) + open_cost for r in reads)
+    n = cores * max(1, -(-total // (cores * max_bytes)))
+    return max(open_cost, total // n)
+
+
+def group_reads(opts, reads: list[SegmentRead], parallelism: int | None = None) -> list[list[SegmentRead]]:
+    """The DataFrame partitions of ``reads``: :func:`group_segments` with the packing options."""
+    max_bytes, open_cost, cores = _packing(opts, parallelism)
+    return group_segments(reads, max_bytes=max_bytes, open_cost=open_cost, min_partitions=cores)
 
 
 def _remote_index(uri, base, storage) -> list[tuple[int, int]]:
@@ -505,30 +532,37 @@ def _seek(entries, base: int, offset: int, head) -> int:
 
 
 def split_segments(reads: list[SegmentRead], target: int) -> list[SegmentRead]:
-    """Split segments larger than ``target`` bytes into several reads at batch starts taken from
-    their ``.index`` (each checked against the batch header there), about ``target`` bytes apart.
-    ``target`` <= 0: no splitting. A segment without a usable index stays whole."""
+    """Split segments into even reads about ``target`` bytes long (as many as the segment's size over
+    ``target``, rounded: one up to 1.5 times ``target``) at batch starts taken from their ``.index``
+    (each checked against the batch header there). ``target`` <= 0: no splitting. A segment without a
+    usable index stays whole."""
     if target <= 0:
         return reads
+    from ..format.index import entry_points_at_batch
+
     out: list[SegmentRead] = []
     for r in reads:
-        if r.bytes - r.position <= target + target // 2 or r.segment is None:
+        size = r.bytes - r.position
+        k = int(size / target + 0.5)
+        if k < 2 or r.segment is None:
             out.append(r)
             continue
+        step = size / k
         entries, head = _index_of(r)
         cuts: list[int] = []
-        last = r.position
+        nxt = r.position + step
         for o, pos in entries:
-            if pos >= last + target and pos < r.bytes - target // 2:
-                try:
-                    from ..format.index import entry_points_at_batch
-
-                    ok = entry_points_at_batch(head(pos), o, r.segment)
-                except OSError:
-                    ok = False
-                if ok:
-                    cuts.append(pos)
-                    last = pos
+            if pos < nxt:
+                continue
+            if pos >= r.bytes - step / 2:
+                break
+            try:
+                ok = entry_points_at_batch(head(pos), o, r.segment)
+            except OSError:
+                ok = False
+            if ok:
+                cuts.append(pos)
+                nxt = pos + step
         if not cuts:
             out.append(r)
             continue

@@ -51,7 +51,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from .options import EARLIEST, LATEST, _bool, _int, _spark_offsets, by_timestamp, option_paths, topic_matcher
-from .planning import SegmentGroup, committed, group_segments, offset_for_time, plan_segments
+from .planning import SegmentGroup, committed, group_reads, offset_for_time, plan_segments
 
 log = logging.getLogger("kltool.spark")
 
@@ -434,12 +434,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not ranges:
             return []
         segs = self._segments(ranges)
-        max_bytes = _int(self.options, "maxpartitionbytes")
-        groups = group_segments(segs, max_bytes=128 << 20 if max_bytes is None else max_bytes,
-                                open_cost=_int(self.options, "opencostinbytes") or 4 << 20,
-                                min_partitions=_int(self.options, "minpartitions") or self.default_min_partitions
-                                or os.cpu_count() or 1)
-        return [SegmentGroup(g) for g in groups]
+        return [SegmentGroup(g) for g in group_reads(self.options, segs, self.default_min_partitions)]
 
     def _segments(self, ranges: dict) -> list:
         """The batch planner's reads of the ranges {(topic, partition): (from, until)}, each partition's last
@@ -454,7 +449,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         opts["startingoffsets"] = json.dumps(to_json({k: r[0] for k, r in ranges.items()}))
         opts["endingoffsets"] = json.dumps(to_json({k: r[1] for k, r in ranges.items()}))
         opts["respectlogstartoffset"] = "true"
-        segs = plan_segments(opts)
+        segs = plan_segments(opts, parallelism=self.default_min_partitions)
         last: dict = {}
         for i, r in enumerate(segs):
             last[(r.topic, r.partition)] = i

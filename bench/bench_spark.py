@@ -35,9 +35,9 @@ gen_segment.py's per-codec ``<codec>-0``, ``--short-values`` for issue 22's ~100
 labelled by its name, all in one session; ``--queries`` picks queries by name (comma-separated, e.g.
 ``pruned count,full read``), ``--split-bytes`` the reader's ``splitBytes`` (a segment is split at its
 ``.index`` entries: ``kltool rebuild-index`` writes them for generated data), or ``--tasks N`` a
-``splitBytes`` per data set that cuts its segment into N splits, each its own task (``maxPartitionBytes``
-0): by default the splits are packed into partitions as Spark packs files, and a 138 MB gzip segment at
-32 MiB becomes 3 tasks, the last of which runs alone on local[2]. The expected counts are
+``splitBytes`` per data set that cuts its segment into N even splits, each its own task (``maxPartitionBytes``
+0). Without either, the reader's own planning: segments cut as Spark cuts files, in even pieces, a
+multiple of the cores (a 138 MB gzip segment: 2 tasks on local[2]). The expected counts are
 read first, in-process.
 
     .venv/bin/python bench/gen_segment.py --records 4000000 --codecs none,lz4,zstd,snappy,gzip \
@@ -227,7 +227,7 @@ def bench_data(master: str, sets: list[tuple[str, Path, int]], runs: int, which:
         r = spark.read.format("kafka-log").options(**(opts or {}))
         if tasks:  # about ``tasks`` splits of the data set's segment bytes
             size = sum(f.stat().st_size for f in Path(path).glob("*.log"))
-            r = r.option("splitBytes", str(int(size / (tasks + 0.4)))).option("maxPartitionBytes", "0")
+            r = r.option("splitBytes", str(size // tasks)).option("maxPartitionBytes", "0")
         elif split_bytes:
             r = r.option("splitBytes", str(_size(split_bytes)))
         if schema:

@@ -72,16 +72,20 @@ class Ctx:
         self.txn_ok = True
         self.txn_error = ""
 
-    def close_pending(self, h: BatchHeader) -> None:
-        """The next kept batch ``h`` bounds the offsets of the damage cuts waiting for it."""
+    def close_pending(self, h: BatchHeader, first: int | None = None) -> None:
+        """The next kept batch ``h`` bounds the offsets of the damage cuts waiting for it: at its first offset
+        (``first`` when the caller knows it, a compressed v0/v1 wrapper's first inner offset; else a v2 batch's
+        base offset or a v0/v1 message's own; a compressed wrapper's, not in its header, bounds nothing)."""
         if not self.pending:
             return
+        if first is None and (h.magic == 2 or h.base_offset_exact):
+            first = h.base_offset
         for c in self.pending:
-            if h.magic == 2 and c.first_offset is not None and h.base_offset - 1 < c.first_offset:
+            if first is not None and c.first_offset is not None and first - 1 < c.first_offset:
                 c.first_offset = None
                 c.records = 0  # no offset is missing: the region held no batch the log needed
-            elif h.magic == 2:
-                c.last_offset = h.base_offset - 1
+            elif first is not None:
+                c.last_offset = first - 1
         self.pending.clear()
 
     def settle_epoch(self, k: BatchHeader | None) -> None:

@@ -89,7 +89,7 @@ class Split:
         the leader epochs and the producer state (the transactions each new segment's ``.txnindex`` lists)."""
         for p in self.pieces:
             for h in p:
-                ctx.close_pending(h)  # the first batch kept bounds a damage cut before the segment
+                ctx.close_pending(h, self.plan.first(h))  # the first batch kept bounds a damage cut before it
                 if ctx.last is None or h.last_offset > ctx.last:
                     ctx.last = h.last_offset
                 if h.magic != 2:

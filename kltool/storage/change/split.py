@@ -16,7 +16,10 @@ misnamed segment, runs in the wrong order) make the loader throw ``IllegalArgume
 exit at start-up (tests/broker/test_broker_split.py pins it). kltool does the split the loader means to do.
 ``--like-broker`` plans the split Kafka 4.4 does make: of a segment whose last batch lies more than Int.MAX past
 its base (:func:`plan_overflow_splits`; the batches in file order, nothing dropped; the segment is left to the
-batch walk when it is damaged, its offsets do not ascend, or a piece would enclose another segment's name).
+batch walk when it is damaged or its offsets do not ascend). When the offsets that split covers hold another
+segment's name, the broker splits anyway (that segment stays between the new ones, or is replaced by the new
+one of its name), but an interrupted split's completion at the next start would delete it: ``--like-broker``
+refuses the partition with a ``split_refused`` error instead (:func:`overflow_split_refusal`).
 
 kltool plans the same split for a segment whose batches below its base come in runs of at least two (a single batch below the base is a damaged offset field, which the batch walk
 restores or cuts; a segment whose whole content fits between its neighbours is renamed instead,
@@ -58,12 +61,13 @@ from ...format import names as fn
 from ...format.index import encode_aborted_txn
 from ...format.records import BatchHeader
 from ..check.segment_name import SplitPlan, SplitRule, describe_dups
+from ..findings import Finding
 from ..index_builder import IndexBuilder
 from .apply import file_size as _size
 from .plan import Action, Cut
 from .view import INDEX_KINDS, Seg, View
 
-__all__ = ["Split", "plan_splits", "plan_overflow_splits"]
+__all__ = ["Split", "plan_splits", "plan_overflow_splits", "overflow_split_refusal"]
 
 
 @dataclass
@@ -241,6 +245,34 @@ def plan_splits(view: View, segs: list[Seg], acts: list[Action], *,
         acts.extend(_split_actions(sp, interval))
     return out
 
+
+
+def overflow_split_refusal(segs: list[Seg], overflowed: list[int]) -> Finding | None:
+    """``--like-broker``: the finding that refuses the partition when the broker's split of an overflowed
+    segment ``segs[i]`` (``i`` in ``overflowed``) covers offsets another segment is named in
+    (:meth:`~kltool.storage.check.segment_name.SplitRule.overflow_enclosed`), else None."""
+    rule = SplitRule([(s.base, s.log) for s in segs])
+    for i in overflowed:
+        got = rule.overflow_enclosed(i)
+        if got is None:
+            continue
+        bases, inside, hi = got
+        s = segs[i]
+        named = ", ".join(fn.segment_file(b, "log") for b in inside)
+        replaced = [b for b in inside if b in bases]
+        fate = (f"{', '.join(fn.segment_file(b, 'log') for b in replaced)} is replaced by the new segment of the "
+                f"same name (its files renamed over: its records lost)" if replaced else
+                f"{'it stays' if len(inside) == 1 else 'they stay'} between the new segments")
+        return Finding("error", "split_refused", str(s.log),
+                       f"the broker's recovery splits this segment (its last offset is more than 2^31-1 past its "
+                       f"base offset {s.base}: LocalLog.splitOverflowedSegment) into "
+                       f"{', '.join(fn.segment_file(b, 'log') for b in bases)}, over offsets "
+                       f"[{bases[0]}, {hi}) where {named} is named too: {fate}; a split interrupted after its .swap "
+                       f"renames is completed at the next start by deleting every segment named inside those "
+                       f"offsets (LogLoader), so --like-broker does not split it and changes nothing in this "
+                       f"partition: repair it with kltool verify --repair (the default salvage mode)",
+                       offset=s.base)
+    return None
 
 
 def plan_overflow_splits(segs: list[Seg], overflowed: list[int], acts: list[Action], *,

@@ -395,17 +395,38 @@ class SplitRule:
         nothing dropped. None when the segment is not one, or one the split may not take here: damage (the
         broker's split copies damaged bytes too), offsets not ascending in file order, or a piece over another
         segment's name (the swap completion after a crash would delete that segment)."""
+        c = self.contents(self.segs[i][1])
+        pieces = self._overflow_pieces(i)
+        if pieces is None:
+            return None
+        others = [(b, lg, b, b) for k, (b, lg) in enumerate(self.segs) if k != i]  # (_safe looks at names only)
+        if not self._safe(pieces, others, c.first):
+            return None
+        return SplitPlan(pieces, [], dict(c.markers), c.firsts, overflow=True)
+
+    def _overflow_pieces(self, i: int) -> list[list[BatchHeader]] | None:
         base, log = self.segs[i]
         c = self.contents(log)
         if not c.clean or c.damaged or not c.batches or not last_overflows(c.batches[-1].last_offset, base):
             return None
         if any(c.first(h) <= prev.last_offset for prev, h in zip(c.batches, c.batches[1:], strict=False)):
             return None
-        pieces = _pieces(c.batches, c.first)  # (ascending: the same pieces as the broker's, in file order)
-        others = [(b, lg, b, b) for k, (b, lg) in enumerate(self.segs) if k != i]  # (_safe looks at names only)
-        if not self._safe(pieces, others, c.first):
+        return _pieces(c.batches, c.first)  # (ascending: the same pieces as the broker's, in file order)
+
+    def overflow_enclosed(self, i: int) -> tuple[list[int], list[int], int] | None:
+        """Why :meth:`plan_overflow` does not take segment ``i`` when other segments are named inside the offsets
+        its split covers: (the new segments' names, those other names, the split's next offset); None otherwise.
+        The broker splits it anyway (``LocalLog.replaceSegments``): a segment named like a new one is replaced
+        by it (its files renamed over), the others stay between the new segments; but a split interrupted after
+        its ``.swap`` renames is completed at the next start by deleting every segment named inside the
+        ``.swap`` files' offsets (``LogLoader``), those others too."""
+        pieces = self._overflow_pieces(i)
+        if pieces is None:
             return None
-        return SplitPlan(pieces, [], dict(c.markers), c.firsts, overflow=True)
+        c = self.contents(self.segs[i][1])
+        lo, hi = c.first(pieces[0][0]), max(h.last_offset for p in pieces for h in p) + 1
+        inside = sorted(b for k, (b, _g) in enumerate(self.segs) if k != i and lo <= b < hi)
+        return ([c.first(p[0]) for p in pieces], inside, hi) if inside else None
 
     def _place(self, base: int, log: Path, c: _Contents, others) -> tuple[list, list] | None:
         """(the batches kept, the duplicates with where the other copy is), in offset order; None when a batch

@@ -216,10 +216,10 @@ def test_the_old_name_outside_the_new_offsets_is_moved_in_first(tmp_path):
 def _kill_and_rerun(tmp_path, src, parts, damage, points):
     """kill -9 after each step: ``verify --repair`` then completes the split or undoes it (as the broker's
     LogLoader does), every intact batch is in the log once, and ``restore`` of the chain brings back the
-    damaged files byte for byte."""
+    damaged files byte for byte. ``damage`` may return the offsets a mend brings back."""
     base = _segments(tmp_path / "src", src, parts)
-    damage(base)
-    before = _offsets(base)
+    mended = damage(base)
+    before = _offsets(base) | (mended if isinstance(mended, set) else set())
     damaged = _tree(base)
     whole = tmp_path / "whole" / base.name
     shutil.copytree(base, whole)
@@ -364,24 +364,46 @@ def test_a_segment_with_transaction_markers_is_split_with_its_txnindex(tmp_path,
     assert _tree(part) == damaged
 
 
-@pytest.mark.parametrize("src,parts", [SOURCES[0]])  # v2-none-0 has too few batches; v1 and v2-compacted-0 still name the cut open-ended (left open)
+def _runs_after_a_first_batch(part: Path) -> None:
+    """A source whose second segment is too short to cut into runs of two (v2-compacted-0: 0..5, 10..14 |
+    20..24, 30..37): the first batch alone in the first segment, the rest in one file named after its last
+    batch, that batch in front (30..37, 10..14, 20..24: a run of two below the base)."""
+    logs = _logs(part)
+    hs = [(log, h) for log in logs for h in _batches(log)]
+    body = [log.read_bytes()[h.position:h.end] for log, h in hs]
+    for log in logs:
+        log.unlink()
+    (part / fn.segment_file(hs[0][1].base_offset, "log")).write_bytes(body[0])
+    (part / fn.segment_file(hs[-1][1].base_offset, "log")).write_bytes(b"".join([body[-1], *body[1:-1]]))
+
+
+# v2-none-0 is left out: 7 batches in 3 segments leave too few to cut into runs
+@pytest.mark.parametrize("src,parts", [s for s in SOURCES if s[0] != "java-oracle/v2-none-0"])
 def test_a_damage_cut_before_a_split_segment_names_only_its_own_offsets(tmp_path, src, parts):
     """The last batch of the segment before a split one is zeroed (a zero run: its offsets are not in the
-    bytes, the next kept batch bounds them): the cut names that batch's offsets only, bounded by the split
-    segment's lowest batch (it used to run on to the segment after the split, or stay open)."""
+    bytes, the next kept batch bounds them): the cut names that batch's offsets only (up to the split
+    segment's lowest batch: a compacted log's gap after it too), bounded by the split segment's lowest batch
+    (it used to run on to the segment after the split, or stay open: v0 and v1, whose batches never closed a
+    cut, and the compacted source)."""
     part = _segments(tmp_path, src, parts)
-    assert len(_batches(_logs(part)[1])) >= 4, "the source holds too few batches for this case"
-    prev = _logs(part)[0]
+    if len(_batches(_logs(part)[1])) >= 4:
+        _overflowed(part, 2)
+    else:
+        _runs_after_a_first_batch(part)
+    prev, split = _logs(part)[0], _logs(part)[1]
     z = _batches(prev)[-1]
-    _overflowed(part, 2)
+    lo = min(h.base_offset for h in _batches(split))
+    assert z.last_offset < lo < _base(split)
     with open(prev, "r+b") as f:
         f.seek(z.position)
         f.write(b"\0" * z.size)
     result = repair(open_path(part), backup_dir=tmp_path / "bk", dry_run=True)
     assert [a.op for a in result.plan.actions].count("create") >= 2, [a.describe() for a in result.plan.actions]
     (cut,) = [a for a in result.plan.actions if a.op in ("truncate", "excise")]
-    assert [(c.first_offset, c.last_offset) for c in cut.ranges] == [(z.base_offset, z.last_offset)], cut.describe()
-    assert f"offsets {z.base_offset}..{z.last_offset} lost" in cut.describe(), cut.describe()
+    assert [(c.first_offset, c.last_offset) for c in cut.ranges] == [(z.base_offset, lo - 1)], cut.describe()
+    assert f"offsets {z.base_offset}..{lo - 1} lost" in cut.describe(), cut.describe()
+    if src != "java-oracle/v2-compacted-0":
+        assert lo - 1 == z.last_offset
 
 
 @pytest.mark.parametrize("magic", [0, 1])
@@ -417,3 +439,24 @@ def test_compressed_v0_v1_wrappers_below_the_base_are_split(tmp_path, magic, kaf
     assert code == 0
     restore(result.manifests[0])
     assert _tree(part) == damaged
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+def test_a_damage_cut_before_split_compressed_wrappers_closes_at_the_first_inner_offset(tmp_path, magic):
+    """A zeroed wrapper (offsets 9..11) before a segment of compressed v0/v1 wrappers that is split: the cut is
+    bounded by the split's first wrapper's first inner offset (12, not in its header, which holds 14); it
+    stayed open ("offsets 9..? lost")."""
+    from kltool.format.compression import GZIP
+
+    part = tmp_path / "logs" / f"v{magic}-gzip-0"
+    part.mkdir(parents=True)
+    wrappers = [build_batch([(k, 1_700_000_000_000 + 3 * w + k, f"k{3 * w + k}".encode(), b"v" * 40, [])
+                             for k in range(3)], base_offset=3 * w, magic=magic, compression=GZIP)
+                for w in range(12)]
+    (part / fn.segment_file(0, "log")).write_bytes(b"".join(wrappers[:3]) + b"\0" * len(wrappers[3]))
+    (part / fn.segment_file(18, "log")).write_bytes(b"".join(wrappers[6:8] + wrappers[4:6]))
+    (part / fn.segment_file(24, "log")).write_bytes(b"".join(wrappers[8:]))
+    result = repair(open_path(part), backup_dir=tmp_path / "bk", dry_run=True)
+    assert [a.op for a in result.plan.actions].count("create") >= 2, [a.describe() for a in result.plan.actions]
+    (cut,) = [a for a in result.plan.actions if a.op in ("truncate", "excise")]
+    assert [(c.first_offset, c.last_offset) for c in cut.ranges] == [(9, 11)], cut.describe()

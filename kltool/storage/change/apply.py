@@ -299,8 +299,8 @@ def _prepare(i: int, a: Action, run_dir: Path, root: Path, renamed: dict | None 
         n = sum(t - s for s, t, _d in copies)
         src = a.source if a.source.exists() else (renamed or {}).get(a.source, a.source)
         e["new_size"] = n
-        e["new_head_sha256"] = sha256_bytes(_mapped_read(src, copies, (), 0, min(SAMPLE, n)))
-        e["new_tail_sha256"] = sha256_bytes(_mapped_read(src, copies, (), max(0, n - SAMPLE), n))
+        e["new_head_sha256"] = sha256_bytes(_mapped_read(src, copies, a.fixes, 0, min(SAMPLE, n)))
+        e["new_tail_sha256"] = sha256_bytes(_mapped_read(src, copies, a.fixes, max(0, n - SAMPLE), n))
     elif a.op == "create":
         if a.data is not None:
             n = len(a.data)
@@ -419,6 +419,10 @@ def _apply_create(a: Action, entry: dict, run_dir: Path) -> None:
     if a.data is None and a.source is not None and size is None:
         with open(a.source, "rb") as src, staged(a.file, like=stat_or_none(_like(a.file)), like_mode=False) as (fd, _t):
             append_ranges(src.fileno(), [(c.start, c.end) for c in a.ranges], fd)
+            for s, t, d in _copies(a) if a.fixes else ():  # bytes mended in the copy (a split's, split.py)
+                for pos, _old, new in a.fixes:
+                    if s <= pos < t:
+                        os.pwrite(fd, bytes([new]), d + pos - s)
             st = os.fstat(src.fileno())
         os.utime(a.file, ns=(st.st_atime_ns, st.st_mtime_ns))
         return

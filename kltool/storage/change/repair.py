@@ -73,7 +73,7 @@ from .apply import file_size as _size
 from .plan import Action, ChangeSet, Cut
 from .restore import restore
 from .segscan import Ctx, SegScan
-from .split import plan_overflow_splits, plan_splits
+from .split import overflow_split_refusal, plan_overflow_splits, plan_splits
 from .view import INDEX_KINDS, Seg, View, next_offset_of, plan_stale, snapshot_open_txns
 
 __all__ = [
@@ -342,6 +342,11 @@ def _plan_partition(g: Group, p: Partition, *, like_broker: bool, interval: int,
     overflowed = [sc.seg for sc in scans if sc.overflow is not None]
     if like_broker and full and not indexes_only and overflowed:
         at = {id(s): i for i, s in enumerate(segs)}
+        refusal = overflow_split_refusal(segs, [at[id(s)] for s in overflowed])
+        if refusal is not None:  # the broker's split would cover another segment's name: not done here
+            del acts[n_acts:], probs[n_probs:]
+            probs.append(refusal)
+            return
         splits = plan_overflow_splits(segs, [at[id(s)] for s in overflowed], acts, interval=interval)
         if splits:  # scanned again without them: the split carries the state on (split.py)
             del probs[n_probs:]

@@ -6,48 +6,26 @@ way. :class:`Ctx` is what goes on from one segment to the next."""
 from __future__ import annotations
 
 import os
-import re
 import struct
 from collections import deque
 
 from ...errors import CorruptDataError, KltoolError
 from ...format import decode_records, parse_header
 from ...format.batch import V2_OVERHEAD
-from ...format.legacy import RECORD_OVERHEAD
-from ...format.records import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MIN_BATCH_SIZE_FIELD, BatchHeader
+from ...format.records import BatchHeader
 from ..check import batch_rules as rules
+from ..check import mend
 from ..check.index_check import IndexChecker
 from ..epochs import epoch_out_of_line
 from ..index_builder import IndexBuilder, TxnIndexBuilder
-from ..scan import Damage, data_ranges, open_segment_file, walk
+from ..scan import Damage, open_segment_file, walk
 from .plan import Cut
 from .view import Seg
 
 __all__ = ["Ctx", "Peek", "SegScan"]
 
-_MAGIC = HEADER_SIZE_UP_TO_MAGIC - 1  # the magic byte's position in a batch
-_MAX_FIX_BATCH = 64 << 20  # a magic fix is tried for batches up to this size (bigger ones are not plausible)
-_MAGIC_AT_16 = re.compile(rb"(?=.{16}[\x00-\x02])", re.S)
-_HEADER_CANDIDATES = 64  # plausible batch starts a length fix tries as a damaged batch's end
+_MAGIC = mend.MAGIC_AT  # the magic byte's position in a batch
 _WITNESSES = 4  # CRC-valid batches looked at past damage for the one that bounds a batch's offsets
-
-
-_V2_FIELDS = struct.Struct(">hi")  # attributes, lastOffsetDelta (bytes 21..27)
-
-
-def _plausible_header(data: bytes, i: int) -> bool:
-    """Does a batch header plausibly start at ``data[i]``, whatever its length field says? (The fields the
-    walker's resync checks before a CRC: magic, attributes; v2 also lastOffsetDelta.)"""
-    if int.from_bytes(data[i + 8:i + 12], "big", signed=True) < MIN_BATCH_SIZE_FIELD:
-        return False  # (its offset, not covered by a v2 CRC, may be damaged as well: not looked at)
-    magic = data[i + 16]
-    if magic < 2:
-        attrs = data[i + 17] if i + 17 < len(data) else 0
-        return attrs & 0x07 <= 3 and not attrs & (0xF0 if magic == 1 else 0xF8)
-    if i + 61 > len(data):
-        return False
-    attrs, lod = _V2_FIELDS.unpack_from(data, i + 21)
-    return attrs & 0x07 <= 4 and not attrs & ~0x7F and lod >= 0
 
 
 def _flip64(value: int, bit: int) -> int:
@@ -72,16 +50,20 @@ class Ctx:
         self.txn_ok = True
         self.txn_error = ""
 
-    def close_pending(self, h: BatchHeader) -> None:
-        """The next kept batch ``h`` bounds the offsets of the damage cuts waiting for it."""
+    def close_pending(self, h: BatchHeader, first: int | None = None) -> None:
+        """The next kept batch ``h`` bounds the offsets of the damage cuts waiting for it: at its first offset
+        (``first`` when the caller knows it, a compressed v0/v1 wrapper's first inner offset; else a v2 batch's
+        base offset or a v0/v1 message's own; a compressed wrapper's, not in its header, bounds nothing)."""
         if not self.pending:
             return
+        if first is None and (h.magic == 2 or h.base_offset_exact):
+            first = h.base_offset
         for c in self.pending:
-            if h.magic == 2 and c.first_offset is not None and h.base_offset - 1 < c.first_offset:
+            if first is not None and c.first_offset is not None and first - 1 < c.first_offset:
                 c.first_offset = None
                 c.records = 0  # no offset is missing: the region held no batch the log needed
-            elif h.magic == 2:
-                c.last_offset = h.base_offset - 1
+            elif first is not None:
+                c.last_offset = first - 1
         self.pending.clear()
 
     def settle_epoch(self, k: BatchHeader | None) -> None:
@@ -274,12 +256,7 @@ class SegScan:
     def _valid_within(self, h: BatchHeader) -> int | None:
         """Where the first CRC-valid batch inside batch ``h``'s span starts (``h``'s CRC fails: its length may
         be the damaged field), or None."""
-        for item in walk(self.seg.log, start=h.position + 1):
-            if item.position >= h.end:
-                return None
-            if isinstance(item, BatchHeader) and item.crc_valid:
-                return item.position
-        return None
+        return mend.valid_within(self.seg.log, h)
 
     def _mended(self, item) -> BatchHeader | None:
         """What a damaged item (a Damage, a batch failing its CRC) is once a magic or length fix mends it (as
@@ -292,87 +269,11 @@ class SegScan:
 
     def _magic_probe(self, pos: int, limit: int):
         """(the batch, the byte fixes, None) when the batch at ``pos`` is valid with another magic byte."""
-        head = os.pread(self.fd, HEADER_SIZE_UP_TO_MAGIC, pos)
-        if len(head) < HEADER_SIZE_UP_TO_MAGIC:
-            return None
-        size_field = int.from_bytes(head[8:12], "big", signed=True)
-        total = size_field + LOG_OVERHEAD
-        if size_field < MIN_BATCH_SIZE_FIELD or pos + total > limit or total > _MAX_FIX_BATCH:
-            return None
-        cur = head[_MAGIC]
-        data = bytearray(os.pread(self.fd, total, pos))
-        if len(data) != total:
-            return None
-        for m in (2, 1, 0):
-            if m == cur or (m == 2 and total < V2_OVERHEAD) or (m < 2 and size_field < RECORD_OVERHEAD[m]):
-                continue
-            data[_MAGIC] = m
-            try:
-                h = parse_header(data, 0)
-            except (CorruptDataError, ValueError, struct.error):
-                continue
-            if h.crc_valid and h.size == total:
-                h.position = pos
-                return h, [(pos + _MAGIC, cur, m)], None  # the magic byte's position
-        return None
-
-    def _header_starts(self, pos: int, limit: int, magic: int) -> list[int]:
-        """Positions in (pos, limit) where a plausible batch header of format ``magic`` starts
-        (:func:`_plausible_header`): at most _HEADER_CANDIDATES, in order."""
-        out: list[int] = []
-        first = pos + LOG_OVERHEAD + RECORD_OVERHEAD[0]
-        if min(limit, self.size) <= first:
-            return out
-        stop = min(limit, self.size)
-        for a, b in data_ranges(self.fd, first, stop):  # (a sparse file's holes: a length field there is 0)
-            lo = max(first, a - 11)
-            data = os.pread(self.fd, stop - lo + V2_OVERHEAD if b >= stop else b - lo + V2_OVERHEAD, lo)
-            for m in _MAGIC_AT_16.finditer(data):
-                i = m.start()
-                if lo + i >= min(b, limit):
-                    break
-                if data[i + 16] == magic and _plausible_header(data, i):  # (its length may be damaged too)
-                    out.append(lo + i)
-                    if len(out) == _HEADER_CANDIDATES:
-                        return out
-        return out
+        return mend.magic_probe(self.fd, pos, limit)
 
     def _size_probe(self, pos: int):
         """(the batch, the byte fixes, why) when the batch at ``pos`` is valid with another length field."""
-        head = os.pread(self.fd, HEADER_SIZE_UP_TO_MAGIC, pos)
-        if len(head) < HEADER_SIZE_UP_TO_MAGIC or head[_MAGIC] > 2:
-            return None
-        ends = []
-        for item in walk(self.seg.log, start=pos + 1):
-            if isinstance(item, BatchHeader) and item.crc_valid:
-                ends.append(item.position)
-                break
-        ends.append(self.size)
-        # the next batch may be damaged too (its CRC fails): a plausible batch header before the next valid
-        # batch is where this one may end
-        ends += self._header_starts(pos, min(ends[0], pos + _MAX_FIX_BATCH), head[_MAGIC])
-        for end in ends:
-            total = end - pos
-            if total > _MAX_FIX_BATCH or total < LOG_OVERHEAD + RECORD_OVERHEAD[0]:
-                continue
-            data = bytearray(os.pread(self.fd, total, pos))
-            old = bytes(data[8:12])
-            data[8:12] = (total - LOG_OVERHEAD).to_bytes(4, "big", signed=True)
-            if bytes(data[8:12]) == old:
-                continue
-            try:
-                h = parse_header(data, 0)
-            except (CorruptDataError, ValueError, struct.error):
-                continue
-            if not h.crc_valid or h.size != total:
-                continue
-            h.position = pos
-            fixes = [(pos + 8 + i, old[i], data[8 + i]) for i in range(4) if old[i] != data[8 + i]]
-            why = (f"the batch at byte {pos} is valid (its CRC checks over {total} bytes, up to where the next batch "
-                   f"starts) but its length field (not covered by the CRC) says "
-                   f"{int.from_bytes(old, 'big', signed=True)}: restored to {total - LOG_OVERHEAD}")
-            return h, fixes, why
-        return None
+        return mend.size_probe(self.fd, self.seg.log, self.size, pos)
 
     def _restore_epoch(self, h: BatchHeader, ple: int, prev: int) -> None:
         """Restore batch ``h``'s partitionLeaderEpoch field (it reads ``ple``) to ``prev`` in place."""

@@ -16,10 +16,12 @@ misnamed segment, runs in the wrong order) make the loader throw ``IllegalArgume
 exit at start-up (tests/broker/test_broker_split.py pins it). kltool does the split the loader means to do.
 ``--like-broker`` plans the split Kafka 4.4 does make: of a segment whose last batch lies more than Int.MAX past
 its base (:func:`plan_overflow_splits`; the batches in file order, nothing dropped; the segment is left to the
-batch walk when it is damaged, its offsets do not ascend, or a piece would enclose another segment's name).
+batch walk when it is damaged or its offsets do not ascend). When the offsets that split covers hold another
+segment's name, the broker splits anyway (that segment stays between the new ones, or is replaced by the new
+one of its name), but an interrupted split's completion at the next start would delete it: ``--like-broker``
+refuses the partition with a ``split_refused`` error instead (:func:`overflow_split_refusal`).
 
-kltool plans the same split for a segment none of whose batches is damaged and whose batches below its base
-come in runs of at least two (a single batch below the base is a damaged offset field, which the batch walk
+kltool plans the same split for a segment whose batches below its base come in runs of at least two (a single batch below the base is a damaged offset field, which the batch walk
 restores or cuts; a segment whose whole content fits between its neighbours is renamed instead,
 :mod:`kltool.storage.check.segment_name`, where that rule lives). Batches whose offsets another segment (or an
 earlier batch of the same file) holds too, as an exact copy (same offsets, size and CRC), are duplicates: the
@@ -36,7 +38,12 @@ offset order as the batch walk feeds it), as the broker's recovery of the new se
 snapshots are not touched (the offsets do not change). ``verify`` reports each segment to split once
 (``segment_split``), by the same rule (:class:`kltool.storage.check.segment_name.SplitRule`).
 
-What is left to the batch walk (the split is not planned): damage in the segment, offsets another batch holds
+Damage in the segment is handled as the batch walk handles it (:class:`~kltool.storage.check.segment_name.Mends`):
+a batch whose magic byte or length field alone is hit (no CRC covers it) is mended and carried, the new
+segment's copy holding the restored bytes (the old file is not changed: it goes into the backup as it is);
+any other damaged range is cut (it stays in the backup with the old file, named in the plan and by verify).
+
+What is left to the batch walk (the split is not planned): offsets another batch holds
 with other bytes (a damaged offset field, or two histories: not told apart here), a negative offset (a damaged
 field: no segment is named below 0), a v0/v1 compressed wrapper whose inner messages do not read (its
 first offset, which names a new segment as the broker's ``baseOffset()`` of a legacy batch does, is the first
@@ -54,12 +61,13 @@ from ...format import names as fn
 from ...format.index import encode_aborted_txn
 from ...format.records import BatchHeader
 from ..check.segment_name import SplitPlan, SplitRule, describe_dups
+from ..findings import Finding
 from ..index_builder import IndexBuilder
 from .apply import file_size as _size
 from .plan import Action, Cut
 from .view import INDEX_KINDS, Seg, View
 
-__all__ = ["Split", "plan_splits", "plan_overflow_splits"]
+__all__ = ["Split", "plan_splits", "plan_overflow_splits", "overflow_split_refusal"]
 
 
 @dataclass
@@ -89,7 +97,7 @@ class Split:
         the leader epochs and the producer state (the transactions each new segment's ``.txnindex`` lists)."""
         for p in self.pieces:
             for h in p:
-                ctx.close_pending(h)  # the first batch kept bounds a damage cut before the segment
+                ctx.close_pending(h, self.plan.first(h))  # the first batch kept bounds a damage cut before it
                 if ctx.last is None or h.last_offset > ctx.last:
                     ctx.last = h.last_offset
                 if h.magic != 2:
@@ -143,6 +151,17 @@ def _kinds(piece: list[BatchHeader], markers: dict[int, str]) -> tuple[str, ...]
     return ("log", "index", "timeindex")
 
 
+def _mended(fixes: list[tuple[int, int, int]], mends) -> str:
+    """What the plan says of the bytes a new segment's copy restores (the old file stays as it is, in the
+    backup): the walk's magic and length fixes of the batches it holds."""
+    if not fixes:
+        return ""
+    whys = list(dict.fromkeys(mends.whys[pos] for pos, _o, _n in fixes))
+    return (f"; {len(fixes)} byte(s) restored in the copy: " + "; ".join(
+        ", ".join(f"byte {pos}: {old} -> {new}" for pos, old, new in fixes if mends.whys[pos] == w) + f" ({w})"
+        for w in whys))
+
+
 def _split_actions(sp: Split, interval: int) -> list[Action]:
     """``replaceSegments`` as plan steps: the new segments written as ``.cleaned`` files, renamed ``.swap`` in
     descending offset order, the old segment's files moved into the backup, the ``.swap`` files renamed into
@@ -153,6 +172,7 @@ def _split_actions(sp: Split, interval: int) -> list[Action]:
             f"its batches lie below its base offset {s.base}")
     why = (f"{what}: split as the broker's recovery splits a segment with an offset overflow "
            f"(LocalLog.splitOverflowedSegment), each new segment named after its first batch")
+    mends = sp.plan.mends
     acts: list[Action] = []
     log, indexes = s.log, [getattr(s, k) for k in INDEX_KINDS]
     if sp.pieces:
@@ -171,9 +191,11 @@ def _split_actions(sp: Split, interval: int) -> list[Action]:
     for p in sp.pieces:
         base = sp.plan.first(p[0])
         size = sum(h.size for h in p)
+        ranges = _ranges(p, sp.plan.first)
+        fixes = [f for f in mends.fixes if any(c.start <= f[0] < c.end for c in ranges)]
         acts.append(Action("create", d / fn.segment_file(base, "log", "cleaned"), f"new segment {base}..{p[-1].last_offset} "
-                           f"({len(p)} batches) from {s.log.name}: {why}", new_size=size, source=log,
-                           ranges=_ranges(p, sp.plan.first), first_offset=base, last_offset=p[-1].last_offset))
+                           f"({len(p)} batches) from {s.log.name}: {why}{_mended(fixes, mends)}", new_size=size,
+                           source=log, ranges=ranges, first_offset=base, last_offset=p[-1].last_offset, fixes=fixes))
         oi, ti = _indexes(p, base, interval)
         for kind, data in (("index", oi), ("timeindex", ti)):
             acts.append(Action("create", d / fn.segment_file(base, kind, "cleaned"), f"the index of the new segment "
@@ -193,6 +215,8 @@ def _split_actions(sp: Split, interval: int) -> list[Action]:
     if sp.dups:
         reason += (f"; {len(sp.dups)} batch(es) whose offsets are held twice stay only in the backup with this file, "
                    f"the other copy stays in the log: {describe_dups(sp.dups, sp.plan.first)}")
+    if mends.cuts:
+        reason += f"; {mends.describe()}"
     acts.append(Action("quarantine", log, reason, old_size=_size(s.log)))
     for cur in indexes:
         if cur is not None:
@@ -221,6 +245,34 @@ def plan_splits(view: View, segs: list[Seg], acts: list[Action], *,
         acts.extend(_split_actions(sp, interval))
     return out
 
+
+
+def overflow_split_refusal(segs: list[Seg], overflowed: list[int]) -> Finding | None:
+    """``--like-broker``: the finding that refuses the partition when the broker's split of an overflowed
+    segment ``segs[i]`` (``i`` in ``overflowed``) covers offsets another segment is named in
+    (:meth:`~kltool.storage.check.segment_name.SplitRule.overflow_enclosed`), else None."""
+    rule = SplitRule([(s.base, s.log) for s in segs])
+    for i in overflowed:
+        got = rule.overflow_enclosed(i)
+        if got is None:
+            continue
+        bases, inside, hi = got
+        s = segs[i]
+        named = ", ".join(fn.segment_file(b, "log") for b in inside)
+        replaced = [b for b in inside if b in bases]
+        fate = (f"{', '.join(fn.segment_file(b, 'log') for b in replaced)} is replaced by the new segment of the "
+                f"same name (its files renamed over: its records lost)" if replaced else
+                f"{'it stays' if len(inside) == 1 else 'they stay'} between the new segments")
+        return Finding("error", "split_refused", str(s.log),
+                       f"the broker's recovery splits this segment (its last offset is more than 2^31-1 past its "
+                       f"base offset {s.base}: LocalLog.splitOverflowedSegment) into "
+                       f"{', '.join(fn.segment_file(b, 'log') for b in bases)}, over offsets "
+                       f"[{bases[0]}, {hi}) where {named} is named too: {fate}; a split interrupted after its .swap "
+                       f"renames is completed at the next start by deleting every segment named inside those "
+                       f"offsets (LogLoader), so --like-broker does not split it and changes nothing in this "
+                       f"partition: repair it with kltool verify --repair (the default salvage mode)",
+                       offset=s.base)
+    return None
 
 
 def plan_overflow_splits(segs: list[Seg], overflowed: list[int], acts: list[Action], *,

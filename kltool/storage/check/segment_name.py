@@ -15,19 +15,20 @@ offsets another segment holds, or runs of batches in the wrong order), repair sp
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...errors import CorruptDataError
 from ...format import decode_records
 from ...format.records import BatchHeader
-from ..scan import walk
+from ..scan import Damage, open_segment_file, walk
 from . import batch_rules as rules
+from . import mend
 from .batch_rules import first_offset
 
 __all__ = ["first_batches", "last_offset_of", "misnamed_base", "below_base", "any_below_base", "runs_below_base",
-           "split_by_runs", "last_overflows", "SplitRule", "SplitPlan", "describe_split", "describe_dups"]
+           "split_by_runs", "last_overflows", "SplitRule", "SplitPlan", "Mends", "describe_split", "describe_dups"]
 
 
 def first_batches(path, n: int = 2, end: int | None = None) -> list[BatchHeader]:
@@ -132,14 +133,53 @@ INT32_MAX = rules.INT32_MAX
 
 
 @dataclass
+class Mends:
+    """What repair's batch walk would do with a segment's damage, done the split's way: the damaged ranges cut
+    (``cuts``: start, end, kind, message; they stay in the backup with the old file) and the byte fixes of the
+    batches a magic or length fix mends (``fixes``: position, old, new; ``whys``: why, by position), which
+    the split's copies carry (the old file is not changed; :mod:`kltool.storage.check.mend`, the one home of
+    those fixes)."""
+
+    cuts: list[tuple[int, int, str, str]] = field(default_factory=list)
+    fixes: list[tuple[int, int, int]] = field(default_factory=list)
+    whys: dict[int, str] = field(default_factory=dict)
+
+    def add(self, probe) -> BatchHeader:
+        h, fixes, why = probe
+        self.fixes.extend(fixes)
+        for at, _old, new in fixes:
+            self.whys[at] = why if why is not None else mend.magic_why(h.position, new)
+        return h
+
+    def describe(self) -> str:
+        """What verify and the plan say of them (empty: none)."""
+        out = []
+        if self.cuts:
+            rng = ", ".join(f"bytes [{a}, {b}) {kind}" for a, b, kind, _m in self.cuts[:5])
+            more = f" and {len(self.cuts) - 5} more" if len(self.cuts) > 5 else ""
+            out.append(f"{len(self.cuts)} damaged range(s) cut, as the batch walk cuts them ({rng}{more}; they stay "
+                       f"in the backup with the old file)")
+        if self.fixes:
+            batches = len({self.whys[p] for p, _o, _n in self.fixes})  # (each why names its batch's position)
+            out.append(f"{batches} batch(es) mended (a magic byte or length field the CRC does not cover, "
+                       f"{len(self.fixes)} byte(s) restored in the copy, the old file left as it is) and carried")
+        return "; ".join(out)
+
+
+@dataclass
 class _Contents:
     """A segment's batches (CRC-valid, in file order), whether the split may take it, and the marker type
     (COMMIT/ABORT) of each transaction control batch, by position."""
 
     batches: list[BatchHeader]
-    clean: bool  # no damage, no negative or unreadable first offset, no unreadable marker
+    clean: bool  # no negative or unreadable first offset, no unreadable marker
     markers: dict[int, str] = field(default_factory=dict)
     firsts: dict[int, int] = field(default_factory=dict)  # a compressed v0/v1 wrapper's first inner offset
+    mends: Mends = field(default_factory=lambda: Mends())
+
+    @property
+    def damaged(self) -> bool:
+        return bool(self.mends.cuts or self.mends.fixes)
 
     def first(self, h: BatchHeader) -> int:
         return self.firsts.get(h.position, first_offset(h))
@@ -164,6 +204,7 @@ class SplitPlan:
     markers: dict[int, str] = field(default_factory=dict)
     firsts: dict[int, int] = field(default_factory=dict)
     overflow: bool = False  # split because its last batch is more than Int.MAX past its base (plan_overflow)
+    mends: Mends = field(default_factory=lambda: Mends())  # the damage cut and the batches mended on the way
 
     def first(self, h: BatchHeader) -> int:
         """A batch's first offset (a compressed v0/v1 wrapper's: its first inner message's, the broker's
@@ -204,12 +245,60 @@ def _inner_first(log: Path, h: BatchHeader) -> int | None:
     return None
 
 
+def _mended_items(log: Path, mends: Mends) -> Iterator[BatchHeader]:
+    """The batches of a ``.log`` as repair's batch walk keeps them, in file order (``SegScan.run``'s damage
+    handling, without its offset judgements: a split takes the offsets as they are): CRC-valid batches, and
+    damaged ones a magic or length fix mends (the fixes and the damage cut recorded in ``mends``)."""
+    fd = open_segment_file(log)
+    try:
+        size = os.fstat(fd).st_size
+        start = 0
+        while start is not None:
+            items, start = walk(log, start=start), None
+            for item in items:
+                if isinstance(item, BatchHeader) and item.crc_valid:
+                    yield item
+                    continue
+                pos = item.position
+                if isinstance(item, Damage):
+                    probe = mend.size_probe(fd, log, size, pos)
+                    if probe is not None and probe[0].end <= size:
+                        yield mends.add(probe)
+                        start = probe[0].end
+                        break
+                    probe = mend.magic_probe(fd, pos, item.end)
+                    if probe is not None:
+                        h = mends.add(probe)
+                        yield h
+                        if h.end < item.end:
+                            mends.cuts.append((h.end, item.end, "garbage", "unreadable bytes after a batch whose "
+                                               "magic byte was repaired"))
+                        continue
+                    mends.cuts.append((pos, item.end, item.kind, item.message))
+                    continue
+                probe = mend.magic_probe(fd, pos, item.end)
+                if probe is not None:
+                    yield mends.add(probe)
+                    continue
+                v = rules.crc_violation(item, rules.computed_crc(log, item))
+                probe = mend.size_probe(fd, log, size, pos)
+                if probe is not None:
+                    yield mends.add(probe)
+                    start = probe[0].end
+                    break
+                inner = mend.valid_within(log, item)
+                if inner is not None:  # its length (not covered by the CRC) swallows a valid batch: keep that
+                    mends.cuts.append((pos, inner, v.kind, v.message))
+                    start = inner
+                    break
+                mends.cuts.append((pos, item.end, v.kind, v.message))
+    finally:
+        os.close(fd)
+
+
 def _read(log: Path) -> _Contents:
-    batches, clean, markers, firsts = [], True, {}, {}
-    for item in walk(log):
-        if not isinstance(item, BatchHeader) or not item.crc_valid:
-            clean = False
-            continue
+    batches, clean, markers, firsts, mends = [], True, {}, {}, Mends()
+    for item in _mended_items(log, mends):
         if not item.base_offset_exact and item.magic < 2:
             lo = _inner_first(log, item)
             if lo is None or not 0 <= lo <= item.last_offset:
@@ -227,7 +316,7 @@ def _read(log: Path) -> _Contents:
             else:
                 markers[item.position] = ctype
         batches.append(item)
-    return _Contents(batches, clean, markers, firsts)
+    return _Contents(batches, clean, markers, firsts, mends)
 
 
 def _same(h: BatchHeader, twin: BatchHeader | None) -> bool:
@@ -297,7 +386,7 @@ class SplitRule:
         if pieces and not self._safe(pieces, others, c.first):
             return None
         return SplitPlan(pieces, dups, {h.position: c.markers[h.position] for p in pieces for h in p
-                                        if h.position in c.markers}, c.firsts)
+                                        if h.position in c.markers}, c.firsts, mends=c.mends)
 
     def plan_overflow(self, i: int) -> SplitPlan | None:
         """The split Kafka's loader makes of segment ``i`` when its recovery meets an offset more than Int.MAX
@@ -306,17 +395,38 @@ class SplitRule:
         nothing dropped. None when the segment is not one, or one the split may not take here: damage (the
         broker's split copies damaged bytes too), offsets not ascending in file order, or a piece over another
         segment's name (the swap completion after a crash would delete that segment)."""
-        base, log = self.segs[i]
-        c = self.contents(log)
-        if not c.clean or not c.batches or not last_overflows(c.batches[-1].last_offset, base):
+        c = self.contents(self.segs[i][1])
+        pieces = self._overflow_pieces(i)
+        if pieces is None:
             return None
-        if any(c.first(h) <= prev.last_offset for prev, h in zip(c.batches, c.batches[1:], strict=False)):
-            return None
-        pieces = _pieces(c.batches, c.first)  # (ascending: the same pieces as the broker's, in file order)
         others = [(b, lg, b, b) for k, (b, lg) in enumerate(self.segs) if k != i]  # (_safe looks at names only)
         if not self._safe(pieces, others, c.first):
             return None
         return SplitPlan(pieces, [], dict(c.markers), c.firsts, overflow=True)
+
+    def _overflow_pieces(self, i: int) -> list[list[BatchHeader]] | None:
+        base, log = self.segs[i]
+        c = self.contents(log)
+        if not c.clean or c.damaged or not c.batches or not last_overflows(c.batches[-1].last_offset, base):
+            return None
+        if any(c.first(h) <= prev.last_offset for prev, h in zip(c.batches, c.batches[1:], strict=False)):
+            return None
+        return _pieces(c.batches, c.first)  # (ascending: the same pieces as the broker's, in file order)
+
+    def overflow_enclosed(self, i: int) -> tuple[list[int], list[int], int] | None:
+        """Why :meth:`plan_overflow` does not take segment ``i`` when other segments are named inside the offsets
+        its split covers: (the new segments' names, those other names, the split's next offset); None otherwise.
+        The broker splits it anyway (``LocalLog.replaceSegments``): a segment named like a new one is replaced
+        by it (its files renamed over), the others stay between the new segments; but a split interrupted after
+        its ``.swap`` renames is completed at the next start by deleting every segment named inside the
+        ``.swap`` files' offsets (``LogLoader``), those others too."""
+        pieces = self._overflow_pieces(i)
+        if pieces is None:
+            return None
+        c = self.contents(self.segs[i][1])
+        lo, hi = c.first(pieces[0][0]), max(h.last_offset for p in pieces for h in p) + 1
+        inside = sorted(b for k, (b, _g) in enumerate(self.segs) if k != i and lo <= b < hi)
+        return ([c.first(p[0]) for p in pieces], inside, hi) if inside else None
 
     def _place(self, base: int, log: Path, c: _Contents, others) -> tuple[list, list] | None:
         """(the batches kept, the duplicates with where the other copy is), in offset order; None when a batch
@@ -375,4 +485,7 @@ def describe_split(sp: SplitPlan, base: int, name_of: Callable[[int], str]) -> s
                 f"{describe_dups(sp.dups, sp.first)}")
     if sp.markers:
         msg += f"; {len(sp.markers)} transaction marker(s) carried, the .txnindex rebuilt for each new segment"
+    damage = sp.mends.describe()
+    if damage:
+        msg += f"; {damage}"
     return msg

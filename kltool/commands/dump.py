@@ -24,6 +24,7 @@ from ..kafka_text import (
 from ..kcat_format import compile_format
 from ..output import _dumps, text_bytes
 from ..storage.findings import Finding
+from ..storage.fs import read_index_file, read_small_file
 from ..storage.logdir import unreadable
 from ..storage.read import RecordFilter
 from ..storage.scan import HOLD, Damage, records_of, walk
@@ -412,7 +413,7 @@ def _dump_index(d: Dumper, path, kind: str, base) -> None:
     # (parser, JSON type, field names)
     parse, jtype, names = ((fidx.offset_index_entries, "index_entry", ("offset", "position")) if kind == "index"
                            else (fidx.time_index_entries, "time_index_entry", ("timestamp", "offset")))
-    data = path.read_bytes()
+    data = read_index_file(path)  # (a preallocated zero tail not held)
     check = fidx.check_offset_index if kind == "index" else fidx.check_time_index
     problems = check(data, base or 0, path=f)
     for msg in problems:  # as verify reports them (a partial entry is corruption, not emptiness)
@@ -459,7 +460,7 @@ def _dump_txnindex(d: Dumper, path, kind: str, base) -> None:
     from ..format import index as fidx
 
     out, f = d.out, str(path)
-    for t in fidx.parse_txn_index(path.read_bytes())[: d.limit]:
+    for t in fidx.parse_txn_index(read_small_file(path))[: d.limit]:
         if out.json_mode:
             out.emit({"type": "txn_index_entry", "file": f, "version": t.version, "producer_id": t.producer_id,
                       "first_offset": t.first_offset, "last_offset": t.last_offset,
@@ -474,7 +475,7 @@ def _dump_snapshot(d: Dumper, path, kind: str, base) -> None:
 
     out, js, f = d.out, d.out.json_mode, str(path)
     try:
-        snap = parse_snapshot(path.read_bytes())
+        snap = parse_snapshot(read_small_file(path))
     except CorruptDataError as e:
         raise e.at(path=path) from None
     if not snap.crc_valid:

@@ -10,6 +10,11 @@ Pure functions over bytes-like objects. Offsets handed in and out are absolute
 Kafka treats every whole entry of an existing index file as valid (``entries = length // entrySize``),
 so an untrimmed (preallocated, zero-filled) file has a tail of ``(base_offset, 0)`` / ``(0, base_offset)``
 entries. ``*_entries(..., stop_at_zero_tail=True)`` drop that tail the way ``DumpLogSegments`` does.
+
+Every function here takes the bytes of a file, or a :class:`ZeroPadded` (what
+:func:`kltool.storage.fs.read_index_file` returns for a file that ends in zeros: its bytes before the
+zeros, and how many zeros follow): the answers are the same, and a preallocated 1 GiB file costs no more
+memory than its entries.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ _ZERO_TIME_ENTRY = bytes(TIME_ENTRY)
 _LITTLE = sys.byteorder == "little"
 
 __all__ = [
-    "OFFSET_ENTRY", "TIME_ENTRY", "TXN_ENTRY", "TXN_INDEX_VERSION", "NO_TIMESTAMP", "AbortedTxn",
+    "OFFSET_ENTRY", "TIME_ENTRY", "TXN_ENTRY", "TXN_INDEX_VERSION", "NO_TIMESTAMP", "AbortedTxn", "ZeroPadded",
     "trailing_bytes", "entry_count",
     "parse_offset_index", "offset_index_entries", "offset_index_zero_tail",
     "parse_time_index", "time_index_entries", "time_index_zero_tail",
@@ -52,6 +57,52 @@ __all__ = [
 ]
 
 
+class ZeroPadded:
+    """Bytes that end in zeros, without holding the zeros: ``head`` followed by ``zeros`` zero bytes. Its
+    length, slices (as bytes), indexing and comparison with bytes are those of the whole content."""
+
+    __slots__ = ("head", "zeros")
+
+    def __init__(self, head: bytes, zeros: int):
+        if zeros < 0:
+            raise ValueError(f"negative zero count {zeros}")
+        self.head = bytes(head)
+        self.zeros = zeros
+
+    def __len__(self) -> int:
+        return len(self.head) + self.zeros
+
+    def __getitem__(self, key):
+        n = len(self)
+        if isinstance(key, slice):
+            start, stop, step = key.indices(n)
+            if step != 1:
+                raise ValueError("ZeroPadded slices take no step")
+            stop = max(start, stop)
+            part = self.head[start:stop]
+            return part + bytes(stop - start - len(part))
+        i = key + n if key < 0 else key
+        if not 0 <= i < n:
+            raise IndexError("index out of range")
+        return self.head[i] if i < len(self.head) else 0
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, ZeroPadded):
+            a, b = (self, other) if len(self.head) >= len(other.head) else (other, self)
+            return len(a) == len(b) and a.head == b[: len(a.head)]
+        try:
+            mv = _view(other)
+        except TypeError:
+            return NotImplemented
+        h = len(self.head)
+        return len(mv) == len(self) and mv[:h] == self.head and not mv[h:].tobytes().strip(b"\0")
+
+    __hash__ = None  # (like bytearray: compared by content)
+
+    def __repr__(self) -> str:
+        return f"ZeroPadded({len(self.head)} bytes + {self.zeros} zeros)"
+
+
 def _view(data) -> memoryview:
     mv = memoryview(data)
     if mv.format != "B" or mv.ndim != 1:
@@ -59,14 +110,37 @@ def _view(data) -> memoryview:
     return mv
 
 
+def _bytes(data):
+    """``data`` as something ``len``, slices and ``struct.unpack`` take: a ZeroPadded as it is."""
+    return data if isinstance(data, ZeroPadded) else _view(data)
+
+
+def _head(data, entry_size: int) -> tuple[memoryview, int]:
+    """(the whole entries that decide where the zero tail starts, the number of whole entries). Of a
+    ZeroPadded that is its head and two entries of its zeros (one whole zero entry after entry 0 at least,
+    where the file is that long): the zero tail starts there or before."""
+    if isinstance(data, ZeroPadded):
+        n = len(data) // entry_size
+        k = min(n, -(-len(data.head) // entry_size) + 2)
+        return memoryview(data[: k * entry_size]), n
+    mv = _view(data)
+    return mv, len(mv) // entry_size
+
+
+def _whole(data):
+    """All of ``data`` as a memoryview (a ZeroPadded's zeros made: only for the callers who ask for every
+    entry, zero tail included)."""
+    return memoryview(data[:]) if isinstance(data, ZeroPadded) else _view(data)
+
+
 def trailing_bytes(data, entry_size: int) -> int:
     """Bytes after the last whole entry (Kafka ignores them when reading)."""
-    return len(_view(data)) % entry_size
+    return len(_bytes(data)) % entry_size
 
 
 def entry_count(data, entry_size: int) -> int:
     """Number of whole entries, as Kafka counts them (``length // entrySize``)."""
-    return len(_view(data)) // entry_size
+    return len(_bytes(data)) // entry_size
 
 
 # ---------------------------------------------------------------------------------------------- offset index
@@ -99,7 +173,7 @@ def parse_offset_index(data, base_offset: int) -> list[tuple[int, int]]:
 def offset_index_entries(data, base_offset: int, *, stop_at_zero_tail: bool = True) -> list[tuple[int, int]]:
     """Absolute ``(offset, position)`` entries. With ``stop_at_zero_tail`` stop at the first entry
     after entry 0 whose relative offset is 0 (a zero-filled preallocated tail), like DumpLogSegments."""
-    arr = _offset_ints(data)
+    arr = _offset_ints(_head(data, OFFSET_ENTRY)[0] if stop_at_zero_tail else _whole(data))
     rels = arr[0::2]
     stop = _offset_stop(rels) if stop_at_zero_tail else len(rels)
     return list(zip((base_offset + r for r in rels[:stop]), arr[1 : 2 * stop : 2], strict=True))
@@ -107,8 +181,8 @@ def offset_index_entries(data, base_offset: int, *, stop_at_zero_tail: bool = Tr
 
 def offset_index_zero_tail(data) -> int:
     """How many whole entries ``offset_index_entries`` drops as the zero tail."""
-    rels = _offset_ints(data)[0::2]
-    return len(rels) - _offset_stop(rels)
+    mv, n = _head(data, OFFSET_ENTRY)
+    return n - _offset_stop(_offset_ints(mv)[0::2])
 
 
 # ------------------------------------------------------------------------------------------------ time index
@@ -137,16 +211,15 @@ def parse_time_index(data, base_offset: int) -> list[tuple[int, int]]:
 def time_index_entries(data, base_offset: int, *, stop_at_zero_tail: bool = True) -> list[tuple[int, int]]:
     """``(timestamp, absolute offset)`` entries. With ``stop_at_zero_tail`` stop at the first entry
     after entry 0 with timestamp 0 and relative offset 0 (a zero-filled preallocated tail)."""
-    mv = _view(data)
-    n = len(mv) // TIME_ENTRY
-    stop = _time_stop(mv) if stop_at_zero_tail else n
+    mv = _head(data, TIME_ENTRY)[0] if stop_at_zero_tail else _whole(data)
+    stop = _time_stop(mv) if stop_at_zero_tail else len(mv) // TIME_ENTRY
     return [(ts, base_offset + rel) for ts, rel in _TIME.iter_unpack(mv[: stop * TIME_ENTRY])]
 
 
 def time_index_zero_tail(data) -> int:
     """How many whole entries ``time_index_entries`` drops as the zero tail."""
-    mv = _view(data)
-    return len(mv) // TIME_ENTRY - _time_stop(mv)
+    mv, n = _head(data, TIME_ENTRY)
+    return n - _time_stop(mv)
 
 
 # ------------------------------------------------------------------------------------------------- txn index
@@ -172,7 +245,7 @@ class AbortedTxn(FrozenPlain):
 
 def parse_txn_index(data) -> list[AbortedTxn]:
     """All whole 34-byte entries; a trailing partial entry is ignored (see ``trailing_bytes``)."""
-    mv = _view(data)
+    mv = _whole(data)
     n = len(mv) // TXN_ENTRY
     out = []
     for i, (_v16, pid, first, last, lso) in enumerate(_TXN.iter_unpack(mv[: n * TXN_ENTRY])):
@@ -267,11 +340,11 @@ def lookup_time(entries: Sequence[tuple[int, int]], timestamp: int, base_offset:
 
 def check_offset_index(data, base_offset: int, *, path: str = "") -> list[str]:
     """``OffsetIndex.sanityCheck`` over all whole entries (zero tail included); messages as Kafka's."""
-    mv = _view(data)
+    mv = _bytes(data)
     problems = []
     n = len(mv) // OFFSET_ENTRY
     if n:
-        last = base_offset + _OFFSET.unpack_from(mv, (n - 1) * OFFSET_ENTRY)[0]
+        last = base_offset + _OFFSET.unpack(mv[(n - 1) * OFFSET_ENTRY: n * OFFSET_ENTRY])[0]
         if last < base_offset:
             problems.append(f"Corrupt index found, index file {path} has non-zero size but the last offset "
                             f"is {last} which is less than the base offset {base_offset}")
@@ -284,12 +357,12 @@ def check_offset_index(data, base_offset: int, *, path: str = "") -> list[str]:
 def check_time_index(data, base_offset: int, *, path: str = "") -> list[str]:
     """``TimeIndex.sanityCheck`` over all whole entries (an untrimmed zero tail fails the first check,
     as it does in Kafka); messages as Kafka's."""
-    mv = _view(data)
+    mv = _bytes(data)
     problems = []
     n = len(mv) // TIME_ENTRY
     if n:
-        first_ts = _TIME.unpack_from(mv, 0)[0]
-        last_ts, last_rel = _TIME.unpack_from(mv, (n - 1) * TIME_ENTRY)
+        first_ts = _TIME.unpack(mv[:TIME_ENTRY])[0]
+        last_ts, last_rel = _TIME.unpack(mv[(n - 1) * TIME_ENTRY: n * TIME_ENTRY])
         if last_ts < first_ts:
             problems.append(f"Corrupt time index found, time index file ({path}) has non-zero size but the last "
                             f"timestamp is {last_ts} which is less than the first timestamp {first_ts}")

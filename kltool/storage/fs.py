@@ -27,6 +27,7 @@ from ..format.topics import parse_partition_dir_name
 __all__ = [
     "LOCK_FILE_NAME", "TMP_SUFFIX", "atomic_write", "fsync_dir", "copy_range",
     "BrokerLock", "lock_holder_present", "looks_like_log_dir",
+    "METADATA_MAX_BYTES", "read_small_file", "read_index_file",
 ]
 
 LOCK_FILE_NAME = fn.LOCK_FILE
@@ -356,10 +357,16 @@ def lock_holder_present(logdir) -> bool:
         os.close(fd)
 
 
-def read_small_file(path) -> bytes:
-    """The bytes of a metadata file. Only a regular file is read: a FIFO, socket or device named like one
-    would block or never end, so it is an OSError (EINVAL, "not a regular file"), as a directory is one
-    (EISDIR)."""
+# The most kltool reads of a metadata file (checkpoints, leader-epoch-checkpoint, partition.metadata,
+# meta.properties, quorum-state, producer snapshots, .txnindex ...): far more than any real one holds (a
+# root checkpoint of a million partitions is ~60 MB at most), so a larger file is refused, not read.
+METADATA_MAX_BYTES = 64 << 20
+
+
+def _open_regular(path) -> tuple[int, os.stat_result]:
+    """A read-only descriptor of ``path`` and its stat, when it is a regular file: a FIFO, socket or device
+    named like one would block or never end, so it is an OSError (EINVAL, "not a regular file"), as a
+    directory is one (EISDIR)."""
     import stat
 
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
@@ -369,14 +376,70 @@ def read_small_file(path) -> bytes:
             raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
         if not stat.S_ISREG(st.st_mode):
             raise OSError(errno.EINVAL, "not a regular file (a FIFO, socket or device)", str(path))
-        chunks = []
-        while True:
-            b = os.read(fd, 1 << 20)
-            if not b:
-                return b"".join(chunks)
-            chunks.append(b)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
+
+
+def _read_fd(fd: int, start: int, stop: int | None = None) -> bytes:
+    """File bytes from ``start`` to ``stop`` (to the end when None), read in chunks."""
+    chunks = []
+    pos = start
+    while stop is None or pos < stop:
+        b = os.pread(fd, 1 << 20 if stop is None else min(1 << 20, stop - pos), pos)
+        if not b:
+            break
+        chunks.append(b)
+        pos += len(b)
+    return b"".join(chunks)
+
+
+def read_small_file(path, *, limit: int = METADATA_MAX_BYTES) -> bytes:
+    """The bytes of a metadata file. Only a regular file is read (see :func:`_open_regular`); one larger
+    than ``limit`` bytes is not read at all: an OSError (EFBIG) naming its size."""
+    fd, st = _open_regular(path)
+    try:
+        if st.st_size > limit:
+            raise OSError(errno.EFBIG, f"{st.st_size} bytes, far larger than any such file (kltool reads at most "
+                                       f"{limit}): not read", str(path))
+        return _read_fd(fd, 0)
     finally:
         os.close(fd)
+
+
+def _zeros_start(fd: int, size: int) -> int:
+    """Where the run of zero bytes that ends the file starts (``size`` when it ends in a non-zero byte):
+    the data stretches are read backwards a chunk at a time, a sparse file's holes are skipped unread."""
+    from .scan import data_ranges
+
+    for a, b in reversed(data_ranges(fd, 0, size)):
+        pos = b
+        while pos > a:
+            n = min(_CHUNK, pos - a)
+            kept = len(os.pread(fd, n, pos - n).rstrip(b"\0"))
+            if kept:
+                return pos - n + kept
+            pos -= n
+    return 0
+
+
+def read_index_file(path):
+    """The content of an ``.index``, ``.timeindex`` (any file that may end in a preallocated zero-filled
+    tail): bytes, or, when the file ends in zeros, a :class:`kltool.format.index.ZeroPadded` that holds
+    only the bytes before them (a 1 GiB preallocated index costs what its entries do). Regular files only,
+    as :func:`read_small_file`."""
+    from ..format.index import ZeroPadded
+
+    fd, st = _open_regular(path)
+    try:
+        end = _zeros_start(fd, st.st_size)
+        head = _read_fd(fd, 0, end)
+    finally:
+        os.close(fd)
+    if len(head) < end:  # shrank while read: what was there
+        return head
+    return head if end == st.st_size else ZeroPadded(head, st.st_size - end)
 
 
 def read_text_file(path: Path, kind: str):

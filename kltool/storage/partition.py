@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..errors import CorruptDataError
 from ..format import names as fn
+from .fs import read_small_file
 from .segment import Segment
 
 
@@ -113,7 +114,7 @@ class Partition:
     def metadata_topic_id(self) -> str | None:
         p = self.path / fn.PARTITION_METADATA
         try:
-            text = p.read_bytes()
+            text = read_small_file(p)
         except FileNotFoundError:
             return None
         from ..format.checkpoints import parse_partition_metadata

@@ -13,7 +13,7 @@ from ..format.names import filename_prefix
 from ..format.records import LOG_OVERHEAD, BatchHeader
 from ..plain import FrozenPlain
 from . import scan
-from .fs import read_small_file
+from .fs import read_index_file, read_small_file
 
 _MIN_ENTRY = LOG_OVERHEAD + RECORD_OVERHEAD[0]  # the smallest log entry: a v0 message without key and value
 
@@ -98,9 +98,11 @@ class Segment:
 
     # -- indexes -------------------------------------------------------------------------------
     @staticmethod
-    def _read(path: Path) -> bytes | None:
+    def _read(path: Path, read=read_index_file):
+        """The file's content (a zero-filled tail not held: see :func:`~kltool.storage.fs.read_index_file`),
+        None when it is missing. A regular file only: a FIFO named like an index never blocks."""
         try:
-            return read_small_file(path)  # a regular file only: a FIFO named like an index never blocks
+            return read(path)
         except FileNotFoundError:
             return None
 
@@ -119,7 +121,7 @@ class Segment:
         return self._time_index
 
     def txn_index(self) -> list:
-        data = self._read(self.txnindex_path)
+        data = self._read(self.txnindex_path, read_small_file)
         return [] if data is None else fidx.parse_txn_index(data)
 
     # -- lookups (LogSegment.translateOffset / findOffsetByTimestamp) ------------------------

@@ -32,6 +32,7 @@ from ..format import names as fn
 from ..format.index import TXN_ENTRY, AbortedTxn, check_txn_index, parse_txn_index
 from ..format.records import BatchHeader
 from .findings import Finding
+from .fs import read_small_file
 from .producer_state import ProducerStateEntry, ProducerStateManager, latest_snapshot
 from .scan import Damage
 
@@ -298,7 +299,7 @@ def _check_txn_indexes(r: PartitionTransactions, p, segs, start: int, watch: _Wa
             continue
         path = seg.txnindex_path
         try:
-            data = path.read_bytes()
+            data = read_small_file(path)
         except FileNotFoundError:
             data = b""
         except OSError as e:
@@ -410,7 +411,7 @@ def _replay_checking_snapshots(p, state: ProducerStateManager, watch: _Watch, st
             state.replay(segs, at, watch, until=off)
             at = max(off, watch.last_fed + 1)
         try:
-            snap = parse_snapshot(spath.read_bytes(), strict=True)
+            snap = parse_snapshot(read_small_file(spath), strict=True)
         except (OSError, CorruptDataError) as e:
             watch.findings.append(Finding("warning", "snapshot_skipped", str(spath),
                                           f"the broker skips (and deletes) this snapshot at start-up: {e}"))

@@ -25,7 +25,7 @@ from ...format import names as fn
 from ...format.records import BatchHeader
 from ...format.topics import CLUSTER_METADATA_TOPIC_NAME
 from ..findings import Finding
-from ..fs import read_small_file
+from ..fs import read_index_file
 
 __all__ = ["IndexChecker"]
 
@@ -112,7 +112,7 @@ class IndexChecker:
         if path is None:
             return None
         try:
-            return read_small_file(path)  # a regular file only: a FIFO named like an index never blocks
+            return read_index_file(path)  # a regular file only: a FIFO named like an index never blocks
         except FileNotFoundError:
             return None
 

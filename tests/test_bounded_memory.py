@@ -1,0 +1,191 @@
+"""Memory is bounded by what an index or metadata file holds, not by its size.
+
+A preallocated ``.index``/``.timeindex`` after a crash is mostly zeros (a sparse file): kltool holds only the
+bytes before its zero tail (:func:`kltool.storage.fs.read_index_file`), so a 1 GiB one costs what its entries
+do, and every command says what it says of the same file with a small zero tail (only the file's size
+differs in the output). A metadata file far larger than any real one (checkpoints, snapshots ...) is not
+read: one error naming the file and its size. The runs are subprocesses under an address-space limit, and
+each one's peak RSS (VmHWM) is compared with the run on the small file."""
+
+from __future__ import annotations
+
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from kltool.format import index as fidx
+from kltool.storage.fs import METADATA_MAX_BYTES, read_index_file, read_small_file
+
+from .conftest import FIXTURES
+
+BIG = 1 << 30  # the sparse file's size
+SMALL = 64 << 10  # the same file with a small zero tail
+LIMIT = 768 << 20  # the subprocess's address space (a normal run needs far less; reading 1 GiB needs more)
+SLACK = 48 << 20  # the most a run on the big file may take over the run on the small one (peak RSS)
+
+WILLIAM = FIXTURES / "real" / "william0423-indexed-zk"
+KRAFT = FIXTURES / "kafka4.4-kraft"
+SEG0 = "00000000000000000000"
+
+COMMANDS = [
+    ("verify", "--deep", "--strict"),
+    ("info",),
+    ("offsets", "--count"),
+    ("offsets", "--earliest", "--latest", "--max-timestamp"),
+    ("rebuild-index", "--dry-run"),
+]
+
+
+# kltool as its console command runs it, writing its peak RSS (VmHWM: this process image's own, not the
+# forked pytest's, which getrusage and wait4 would count) to the file named by the first argument.
+_PEAK = ("import atexit, sys\n"
+         "out = sys.argv.pop(1)\n"
+         "def peak():\n"
+         "    with open('/proc/self/status') as f, open(out, 'w') as o:\n"
+         "        o.write(next(line.split()[1] for line in f if line.startswith('VmHWM:')))\n"
+         "atexit.register(peak)\n"
+         "sys.argv[0] = 'kltool'\n"
+         "from kltool.cli import main\n"
+         "main()\n")
+
+
+def _run(*args) -> tuple[int, str, str, int]:
+    """(exit code, stdout, stderr, peak RSS in bytes) of ``kltool --json ARGS`` under LIMIT."""
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (LIMIT, LIMIT))
+
+    with tempfile.TemporaryDirectory() as t:
+        peak = Path(t) / "peak"
+        p = subprocess.run([sys.executable, "-c", _PEAK, peak, "--json", *map(str, args)], capture_output=True,
+                           text=True, preexec_fn=limit, timeout=300, stdin=subprocess.DEVNULL)
+        return p.returncode, p.stdout, p.stderr, int(peak.read_text()) * 1024
+
+
+def _same(small: str, big: str, small_dir: Path, big_dir: Path) -> tuple[str, str]:
+    """Both outputs with what must differ made equal: the directory, the big file's size, the run time."""
+    def norm(s: str, d: Path, size: int) -> str:
+        s = s.replace(str(d), "DIR").replace(str(size), "SIZE")
+        s = re.sub(r"\d+ zero-filled entries", "N zero-filled entries", s)
+        return re.sub(r'"seconds":[0-9.]+', '"seconds":0', s)
+
+    return norm(small, small_dir, SMALL), norm(big, big_dir, BIG)
+
+
+def _pair(tmp_path: Path, fixture: Path, files: list[str], *, drop: tuple[str, ...] = ()) -> tuple[Path, Path]:
+    """Two copies of ``fixture``: ``files`` made SMALL bytes long in one, BIG in the other (sparse)."""
+    dirs = []
+    for name, size in (("small", SMALL), ("big", BIG)):
+        d = tmp_path / name
+        shutil.copytree(fixture, d)
+        for f in drop:
+            (d / f).unlink()
+        for f in files:
+            os.truncate(d / f, size)
+        dirs.append(d)
+    return dirs[0], dirs[1]
+
+
+CASES = {
+    # a closed-shutdown ZooKeeper-era dir: an index with entries, one without
+    "index": (WILLIAM, [f"__consumer_offsets-28/{SEG0}.index"], ()),
+    "timeindex": (WILLIAM, [f"__consumer_offsets-28/{SEG0}.timeindex"], ()),
+    "empty-index": (WILLIAM, [f"debug_topic-0/{SEG0}.index", f"debug_topic-0/{SEG0}.timeindex"], ()),
+    # KRaft, no clean-shutdown file: the active segment's preallocated indexes are noted (with their count)
+    "kraft-unclean": (KRAFT, [f"parity-0/{SEG0}.index", f"parity-0/{SEG0}.timeindex"], (".kafka_cleanshutdown",)),
+}
+
+
+@pytest.mark.parametrize("command", [*COMMANDS, ("dump",)], ids=" ".join)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_sparse_1gib_index_costs_what_its_entries_do(tmp_path, case, command):
+    fixture, files, drop = CASES[case]
+    small, big = _pair(tmp_path, fixture, files, drop=drop)
+    if command == ("dump",):  # the files themselves
+        args_s, args_b = ["dump", *(small / f for f in files)], ["dump", *(big / f for f in files)]
+    else:
+        args_s, args_b = [*command, small], [*command, big]
+    code_s, out_s, err_s, rss_s = _run(*args_s)
+    code_b, out_b, err_b, rss_b = _run(*args_b)
+    assert code_b == code_s and code_s in (0, 1), (code_s, code_b, err_b[-2000:])
+    o_s, o_b = _same(out_s, out_b, small, big)
+    e_s, e_b = _same(err_s, err_b, small, big)
+    assert o_b == o_s
+    assert e_b == e_s
+    assert rss_b <= rss_s + SLACK, (rss_s >> 20, rss_b >> 20)
+
+
+@pytest.mark.parametrize("name", ["replication-offset-checkpoint", "meta.properties",
+                                  "__consumer_offsets-28/leader-epoch-checkpoint",
+                                  f"__consumer_offsets-28/{8202:020d}.snapshot"])
+def test_a_metadata_file_far_larger_than_any_real_one_is_not_read(tmp_path, name):
+    d = tmp_path / "d"
+    shutil.copytree(WILLIAM, d)
+    os.truncate(d / name, BIG)
+    code, out, err, rss = _run("verify", "--deep", d)
+    assert rss < 100 << 20, rss >> 20  # (~25 MB here)
+    assert code == 1 and "internal error" not in err, (code, err[-2000:])
+    found = [line for line in out.splitlines() if '"unreadable"' in line]
+    assert len(found) == 1 and str(d / name) in found[0] and f"{BIG} bytes" in found[0], out[-3000:]
+
+
+def test_info_names_a_huge_meta_properties_in_one_line(tmp_path):
+    d = tmp_path / "d"
+    shutil.copytree(WILLIAM, d)
+    os.truncate(d / "meta.properties", BIG)
+    code, out, err, _rss = _run("info", d)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, (code, err)
+    assert str(d / "meta.properties") in lines[0] and f"{BIG} bytes" in lines[0] and "not read" in lines[0]
+
+
+# ------------------------------------------------------------------------------------- the reader itself
+
+
+def test_read_small_file_keeps_its_limit(tmp_path):
+    f = tmp_path / "x"
+    f.write_bytes(b"0\n0\n")
+    assert read_small_file(f) == b"0\n0\n"
+    os.truncate(f, METADATA_MAX_BYTES)
+    assert len(read_small_file(f)) == METADATA_MAX_BYTES  # (the limit itself is read)
+    os.truncate(f, METADATA_MAX_BYTES + 1)
+    with pytest.raises(OSError, match=f"{METADATA_MAX_BYTES + 1} bytes"):
+        read_small_file(f)
+
+
+@pytest.mark.parametrize("content", [b"", b"\0" * 20, b"\1" * 20, b"\1\2\3\0\0\0\0\0" * 3 + b"\0" * 100,
+                                     b"\0" * 4096 + b"\5" + b"\0" * 7, b"\0\0\0\0\0\0\0\7" + b"\0" * 5])
+def test_read_index_file_is_the_file(tmp_path, content):
+    f = tmp_path / f"{SEG0}.index"
+    f.write_bytes(content)
+    data = read_index_file(f)
+    assert data == content and len(data) == len(content)
+    assert data[:] == content and data[3:17] == content[3:17] and data[-5:] == content[-5:]
+    for size in (fidx.OFFSET_ENTRY, fidx.TIME_ENTRY):
+        assert fidx.entry_count(data, size) == fidx.entry_count(content, size)
+        assert fidx.trailing_bytes(data, size) == fidx.trailing_bytes(content, size)
+    for a, b in ((fidx.offset_index_entries, fidx.time_index_entries),
+                 (fidx.offset_index_zero_tail, fidx.time_index_zero_tail),
+                 (fidx.check_offset_index, fidx.check_time_index)):
+        args = (7,) if a is not fidx.offset_index_zero_tail else ()
+        assert a(data, *args) == a(content, *args)
+        assert b(data, *args) == b(content, *args)
+    assert fidx.parse_offset_index(data, 7) == fidx.parse_offset_index(content, 7)
+    assert fidx.parse_time_index(data, 7) == fidx.parse_time_index(content, 7)
+
+
+def test_read_index_file_holds_no_zero_tail(tmp_path):
+    f = tmp_path / f"{SEG0}.index"
+    f.write_bytes(b"\0\0\0\1\0\0\0\2" * 3)
+    os.truncate(f, BIG)
+    data = read_index_file(f)
+    assert isinstance(data, fidx.ZeroPadded) and len(data.head) == 24 and len(data) == BIG
+    assert fidx.offset_index_entries(data, 0) == [(1, 2)] * 3
+    assert fidx.offset_index_zero_tail(data) == BIG // 8 - 3
+    assert data != b"\0" * 24 and data == fidx.ZeroPadded(data.head + bytes(8), BIG - 32)

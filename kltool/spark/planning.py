@@ -199,9 +199,9 @@ def check_named(b: _Bounds, keys) -> None:
         def show(ks):
             return "{" + ", ".join(f"{t}-{n}" for t, n in sorted(ks)) + "}"
 
-        raise UsageError(f"kafka-log: option {name} must name every partition read, and no other (as Spark's Kafka "
-                         f"source requires; -2 is earliest, -1 latest): it names {show(named)}, the partitions "
-                         f"read are {show(keys)}")
+        raise UsageError(f"kafka-log: option {name} names {show(named)}, the partitions read are {show(keys)}: "
+                         "it must name each of them and no other, as Spark's Kafka source requires (-2 is earliest, "
+                         "-1 latest)")
 
 
 def _check_remote_bounds(opts, uri) -> None:

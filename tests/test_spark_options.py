@@ -216,6 +216,8 @@ def test_a_json_of_partitions_names_every_partition_read():
         assert str(e.value).startswith(f"kafka-log: option {name} names {{v2-multi-segment-")
         assert "the partitions read are {v2-multi-segment-0, v2-txn-0}: it must name each of them" in str(e.value)
         assert len(str(e.value).splitlines()) == 1
+    with pytest.raises(UsageError, match="option startingOffsets names"):  # every level, as the bounds apply to all
+        plan_segments({"paths": paths, "level": "batches", "startingoffsets": one})
     # the option not in effect is not checked: startingTimestamp wins over both JSONs
     assert plan_segments({"paths": paths, "startingtimestamp": "0", "startingoffsets": one,
                           "startingoffsetsbytimestamp": one})

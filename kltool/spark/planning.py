@@ -97,8 +97,7 @@ def plan_segments(opts, pushed: Pushed | None = None) -> list[SegmentRead]:
     local = [q for p in all_paths if not is_remote(p) for q in _expand(os.path.abspath(local_path(p)), p)]
     out: list[SegmentRead] = []
     found = [_local_partitions(opts, local), _remote_partitions(opts, remote)]
-    if records:
-        check_named(bounds, {(p.topic, p.partition) for parts, _lone in found for p in parts})
+    check_named(bounds, {(p.topic, p.partition) for parts, _lone in found for p in parts})
     for parts, lone in found:
         for p in parts:
             if pushed is None or pushed.wants(p.topic, p.partition):

@@ -504,13 +504,14 @@ def test_documented_differences(outcomes, case):
     assert k[0] == "rows" and len(k[1]) == DOCUMENTED[case], k
 
 
-def test_subscribe_pattern_is_found_anywhere_in_a_name_by_sparks_source(outcomes):
-    """A difference not closed yet (README): Spark 4.2's Admin-based offset reader takes a topic whose name
-    contains a match of subscribePattern (Scala's findFirstIn), kltool one the pattern matches whole (Java's
-    Pattern.matches, as Kafka's consumer and Spark's deprecated consumer-based offset fetching)."""
-    s, k = outcomes["pattern-anywhere"]
-    assert s[0] == "rows" and {r[0] for r in s[1]} == {"pending", "logappend"}, s  # (ap-PEND)
-    assert k == ("rows", []), k
+if FULL:
+    def test_subscribe_pattern_is_found_anywhere_in_a_name_by_sparks_source(outcomes):
+        """A difference not closed yet (README): Spark 4.2's Admin-based offset reader takes a topic whose name
+        contains a match of subscribePattern (Scala's findFirstIn), kltool one the pattern matches whole (Java's
+        Pattern.matches, as Kafka's consumer and Spark's deprecated consumer-based offset fetching)."""
+        s, k = outcomes["pattern-anywhere"]
+        assert s[0] == "rows" and {r[0] for r in s[1]} == {"pending", "logappend"}, s  # (ap-PEND)
+        assert k == ("rows", []), k
 
 
 def test_headers_column_always_there(outcomes):

@@ -177,7 +177,10 @@ def test_stream_option_errors_are_one_line(spark, kl, tmp_path):
     cases = [({"endingOffsets": "latest"}, "endingOffsets is not valid in a stream"),
              ({"level": "batches"}, "readStream reads records only"),
              ({"maxOffsetsPerTrigger": "0"}, "maxOffsetsPerTrigger must be a positive integer"),
-             ({"startingOffsets": '{"orders":{"0":99}}'}, "starting offset 99 is after the end")]
+             ({"startingOffsets": '{"orders":{"0":99,"1":-2}}'}, "starting offset 99 is after the end"),
+             ({"startingOffsets": '{"orders":{"0":99}}'}, "option startingOffsets names {orders-0}, the partitions "
+                                                          "read are {orders-0, orders-1}"),
+             ({"minOffsetsPerTrigger": "9", "maxOffsetsPerTrigger": "5"}, "minOffsetsPerTrigger (9) is higher")]
     for i, (opts, words) in enumerate(cases):
         with pytest.raises(PySparkException) as e:
             run(spark, ld, tmp_path / f"ckpt{i}", **opts)

@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows  # noqa: E402
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows  # noqa: E402
 
 from kltool.errors import KltoolError  # noqa: E402
 from kltool.spark.streaming import KafkaLogStreamReader, rate_limit, stream_end  # noqa: E402
@@ -132,6 +132,56 @@ def test_max_offsets_per_trigger_is_the_default_read_limit_and_shared_like_spark
     a, b = ("t", 0), ("t", 1)
     assert rate_limit({a: 0, b: 0}, {a: 1000, b: 1}, 100) == {a: 99, b: 1}
     assert rate_limit({a: 0, b: 0}, {a: 30, b: 10}, 100) == {a: 30, b: 10}
+
+
+def test_min_offsets_per_trigger_holds_micro_batches_back_as_sparks_kafka_source(kl, tmp_path):
+    """Spark's minOffsetsPerTrigger: the first call lets a micro-batch through, later ones only when at
+    least that many offsets are new (over all partitions) or maxTriggerDelay has passed since the last one;
+    with maxOffsetsPerTrigger too, a micro-batch let through is capped as before. pyspark hands the
+    reader's own limit back (ReadMinRows), so both come from the options."""
+    ld = make(kl, tmp_path, 30, partitions=2)
+    r = reader(ld, minOffsetsPerTrigger="20", maxTriggerDelay="1h")
+    limit = r.getDefaultReadLimit()
+    assert limit == ReadMinRows(20)
+    start = r.initialOffset()
+    end = r.latestOffset(start, limit)
+    assert end == {"orders": {"0": 15, "1": 15}}  # the first: through (Spark's last trigger time starts at 0)
+    append(kl, ld, 30, 10, 2)
+    assert r.latestOffset(end, limit) == end  # 10 new < 20: no micro-batch yet
+    assert r.latestOffset(end, ReadAllAvailable()) == {"orders": {"0": 20, "1": 20}}  # the engine's limit wins
+    append(kl, ld, 40, 10, 2)
+    assert r.latestOffset(end, limit) == {"orders": {"0": 25, "1": 25}}  # 20 new: through
+    # with maxOffsetsPerTrigger: capped when let through; maxTriggerDelay 0 lets every call through
+    r = reader(ld, minOffsetsPerTrigger="4", maxOffsetsPerTrigger="6", maxTriggerDelay="0")
+    start = r.initialOffset()
+    assert r.getDefaultReadLimit() == ReadMinRows(4)
+    assert r.latestOffset(start, r.getDefaultReadLimit()) == {"orders": {"0": 3, "1": 3}}
+    r = reader(ld, minOffsetsPerTrigger="1000", maxTriggerDelay="0")
+    assert r.latestOffset(start, r.getDefaultReadLimit()) == {"orders": {"0": 25, "1": 25}}
+    r = reader(ld, minOffsetsPerTrigger="1000", maxOffsetsPerTrigger="2000")
+    r.latestOffset(start, r.getDefaultReadLimit())
+    assert r.latestOffset(start, r.getDefaultReadLimit()) == start  # 50 new < 1000, within 15 min (the default)
+
+
+def test_start_timestamps_in_a_stream_are_what_listoffsets_answers(kl, tmp_path):
+    """As in a batch query (and Spark's Kafka source, whose startingOffsetsByTimestampStrategy is error by
+    default in a stream too): special negative timestamps, no offset an error, every partition named."""
+    ld = make(kl, tmp_path, 20, partitions=2)
+    assert reader(ld, startingTimestamp="-2").initialOffset() == {"orders": {"0": 0, "1": 0}}
+    assert reader(ld, startingTimestamp="-1").initialOffset() == {"orders": {"0": 10, "1": 10}}
+    assert reader(ld, startingOffsetsByTimestamp='{"orders":{"0":-1,"1":-2}}').initialOffset() == {
+        "orders": {"0": 10, "1": 0}}
+    with pytest.raises(KltoolError, match=r"orders-[01]: no offset matches startingTimestamp -5 "):
+        reader(ld, startingTimestamp="-5").initialOffset()
+    late = str(4_000_000_000_000)
+    with pytest.raises(KltoolError, match=rf"orders-[01]: no offset matches startingTimestamp {late} "):
+        reader(ld, startingTimestamp=late).initialOffset()
+    assert reader(ld, startingTimestamp=late, startingOffsetsByTimestampStrategy="latest").initialOffset() == {
+        "orders": {"0": 10, "1": 10}}
+    with pytest.raises(KltoolError, match=r"option startingOffsetsByTimestamp names \{orders-0\}, the partitions read are \{orders-0, orders-1\}"):
+        reader(ld, startingOffsetsByTimestamp='{"orders":{"0":-2}}').initialOffset()
+    with pytest.raises(KltoolError, match=r"option startingOffsets names \{orders-0\}, the partitions read are"):
+        reader(ld, startingOffsets='{"orders":{"0":-2}}').initialOffset()
 
 
 def test_available_now_stops_at_what_was_there_when_the_query_started(kl, tmp_path):

@@ -35,11 +35,11 @@ BOOL_OPTIONS = {"respectlogstartoffset", "includecontrol", "includeheaders", "al
                 "includemetadata"}
 INT_OPTIONS = {"startingoffset", "endingoffset", "startingtimestamp", "endingtimestamp", "maxrecordsperbatch",
                "splitbytes", "maxpartitionbytes", "opencostinbytes", "minpartitions",
-               "maxoffsetspertrigger"}  # (readStream only: kltool/spark/streaming.py)
+               "maxoffsetspertrigger", "minoffsetspertrigger"}  # (readStream only: kltool/spark/streaming.py)
 OPTIONS = BOOL_OPTIONS | INT_OPTIONS | {
     "path", "paths", "topic", "partition", "assign", "subscribe", "subscribepattern", "level", "startingoffsets",
     "endingoffsets", "startingoffsetsbytimestamp", "endingoffsetsbytimestamp", "kafka.isolation.level",
-    "startingoffsetsbytimestampstrategy", "replicas"}
+    "startingoffsetsbytimestampstrategy", "replicas", "maxtriggerdelay"}
 # Spark's Kafka-source options about reaching a broker: meaningless for files, accepted so that a
 # format("kafka") job runs by changing one line (with every kafka.* consumer setting but the isolation level).
 IGNORED = {"kafkaconsumer.polltimeoutms", "fetchoffset.numretries", "fetchoffset.retryintervalms", "groupidprefix"}
@@ -73,6 +73,10 @@ def check_options(opts: dict) -> None:
     if strategy not in ("error", "latest"):
         raise UsageError(f"kafka-log: option startingOffsetsByTimestampStrategy must be error or latest, not "
                          f"{opts['startingoffsetsbytimestampstrategy']!r}")
+    lo, hi = _int(opts, "minoffsetspertrigger"), _int(opts, "maxoffsetspertrigger")
+    if lo is not None and hi is not None and lo > hi:  # Spark's rule (batch queries too)
+        raise UsageError(f"kafka-log: option minOffsetsPerTrigger ({lo}) is higher than maxOffsetsPerTrigger ({hi})")
+    time_ms(opts.get("maxtriggerdelay"), "maxTriggerDelay")
     if str(opts.get("replicas") or "all").lower() not in ("all", "one"):
         raise UsageError(f"kafka-log: option replicas must be all or one, not {opts['replicas']!r}")
     given = [k for k in ("assign", "subscribe", "subscribepattern") if opts.get(k)]
@@ -85,6 +89,26 @@ def check_options(opts: dict) -> None:
     for k, name in (("startingoffsetsbytimestamp", "startingOffsetsByTimestamp"),
                     ("endingoffsetsbytimestamp", "endingOffsetsByTimestamp")):
         by_timestamp(opts.get(k), name)
+
+
+_TIME_UNITS = {"us": 0.001, "micros": 0.001, "ms": 1, "millis": 1, "s": 1000, "m": 60_000, "min": 60_000,
+               "h": 3_600_000, "d": 86_400_000}
+
+
+def time_ms(v, name: str, default: str = "15m") -> int:
+    """A duration as Spark writes one (``maxTriggerDelay``: ``15m``, ``30s``, ``500ms``, ``2h``, ``1d``, ``250us``;
+    a bare number is milliseconds), in milliseconds (Spark's ``timeStringAsMs``, which truncates)."""
+    import re
+
+    s = str(default if v is None else v).strip().lower()
+    m = re.fullmatch(r"(-?[0-9]+)([a-z]+)?", s)
+    if m is None or (m.group(2) is not None and m.group(2) not in _TIME_UNITS):
+        from ..errors import UsageError
+
+        raise UsageError(f"kafka-log: option {name} must be a time as Spark writes one (a number with us, ms, s, m "
+                         f"or min, h or d: 50s, 100ms, 15m; a bare number is ms), not {v!r}")
+    n, unit = int(m.group(1)), _TIME_UNITS[m.group(2) or "ms"]
+    return int(n * unit) if unit >= 1 else int(n / 1000)
 
 
 def topic_matcher(opts: dict):

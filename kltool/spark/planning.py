@@ -98,7 +98,9 @@ def plan_segments(opts, pushed: Pushed | None = None, parallelism: int | None = 
     # local paths as absolute ones, as Spark qualifies file-source paths: executors run elsewhere
     local = [q for p in all_paths if not is_remote(p) for q in _expand(os.path.abspath(local_path(p)), p)]
     out: list[SegmentRead] = []
-    for parts, lone in (_local_partitions(opts, local), _remote_partitions(opts, remote)):
+    found = [_local_partitions(opts, local), _remote_partitions(opts, remote)]
+    check_named(bounds, {(p.topic, p.partition) for parts, _lone in found for p in parts})
+    for parts, lone in found:
         for p in parts:
             if pushed is None or pushed.wants(p.topic, p.partition):
                 out.extend(_plan_partition(p, bounds, records, opts))
@@ -165,10 +167,42 @@ class _Bounds:
         side = "starting" if is_start else "ending"
         if ts is not None:
             return "timestamp", ts, f"{side}Timestamp"
-        if by_ts is not None:  # a partition it does not name: none (kltool's; Spark requires all of them)
+        if by_ts is not None:  # (it names every partition read: check_named)
             return None if key not in by_ts else ("timestamp", by_ts[key], f"{side}OffsetsByTimestamp")
         v = offsets.get(key) if isinstance(offsets, dict) else offsets
         return None if v is None else ("offset", v, f"{side}Offsets")
+
+    def named(self, is_start: bool):
+        """(option name, the partitions it names) of the JSON in effect on one side (Spark's order of
+        preference), or None when that side's bound is not a JSON of partitions."""
+        ts, by_ts, offsets = ((self.t_start, self.mt_start, self.m_start) if is_start
+                              else (self.t_end, self.mt_end, self.m_end))
+        side = "starting" if is_start else "ending"
+        if ts is not None:
+            return None
+        if by_ts is not None:
+            return f"{side}OffsetsByTimestamp", set(by_ts)
+        return (f"{side}Offsets", set(offsets)) if isinstance(offsets, dict) else None
+
+
+def check_named(b: _Bounds, keys) -> None:
+    """Spark's Kafka source's rule: a JSON of offsets or timestamps by partition names exactly the partitions
+    read (``keys``: (topic, partition)); else one UsageError line naming both sets (Spark: an assertion)."""
+    keys = set(keys)
+    for is_start in (True, False):
+        got = b.named(is_start)
+        if got is None or got[1] == keys:
+            continue
+        from ..errors import UsageError
+
+        name, named = got
+
+        def show(ks):
+            return "{" + ", ".join(f"{t}-{n}" for t, n in sorted(ks)) + "}"
+
+        raise UsageError(f"kafka-log: option {name} names {show(named)}, the partitions read are {show(keys)}: "
+                         "it must name each of them and no other, as Spark's Kafka source requires (-2 is earliest, "
+                         "-1 latest)")
 
 
 def _check_remote_bounds(opts, uri) -> None:
@@ -200,6 +234,7 @@ class _Planned:
     storage: dict | None = None
     aborted: tuple | None = None  # read_committed (see committed())
     stable_end: int | None = None  # read_committed: the last stable offset, where reading stops
+    local: object = None  # the local partition (kltool.storage.partition.Partition); None on object stores
 
 
 def _local_partitions(opts, paths):
@@ -215,7 +250,7 @@ def _local_partitions(opts, paths):
     planned = [_Planned(p.topic, p.partition, str(p.path),
                         [(s.base_offset, str(s.log_path), _Size(s), None) for s in p.segments],
                         p.log_start_offset() if p.segments else None, p.log_end_offset,
-                        lambda ts, p=p: offset_for_time(p, ts)) for p in partitions]
+                        lambda ts, p=p: offset_for_time(p, ts), local=p) for p in partitions]
     if _committed_only(opts) and (opts.get("level") or "records").lower() == "records":
         for pl, p in zip(planned, partitions, strict=True):
             pl.aborted, pl.stable_end = committed(p)
@@ -341,8 +376,9 @@ def _spark_range(p: _Planned, b: _Bounds, opts) -> tuple[int | None, int | None]
     key = (p.topic, p.partition)
     _check_spark_offsets(p, b, opts)
     specs = b.spark(key, True), b.spark(key, False)
-    if all(sp is not None and sp[2].endswith("OffsetsByTimestamp") for sp in specs) and specs[0][1] > specs[1][1]:
-        from ..errors import UsageError  # Spark compares these before looking them up
+    if (all(sp is not None and sp[2].endswith("OffsetsByTimestamp") and sp[1] >= 0 for sp in specs)
+            and specs[0][1] > specs[1][1]):
+        from ..errors import UsageError  # Spark compares these before looking them up (special ones aside)
 
         raise UsageError(f"{p.topic}-{p.partition}: the start timestamp {specs[0][1]} (startingOffsetsByTimestamp) is "
                          f"greater than the end timestamp {specs[1][1]} (endingOffsetsByTimestamp)")
@@ -353,16 +389,14 @@ def _spark_range(p: _Planned, b: _Bounds, opts) -> tuple[int | None, int | None]
             continue
         kind, v, name = spec
         if kind == "timestamp":
-            if p.for_time is None:
+            if p.local is None:
                 continue
-            hit = p.for_time(v)
+            hit = list_offsets(p.local, v, _latest(p), f"{p.topic}-{p.partition}: {name}")
             if hit is None and is_start and b.strict:
                 from ..errors import UsageError
 
-                raise UsageError(f"{p.topic}-{p.partition}: no offset matches {name} {v} (no record has a timestamp "
-                                 "at or after it; Spark's Kafka source fails too; "
-                                 "startingOffsetsByTimestampStrategy=latest reads nothing there)")
-            v = _latest(p) if hit is None else hit[0]
+                raise UsageError(no_offset_for_time(f"{p.topic}-{p.partition}", name, v, p.stable_end is not None))
+            v = _latest(p) if hit is None else hit
         elif v == EARLIEST:
             v = None if is_start else p.log_start
         elif v == LATEST:
@@ -383,6 +417,53 @@ def _spark_range(p: _Planned, b: _Bounds, opts) -> tuple[int | None, int | None]
         if start == resolved_end:
             end = start  # nothing to read here (a start at the log end)
     return start, end
+
+
+SPECIAL_TIMES = {-1: "latest", -2: "earliest", -3: "max timestamp", -4: "earliest local", -5: "latest tiered"}
+
+
+def list_offsets(part, ts: int, fetchable: int, what: str) -> int | None:
+    """The offset Kafka's ListOffsets answers for timestamp ``ts`` on local partition ``part`` (a
+    :class:`kltool.storage.partition.Partition`), as a consumer asks it (Spark's Kafka source passes every
+    timestamp option there as it is): -1 is ``fetchable`` (the log end; read_committed: the last stable
+    offset), -2 and -4 (earliest local: no tiered storage here) the log start offset, -3 the first record with
+    the largest timestamp, -5 (latest tiered) no offset; a timestamp >= 0, the first record whose timestamp is
+    >= it. A record found at or past ``fetchable`` is no offset (the broker's answer: read_committed, nothing
+    in a transaction still open). None: no offset. Another negative value is a one-line error, as the
+    broker refuses it (``what`` names the option)."""
+    if ts == LATEST:
+        return fetchable
+    if ts in (EARLIEST, -4):
+        return part.log_start_offset()
+    if ts == -5:
+        return None
+    if ts == -3:
+        from ..storage.offsets import max_timestamp
+
+        hit = max_timestamp(part)
+        hit = None if hit is None else (hit.offset, hit.timestamp)
+    elif ts < 0:
+        from ..errors import UsageError
+
+        raise UsageError(f"{what} {ts} is not a timestamp Kafka's ListOffsets takes (a negative one must be "
+                         f"{', '.join(f'{k} ({v})' for k, v in SPECIAL_TIMES.items())}; the broker answers "
+                         "UNSUPPORTED_VERSION and Spark's Kafka source fails)")
+    else:
+        hit = offset_for_time(part, ts)
+    if hit is None or (fetchable is not None and hit[0] >= fetchable):
+        return None
+    return hit[0]
+
+
+def no_offset_for_time(where: str, name: str, ts: int, committed_only: bool = False) -> str:
+    """The one line of a start timestamp ListOffsets answers with no offset (Spark: strategy ``error``)."""
+    if ts >= 0:
+        why = ("no record below the last stable offset has a timestamp at or after it (read_committed)"
+               if committed_only else "no record has a timestamp at or after it")
+    else:
+        why = f"the broker answers no offset for {SPECIAL_TIMES.get(ts, 'it')}"
+    return (f"{where}: no offset matches {name} {ts} ({why}; Spark's Kafka source fails too; "
+            "startingOffsetsByTimestampStrategy=latest reads nothing there)")
 
 
 def _latest(p: _Planned) -> int | None:

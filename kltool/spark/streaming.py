@@ -16,11 +16,15 @@ As Spark's Kafka source (``KafkaMicroBatchStream``):
 
 - ``startingOffsets`` (``latest``, the default for streams, ``earliest`` or JSON with -2/-1),
   ``startingTimestamp``, ``startingOffsetsByTimestamp`` (that order of precedence) give the first
-  offsets of a new query; a restarted query goes on from its checkpoint. A partition that appears later
+  offsets of a new query; a restarted query goes on from its checkpoint. A JSON names every partition; a
+  timestamp resolves as the broker's ListOffsets answers it (:func:`.planning.list_offsets`), no offset
+  being an error unless ``startingOffsetsByTimestampStrategy=latest``. A partition that appears later
   is read from its log start.
 - ``maxOffsetsPerTrigger``: at most that many offsets per micro-batch, shared among the partitions in
   proportion to what each has to read (a small partition gets at least one), also under
   ``Trigger.AvailableNow``, which reads what is there when the query starts in several micro-batches.
+- ``minOffsetsPerTrigger``: no micro-batch until that many offsets are new, or ``maxTriggerDelay``
+  (default 15m) has passed since the last one (see :meth:`KafkaLogStreamReader.getDefaultReadLimit`).
 - ``failOnDataLoss`` (default true): offsets the stream should read that are gone (retention deleted the
   segments below the log start offset, a partition vanished, a partition truncated below what was read,
   a new partition whose log does not start at 0) fail the query in one line; ``false`` warns and goes
@@ -47,11 +51,22 @@ from pyspark.sql.datasource import DataSourceStreamReader
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadMaxRows,
+    ReadMinRows,
     SupportsTriggerAvailableNow,
 )
 
-from .options import EARLIEST, LATEST, _bool, _int, _spark_offsets, by_timestamp, option_paths, topic_matcher
-from .planning import SegmentGroup, committed, group_reads, offset_for_time, plan_segments
+from .options import (
+    EARLIEST,
+    LATEST,
+    _bool,
+    _int,
+    _spark_offsets,
+    by_timestamp,
+    option_paths,
+    time_ms,
+    topic_matcher,
+)
+from .planning import SegmentGroup, committed, group_reads, plan_segments
 
 log = logging.getLogger("kltool.spark")
 
@@ -242,6 +257,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.default_min_partitions = default_min_partitions
         self._target: dict | None = None  # Trigger.AvailableNow: the ends when the query started
         self._latest: dict | None = None  # the last ends seen (reportLatestOffset)
+        self._last_trigger = 0  # epoch ms of the last micro-batch minOffsetsPerTrigger let through (Spark's 0 at first)
         self._error = None
         try:
             check_stream_options(options)
@@ -331,6 +347,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _initial(self) -> dict:
         from ..errors import UsageError
+        from .planning import _Bounds, check_named, list_offsets, no_offset_for_time
 
         opts = self.options
         parts = self._partitions()
@@ -339,20 +356,22 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         t_each = by_timestamp(opts.get("startingoffsetsbytimestamp"), "startingOffsetsByTimestamp")
         spec = _spark_offsets(opts.get("startingoffsets"), "startingOffsets")
         one = _int(opts, "startingoffset")
-        strict = str(opts.get("startingoffsetsbytimestampstrategy") or "latest").lower() == "error"
+        if one is None or t_all is not None or t_each is not None:  # (the JSON in effect names every partition)
+            check_named(_Bounds(opts), parts)
+        strict = str(opts.get("startingoffsetsbytimestampstrategy") or "error").lower() == "error"  # Spark's default
+        committed_only = str(opts.get("kafka.isolation.level") or "").lower() == "read_committed"
         out = {}
         for k, p in parts.items():
             first, end = p.log_start_offset(), ends[k]
             if t_all is not None or t_each is not None:
-                ts = t_all if t_all is not None else t_each.get(k)
-                if ts is None:
-                    v = first
-                else:
-                    hit = offset_for_time(p.local, ts)
-                    if hit is None and strict:
-                        raise UsageError(f"{k[0]}-{k[1]}: no record with a timestamp at or after {ts} "
-                                         "(startingOffsetsByTimestampStrategy=error; latest starts at the end)")
-                    v = end if hit is None else hit[0]
+                ts, name = (t_all, "startingTimestamp") if t_all is not None else (t_each[k], "startingOffsetsByTimestamp")
+                # ListOffsets as Spark's Kafka source asks it (special negative timestamps; under read_committed
+                # nothing at or past the last stable offset, which ends[k] is then)
+                v = list_offsets(p.local, ts, end, f"{k[0]}-{k[1]}: {name}")
+                if v is None:
+                    if strict:
+                        raise UsageError(no_offset_for_time(f"{k[0]}-{k[1]}", name, ts, committed_only))
+                    v = end
             elif one is not None:
                 v = one
             else:
@@ -369,9 +388,15 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self.one_line(f)(*a)
 
     def getDefaultReadLimit(self):  # noqa: N802
+        """Spark's Kafka source's limits: ``minOffsetsPerTrigger`` (with ``maxTriggerDelay``) and
+        ``maxOffsetsPerTrigger``. pyspark passes a Python reader's limit back to it as it was given (its
+        ``ReadMinRows`` has no delay, and there is no composite of two limits), so the limit says only
+        whether there is one: :meth:`latestOffset` takes both from the options, as Spark's composite."""
         self._check()
-        n = _int(self.options, "maxoffsetspertrigger")
-        return ReadAllAvailable() if n is None else ReadMaxRows(n)
+        lo, hi = _int(self.options, "minoffsetspertrigger"), _int(self.options, "maxoffsetspertrigger")
+        if lo is not None:
+            return ReadMinRows(lo)
+        return ReadAllAvailable() if hi is None else ReadMaxRows(hi)
 
     def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802
         self._check()
@@ -398,9 +423,31 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if b is not None and e < b:  # (a new partition: from its log start, see _plan)
                 _lost(f"{k[0]}-{k[1]}: its end offset went from {b} back to {e} (truncated or recreated)", fail)
             out[k] = e
-        if isinstance(limit, ReadMaxRows):
-            out = rate_limit({k: begin.get(k, parts[k].log_start_offset()) for k in out}, out, limit.max_rows)
+        if isinstance(limit, ReadAllAvailable):  # (what Spark passes when it wants everything)
+            return to_json(out)
+        lo = _int(self.options, "minoffsetspertrigger")
+        hi = limit.max_rows if isinstance(limit, ReadMaxRows) else _int(self.options, "maxoffsetspertrigger")
+        if lo is not None and self._delay(lo, out, begin):
+            return start  # Spark's Kafka source: fewer new offsets than minOffsetsPerTrigger, no batch yet
+        if hi is not None:
+            out = rate_limit({k: begin.get(k, parts[k].log_start_offset()) for k in out}, out, hi)
         return to_json(out)
+
+    def _delay(self, min_offsets: int, latest: dict, current: dict) -> bool:
+        """Spark's Kafka source's ``minOffsetsPerTrigger``: hold the next micro-batch back while fewer than
+        ``min_offsets`` offsets are new (summed over the partitions; a partition not in ``current`` counts
+        from 0), unless ``maxTriggerDelay`` (default 15m) has passed since the last one let through (the
+        first call always lets one through)."""
+        import time
+
+        now = int(time.time() * 1000)
+        if now - self._last_trigger >= time_ms(self.options.get("maxtriggerdelay"), "maxTriggerDelay"):
+            self._last_trigger = now
+            return False
+        if sum(e - current.get(k, 0) for k, e in latest.items()) < min_offsets:
+            return True
+        self._last_trigger = now
+        return False
 
     def reportLatestOffset(self):  # noqa: N802
         return self._latest
@@ -441,7 +488,8 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         read stopped after the batch holding until - 1."""
         opts = {k: v for k, v in self.options.items()
                 if k not in ("startingoffsets", "startingoffset", "startingtimestamp", "startingoffsetsbytimestamp",
-                             "maxoffsetspertrigger", "topic", "partition", "subscribe", "subscribepattern")}
+                             "maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay", "topic", "partition",
+                             "subscribe", "subscribepattern")}
         assign: dict = {}
         for t, p in ranges:
             assign.setdefault(t, []).append(p)

@@ -30,6 +30,10 @@ PER_PART = 120
 TOPIC_CONFIG = {"segment.ms": "1000", "index.interval.bytes": "256"}
 BASE_TS = (int(time.time()) - 3600) * 1000  # within the broker's default accepted window
 STEP_MS = 100
+# The open transaction's records (topic pending): stamped 30 minutes ahead (the broker accepts up to an hour), so
+# they hold the partition's largest timestamp, past every transaction marker (stamped with the broker's clock).
+T_OPEN = (int(time.time()) + 1800) * 1000
+OPEN_PER_TXN = 12
 PATTERN = "(codec-.*|logappend|txn|compacted)"
 COLUMNS = ["topic", "partition", "offset", "key", "value", "timestamp", "timestampType"]
 
@@ -114,6 +118,30 @@ def _produce_txn(b: harness.Broker):
         prod.flush()
         prod.commit_transaction() if outcome == "commit" else prod.abort_transaction()
     prod.close()
+
+
+def _produce_open_txn(b: harness.Broker):
+    """Topic pending (a name subscribePattern PATTERN does not find: Spark's Kafka source finds the pattern
+    anywhere in a name): per partition a committed transaction (offsets 0-11, then its marker at 12), then one
+    left open (13-24, stamped from T_OPEN): the broker's last stable offset is 13 while it runs, and stays 13
+    on disk once it stops (nothing ends the transaction: its timeout is 15 minutes). Returns the producer,
+    which is closed only after the broker stops."""
+    from kafka import KafkaProducer
+
+    b.create_topic("pending", PARTS, TOPIC_CONFIG)
+    prod = KafkaProducer(**b.kafka_python_args(), transactional_id="kltool-parity-pending", linger_ms=5,
+                         transaction_timeout_ms=900_000)
+    prod.init_transactions()
+    for committed, stamp in ((True, _ts), (False, lambda i: T_OPEN + i * STEP_MS)):
+        prod.begin_transaction()
+        for i in range(OPEN_PER_TXN):
+            for p in range(PARTS):
+                key, value, headers = _record(i, f"pending{p}")
+                prod.send("pending", key=key, value=value, headers=headers, partition=p, timestamp_ms=stamp(i))
+        prod.flush()
+        if committed:
+            prod.commit_transaction()
+    return prod
 
 
 CLEANED_BY = 240  # s: the longest the broker's cleaner may take to clean the compacted topic (it takes seconds)
@@ -218,6 +246,62 @@ def _cases() -> dict[str, dict]:
         "start-latest": {"subscribe": "codec-none", "startingOffsets": "latest"},
         "end-earliest": {"subscribe": "codec-none", "endingOffsets": "earliest"},
         "partial-json": {"subscribe": "codec-none", "startingOffsets": '{"codec-none":{"0":5}}'},
+        "partial-end-json": {"subscribe": "codec-none", "endingOffsets": '{"codec-none":{"1":50}}'},
+        "partial-end-by-timestamp": {"subscribe": "codec-none",
+                                     "endingOffsetsByTimestamp": f'{{"codec-none":{{"1":{t_late}}}}}'},
+        "extra-json": {"subscribe": "codec-none", "startingOffsets": '{"codec-none":{"0":5,"1":5,"2":5}}'},
+        "extra-by-timestamp": {"subscribe": "codec-none", "startingOffsetsByTimestamp":
+                               f'{{"codec-none":{{"0":{t_mid},"1":{t_mid}}},"codec-gzip":{{"0":{t_mid}}}}}'},
+        "partial-ignored": {"subscribe": "codec-none", "startingTimestamp": str(t_mid),
+                            "startingOffsets": '{"codec-none":{"0":5}}'},  # startingTimestamp wins: no check
+        # special timestamps (ListOffsets: -1 latest, -2 earliest, -3 max timestamp, -4 earliest local, -5 latest
+        # tiered; others: unsupported)
+        "by-timestamp-special": {"subscribe": "codec-none",
+                                 "startingOffsetsByTimestamp": '{"codec-none":{"0":-1,"1":-2}}'},
+        "end-by-timestamp-special": {"subscribe": "codec-none",
+                                     "endingOffsetsByTimestamp": '{"codec-none":{"0":-2,"1":-1}}'},
+        "by-timestamp-special-reversed": {"subscribe": "codec-none",
+                                          "startingOffsetsByTimestamp": '{"codec-none":{"0":-1,"1":-1}}',
+                                          "endingOffsetsByTimestamp": '{"codec-none":{"0":-2,"1":-2}}'},
+        "timestamp-max": {"subscribe": "codec-none,codec-gzip,logappend", "startingTimestamp": "-3"},
+        "timestamp-earliest-local": {"subscribe": "codec-none", "startingTimestamp": "-4",
+                                     "endingTimestamp": str(t_mid)},
+        "timestamp-latest-tiered": {"subscribe": "codec-none", "startingTimestamp": "-5"},
+        "timestamp-latest-tiered-latest": {"subscribe": "codec-none", "startingTimestamp": "-5",
+                                           "startingOffsetsByTimestampStrategy": "latest"},
+        "end-timestamp-latest-tiered": {"subscribe": "codec-none", "endingTimestamp": "-5"},
+        "end-timestamp-earliest": {"subscribe": "codec-none", "endingTimestamp": "-2"},
+        "timestamp-unsupported": {"subscribe": "codec-none", "startingTimestamp": "-7"},
+        "by-timestamp-unsupported": {"subscribe": "codec-none",
+                                     "endingOffsetsByTimestamp": '{"codec-none":{"0":-1,"1":-100}}'},
+        "txn-max": {"subscribe": "txn", "startingTimestamp": "-3", "kafka.isolation.level": "read_committed"},
+        # a transaction open at the log end (topic pending): read_committed stops at the last stable offset,
+        # and a timestamp lookup answers only below it
+        "open-committed": {"subscribe": "pending", "kafka.isolation.level": "read_committed", "includeHeaders": "true"},
+        "open-uncommitted": {"subscribe": "pending", "kafka.isolation.level": "read_uncommitted"},
+        "open-timestamp-committed": {"subscribe": "pending", "kafka.isolation.level": "read_committed",
+                                     "startingTimestamp": str(_ts(5))},
+        "open-timestamp-open": {"subscribe": "pending", "kafka.isolation.level": "read_committed",
+                                "startingTimestamp": str(T_OPEN)},
+        "open-timestamp-open-latest": {"subscribe": "pending", "kafka.isolation.level": "read_committed",
+                                       "startingTimestamp": str(T_OPEN),
+                                       "startingOffsetsByTimestampStrategy": "latest"},
+        "open-timestamp-open-uncommitted": {"subscribe": "pending", "kafka.isolation.level": "read_uncommitted",
+                                            "startingTimestamp": str(T_OPEN)},
+        "open-end-timestamp-open": {"subscribe": "pending", "kafka.isolation.level": "read_committed",
+                                    "endingTimestamp": str(T_OPEN + 3 * STEP_MS)},
+        "open-end-timestamp-committed": {"subscribe": "pending", "kafka.isolation.level": "read_committed",
+                                         "endingTimestamp": str(_ts(6))},
+        "open-max": {"subscribe": "pending", "kafka.isolation.level": "read_committed", "startingTimestamp": "-3"},
+        "open-max-latest": {"subscribe": "pending", "kafka.isolation.level": "read_committed", "startingTimestamp": "-3",
+                            "startingOffsetsByTimestampStrategy": "latest"},
+        "open-max-uncommitted": {"subscribe": "pending", "kafka.isolation.level": "read_uncommitted",
+                                 "startingTimestamp": "-3"},
+        "open-special": {"subscribe": "pending", "kafka.isolation.level": "read_committed",
+                         "startingOffsetsByTimestamp": '{"pending":{"0":-1,"1":-2}}'},
+        "pattern-anywhere": {"subscribePattern": "pend"},
+        "open-end-special": {"subscribe": "pending", "kafka.isolation.level": "read_committed",
+                             "endingOffsetsByTimestamp": '{"pending":{"0":-1,"1":-2}}'},
     }
     return cases if FULL else {k: v for k, v in cases.items() if k in SMOKE}
 
@@ -242,7 +326,7 @@ def _outcome(make_df, headers: bool):
         return ("rows", _collect(make_df(), headers))
     except Exception as e:  # both sources' errors reach Python as Py4J/Spark exceptions
         first = next((ln for ln in str(e).splitlines() if ln.strip()), "")
-        return ("error", first[:300])
+        return ("error", first[:500])
 
 
 @pytest.fixture(scope="module")
@@ -264,6 +348,7 @@ def outcomes(tmp_path_factory):
         _produce(b, "logappend", "gzip", n=40, config={"message.timestamp.type": "LogAppendTime"}, waves=1)
         _produce_txn(b)
         not_compacted = _produce_compacted(b) if FULL else "(the compacted topic: with the matching pair)"
+        open_txn = _produce_open_txn(b)  # last: its transaction must stay open while Spark reads
 
         spark = session("local[2]", "kltool-parity", conf={
             "spark.jars": ",".join(jars), "spark.sql.shuffle.partitions": "2",
@@ -280,6 +365,7 @@ def outcomes(tmp_path_factory):
         spark_columns = (spark.read.format("kafka").option("kafka.bootstrap.servers", b.bootstrap)
                          .option("subscribe", "codec-none").load().columns)
         b.stop()
+        open_txn.close(timeout=0)
         got = {}
         for name, opts in cases.items():
             def make(opts=opts):
@@ -313,7 +399,11 @@ def _present(names):
 
 SAME_ROWS = ["default", "offsets-json", "offsets-earliest-latest", "timestamps", "timestamp-between",
              "by-timestamp", "headers", "read-committed", "read-uncommitted", "logappend",
-             "by-timestamp-after-all-latest", "timestamp-over-offsets"]
+             "by-timestamp-after-all-latest", "timestamp-over-offsets", "partial-ignored", "by-timestamp-special",
+             "end-by-timestamp-special", "timestamp-max", "timestamp-earliest-local", "end-timestamp-latest-tiered",
+             "open-committed", "open-uncommitted", "open-timestamp-committed", "open-timestamp-open-uncommitted",
+             "open-end-timestamp-open", "open-end-timestamp-committed", "open-max-uncommitted", "open-special",
+             "open-end-special"]
 
 
 @pytest.mark.parametrize("case", _present(SAME_ROWS))
@@ -355,11 +445,18 @@ if FULL:
 SAME_OUTCOME = ["start-past-end", "start-past-end-no-fail", "end-past-end", "end-past-end-no-fail",
                 "end-timestamp-after-all", "timestamp-after-all", "timestamp-after-all-error",
                 "timestamp-after-all-latest", "by-timestamp-after-all", "timestamps-reversed", "by-timestamp-reversed",
-                "latest-strategy-past-end-offsets", "end-timestamp-before-all"]
-# A start timestamp no record reaches: Spark's IllegalArgumentException and kltool's line name the
+                "latest-strategy-past-end-offsets", "end-timestamp-before-all", "by-timestamp-special-reversed",
+                "timestamp-latest-tiered", "timestamp-latest-tiered-latest", "end-timestamp-earliest",
+                "timestamp-unsupported", "by-timestamp-unsupported", "txn-max", "open-timestamp-open",
+                "open-timestamp-open-latest", "open-max", "open-max-latest"]
+# A start timestamp no record reaches (or, read_committed, none below the last stable offset; or a special one
+# the broker answers with no offset): Spark's IllegalArgumentException and kltool's line name the
 # topic-partition and the timestamp.
-NO_OFFSET_FOR_TIME = {"timestamp-after-all": _ts(10_000), "timestamp-after-all-error": _ts(10_000),
-                      "by-timestamp-after-all": _ts(10_000)}
+NO_OFFSET_FOR_TIME = {"timestamp-after-all": ("codec-none", _ts(10_000)),
+                      "timestamp-after-all-error": ("codec-none", _ts(10_000)),
+                      "by-timestamp-after-all": ("codec-none", _ts(10_000)),
+                      "timestamp-latest-tiered": ("codec-none", -5), "open-timestamp-open": ("pending", T_OPEN),
+                      "open-max": ("pending", -3)}
 
 
 @pytest.mark.parametrize("case", _present(SAME_OUTCOME))
@@ -373,10 +470,10 @@ def test_error_cases_same_outcome(outcomes, case):
     if case in NO_OFFSET_FOR_TIME:
         import re
 
-        ts = NO_OFFSET_FOR_TIME[case]
-        assert re.search(rf"No offset matched from request of topic-partition codec-none-[01] and timestamp {ts}\b",
+        topic, ts = NO_OFFSET_FOR_TIME[case]
+        assert re.search(rf"No offset matched from request of topic-partition {topic}-[01] and timestamp {ts}\b",
                          s[1]), s[1]
-        assert re.search(rf"codec-none-[01]: no offset matches starting\w+ {ts} ", k[1]), k[1]
+        assert re.search(rf"{topic}-[01]: no offset matches starting\w+ {ts} ", k[1]), k[1]
 
 
 # Where README ("Spark's Kafka source and kafka-log") names a deliberate difference: Spark fails the batch
@@ -384,9 +481,20 @@ def test_error_cases_same_outcome(outcomes, case):
 DOCUMENTED = {
     "start-latest": 0, "end-earliest": 0,  # Spark refuses latest/earliest there for batch queries
     "start-json-latest": PER_PART, "end-json-earliest": PER_PART,  # the -1/-2 partition reads nothing
-    "partial-json": 2 * PER_PART - 5,  # partitions the JSON does not name: the whole partition
-    "partial-by-timestamp": 2 * PER_PART - 40,  # the same for startingOffsetsByTimestamp
 }
+# A JSON of offsets or timestamps that does not name exactly the partitions read: Spark's assertion, and
+# kltool's one line naming the option and the partitions.
+NOT_EVERY_PARTITION = {"partial-json": "startingOffsets", "partial-by-timestamp": "startingOffsetsByTimestamp",
+                       "partial-end-json": "endingOffsets", "partial-end-by-timestamp": "endingOffsetsByTimestamp",
+                       "extra-json": "startingOffsets", "extra-by-timestamp": "startingOffsetsByTimestamp"}
+
+
+@pytest.mark.parametrize("case", _present(sorted(NOT_EVERY_PARTITION)))
+def test_a_json_must_name_every_partition(outcomes, case):
+    s, k = outcomes[case]
+    assert s[0] == "error", s
+    assert k[0] == "error" and "\n" not in k[1], k
+    assert NOT_EVERY_PARTITION[case] in k[1] and "codec-none-0" in k[1] and "codec-none-1" in k[1], k[1]
 
 
 @pytest.mark.parametrize("case", _present(sorted(DOCUMENTED)))
@@ -394,6 +502,16 @@ def test_documented_differences(outcomes, case):
     s, k = outcomes[case]
     assert s[0] == "error", s
     assert k[0] == "rows" and len(k[1]) == DOCUMENTED[case], k
+
+
+if FULL:
+    def test_subscribe_pattern_is_found_anywhere_in_a_name_by_sparks_source(outcomes):
+        """A difference not closed yet (README): Spark 4.2's Admin-based offset reader takes a topic whose name
+        contains a match of subscribePattern (Scala's findFirstIn), kltool one the pattern matches whole (Java's
+        Pattern.matches, as Kafka's consumer and Spark's deprecated consumer-based offset fetching)."""
+        s, k = outcomes["pattern-anywhere"]
+        assert s[0] == "rows" and {r[0] for r in s[1]} == {"pending", "logappend"}, s  # (ap-PEND)
+        assert k == ("rows", []), k
 
 
 def test_headers_column_always_there(outcomes):

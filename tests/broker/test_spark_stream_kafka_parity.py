@@ -25,6 +25,10 @@ TOPICS = {"stream-lz4": "lz4", "stream-zstd": "zstd"}
 PARTS = 2
 COLUMNS = ["topic", "partition", "offset", "key", "value", "timestamp", "timestampType"]
 OPTIONS = {"subscribePattern": "stream-.*", "startingOffsets": "earliest", "maxOffsetsPerTrigger": "70"}
+# minOffsetsPerTrigger: the first micro-batch goes through (Spark's last trigger time starts at 0), later ones
+# only with at least 100 new offsets (maxTriggerDelay is far off), each capped at 150
+MIN_OPTIONS = {"subscribePattern": "stream-.*", "startingOffsets": "earliest", "minOffsetsPerTrigger": "100",
+               "maxOffsetsPerTrigger": "150", "maxTriggerDelay": "1h"}
 
 
 def _produce(b: harness.Broker, start: int, n: int, waves: int = 2) -> None:
@@ -47,7 +51,7 @@ def _produce(b: harness.Broker, start: int, n: int, waves: int = 2) -> None:
         prod.close()
 
 
-def _run(spark, reader, ckpt) -> list[list[tuple]]:
+def _run(spark, reader, ckpt, options=OPTIONS) -> list[list[tuple]]:
     batches: list[list[tuple]] = []
 
     def each(df, _id):
@@ -55,9 +59,11 @@ def _run(spark, reader, ckpt) -> list[list[tuple]]:
         batches.append(sorted(tuple(bytes(v) if isinstance(v, (bytearray, memoryview)) else v for v in r)
                               for r in rows))
 
-    q = reader.options(**OPTIONS).load().writeStream.foreachBatch(each).trigger(availableNow=True) \
+    q = reader.options(**options).load().writeStream.foreachBatch(each).trigger(availableNow=True) \
         .option("checkpointLocation", str(ckpt)).start()
-    q.awaitTermination()
+    if not q.awaitTermination(180):
+        q.stop()
+        batches.append("(still running after 180 s: stopped)")
     return [b for b in batches if b]
 
 
@@ -88,16 +94,18 @@ def runs(tmp_path_factory):
             "spark.jars": ",".join(jars), "spark.sql.shuffle.partitions": "2"})
         out = {}
 
-        def both(tag):
+        def both(tag, ckpt="ckpt", options=OPTIONS):
             kafka = _run(spark, spark.readStream.format("kafka").option("kafka.bootstrap.servers", b.bootstrap),
-                         work / "ckpt-kafka")
+                         work / f"{ckpt}-kafka", options)
             files = _run(spark, spark.readStream.format("kafka-log").option("path", str(b.logdir)),
-                         work / "ckpt-kafka-log")
+                         work / f"{ckpt}-kafka-log", options)
             out[tag] = (kafka, files)
 
         both("first")
         _produce(b, 120, 80)
         both("again")
+        both("min-offsets", "ckpt-min", MIN_OPTIONS)
+        out["min-offsets-offsets"] = (_offsets(work / "ckpt-min-kafka"), _offsets(work / "ckpt-min-kafka-log"))
         out["offsets"] = (_offsets(work / "ckpt-kafka"), _offsets(work / "ckpt-kafka-log"))
         out["segments"] = len(list(b.partition_dir("stream-lz4", 0).glob("*.log")))
         assert b.running, "the broker ran through both streams"
@@ -111,7 +119,7 @@ def runs(tmp_path_factory):
             b.kill()
 
 
-@pytest.mark.parametrize("run", ["first", "again"])
+@pytest.mark.parametrize("run", ["first", "again", "min-offsets"])
 def test_same_micro_batches(runs, run):
     kafka, files = runs[run]
     assert kafka, "Spark's Kafka source read nothing"
@@ -128,4 +136,12 @@ def test_every_record_once(runs):
 def test_same_offsets_in_the_checkpoint(runs):
     kafka, files = runs["offsets"]
     assert len(kafka) > 2  # maxOffsetsPerTrigger made several micro-batches
+    assert files == kafka
+
+
+def test_min_offsets_per_trigger_as_sparks(runs):
+    """minOffsetsPerTrigger with maxOffsetsPerTrigger (and a far maxTriggerDelay) under Trigger.AvailableNow:
+    the same micro-batches and checkpoint offsets as Spark's Kafka source."""
+    kafka, files = runs["min-offsets-offsets"]
+    assert len(kafka) > 1
     assert files == kafka

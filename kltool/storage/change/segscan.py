@@ -154,6 +154,7 @@ class SegScan:
         self.like_broker = like_broker
         self.size = seg.log.stat().st_size
         self.cuts: list[Cut] = []
+        self._intact: set[int] = set()  # start positions of cuts that are whole CRC-valid batches (no damage)
         self.fixes: list[tuple[int, int, int]] = []
         self.shift = 0
         self.builder: IndexBuilder | None = IndexBuilder(seg.base, interval)
@@ -532,7 +533,7 @@ class SegScan:
         why = (f"the batch at byte {h.position} is valid (its CRC checks) but its {field} field (not covered by "
                f"the CRC) says {lo}, which its neighbours contradict (after {prev}, before {nlo}); its true "
                f"offsets cannot be told, so only this batch is cut")
-        self._cut(h.position, h.end, "offset_field", why, None, None, h.count)
+        self._cut(h.position, h.end, "offset_field", why, None, None, h.count, intact=True)
         return None
 
     def _in_order_contradicted(self, h: BatchHeader, low: int, nlo: int | None,
@@ -561,9 +562,11 @@ class SegScan:
 
     def _zeroed_field(self, h: BatchHeader) -> bool:
         """Does ``h``'s offset field read 0 right after damage that is cut and ends in a zero byte (zeros over
-        the damage's end and the field: the field may be the damage's)?"""
+        the damage's end and the field: the field may be the damage's)? A whole CRC-valid batch cut before it is
+        no such damage: its length is its own, so the field after it is not its bytes."""
         return rules.first_offset(h) == 0 and bool(self.cuts) and self.cuts[-1].end == h.position and \
-            h.position > 0 and os.pread(self.fd, 1, h.position - 1) == b"\0"
+            self.cuts[-1].start not in self._intact and h.position > 0 and \
+            os.pread(self.fd, 1, h.position - 1) == b"\0"
 
     def _restore_offset(self, h: BatchHeader, new: int, delta: int) -> BatchHeader:
         field = "baseOffset" if h.magic == 2 else "offset"
@@ -606,7 +609,7 @@ class SegScan:
         if why is not None:
             if self.fixes and self.fixes[-1][0] == h.position + 16:
                 self.fixes.pop()  # the batch goes anyway
-            self._cut(h.position, h.end, why.kind, why.message, h.base_offset, h.last_offset, h.count)
+            self._cut(h.position, h.end, why.kind, why.message, h.base_offset, h.last_offset, h.count, intact=True)
             return
         self._keep(h, ctype)
 
@@ -654,7 +657,9 @@ class SegScan:
             ctx.epochs.append((ple, h.base_offset))
 
     def _cut(self, start: int, end: int, kind: str, reason: str, first=None, last=None, records=None,
-             damage: bool = False) -> None:
+             damage: bool = False, intact: bool = False) -> None:
+        if intact:
+            self._intact.add(start)
         if self.like_broker:
             end = self.size
             c = Cut(start, end, kind, reason, first, last, records if records is not None and records >= 0 else None)

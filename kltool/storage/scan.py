@@ -289,6 +289,47 @@ def data_ranges(fd: int, start: int, stop: int) -> list[tuple[int, int]]:
     return out
 
 
+def read_index_file(path, entry_size: int) -> tuple[bytes, int]:
+    """An index file's bytes (a regular file only, as :func:`kltool.storage.fs.read_small_file`) without the
+    whole zero entries of a sparse file's trailing hole past the first: ``(data, dropped)``, ``dropped`` being how
+    many entries were left out. A preallocated index (``segment.index.bytes``, up to 2 GiB) that a broker did not
+    trim holds a few entries and then a hole: it is read for what it holds, not for the size it claims (every
+    reader drops a zero tail after its first zero entry, which is kept, and the bytes of a partial last entry).
+    A file without holes (or where the system cannot tell) is read whole: ``dropped`` 0."""
+    import errno
+    import stat
+
+    from .fs import read_small_file
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
+        size = st.st_size
+        if not stat.S_ISREG(st.st_mode) or size < 4 * entry_size:
+            return read_small_file(path), 0  # (the error for a FIFO or device)
+        ranges = data_ranges(fd, 0, size)
+        rem = size % entry_size
+        last = ranges[-1][1] if ranges else 0
+        cut = -(-last // entry_size) * entry_size  # the end of the last data, on an entry boundary
+        dropped = (size - rem - cut) // entry_size - 1
+        if dropped <= 0:
+            return read_small_file(path), 0
+        buf = bytearray(cut + entry_size + rem)  # the hole reads as zeros: one zero entry and the partial tail
+        for lo, hi in ranges:
+            hi = min(hi, cut)
+            got = lo
+            while got < hi:
+                n = os.preadv(fd, [memoryview(buf)[got:hi]], got)
+                if n <= 0:
+                    break
+                got += n
+        return bytes(buf), dropped
+    finally:
+        os.close(fd)
+
+
 def _plausible(r: _Reader, pos: int, end: int) -> bool:
     """Is there something at ``pos`` that looks like a batch start (or the end of the file)?"""
     if pos >= end:

@@ -227,3 +227,34 @@ def test_a_batch_at_zero_after_an_intact_batch_cut_for_its_offsets_is_kept(tmp_p
     assert cut == [(0, len(b))]
     assert [(i.base_offset, i.last_offset) for i in walk(p)] == [(0, 2)]
     assert repair(open_path(part), dry_run=True).plan.actions == []
+
+
+def test_a_batch_out_of_place_is_not_restored_to_offsets_a_later_batch_holds(tmp_path):
+    """Found by the adversary's split campaign (seed 7, run 2: java-oracle v2-mixed-codecs-0 with its batches in
+    the order 12..14, 3..5, 6..8, 9..11, 0..2). The first batch fills the gap before 3..5 exactly, so repair
+    restored its offset field to 0 and then cut the real 0..2 at the end: the records of 12..14 were served at
+    offsets 0..2. A restore is refused when an intact batch further on holds exactly the offsets it would give:
+    that batch is out of place, not damaged. No batch is kept at offsets it never had."""
+    import struct as st
+
+    from kltool.storage.change.repair import repair
+    from kltool.storage.logdir import open_path
+
+    from .conftest import ORACLE
+
+    src = (ORACLE / "v2-mixed-codecs-0" / "00000000000000000000.log").read_bytes()
+    bs, pos = [], 0
+    while pos + 12 <= len(src):
+        n = st.unpack_from(">i", src, pos + 8)[0]
+        bs.append(src[pos:pos + 12 + n])
+        pos += 12 + n
+    assert [st.unpack_from(">q", b)[0] for b in bs] == [0, 3, 6, 9, 12]
+    part = tmp_path / "logs" / "t-0"
+    part.mkdir(parents=True)
+    p = part / "00000000000000000000.log"
+    p.write_bytes(bs[4] + bs[1] + bs[2] + bs[3] + bs[0])
+    true = {b[21:]: st.unpack_from(">q", b)[0] for b in bs}  # the CRC-covered bytes -> the batch's own first offset
+    repair(open_path(part), backup_dir=tmp_path / "bk")
+    kept = [(h.base_offset, p.read_bytes()[h.position + 21:h.end]) for h in walk(p)]
+    assert kept and all(true[body] == base for base, body in kept), [(b, true[x]) for b, x in kept]
+    assert repair(open_path(part), dry_run=True).plan.actions == []

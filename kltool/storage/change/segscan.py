@@ -527,7 +527,7 @@ class SegScan:
                 return h  # (with the next batch skipped as out of line or damaged, the witness after it is trusted)
         cands = self._offset_candidates(h, low, nlo, delta, skipped, damaged)
         fits = [c for c in cands if c >= low and (nlo is None or c + delta < nlo)]
-        if len(cands) == 1 and len(fits) == 1:
+        if len(cands) == 1 and len(fits) == 1 and not self._held_later(h, fits[0], delta):
             return self._restore_offset(h, fits[0], delta)
         field = "baseOffset" if h.magic == 2 else "offset"
         why = (f"the batch at byte {h.position} is valid (its CRC checks) but its {field} field (not covered by "
@@ -535,6 +535,14 @@ class SegScan:
                f"offsets cannot be told, so only this batch is cut")
         self._cut(h.position, h.end, "offset_field", why, None, None, h.count, intact=True)
         return None
+
+    def _held_later(self, h: BatchHeader, first: int, delta: int) -> bool:
+        """Does an intact batch further on in the segment (as far as the look-ahead goes) hold exactly the offsets
+        ``first``..``first + delta`` that a restore would give ``h``? Then ``h`` is not a batch whose field was
+        damaged but one out of place (runs of a segment in the wrong order): restoring would serve its records at
+        another batch's offsets."""
+        return any(v.magic == h.magic and rules.first_offset(v) == first and v.last_offset == first + delta
+                   for v in self.items.valid_ahead(Peek.LIMIT)[0])
 
     def _in_order_contradicted(self, h: BatchHeader, low: int, nlo: int | None,
                                delta: int | None) -> tuple[int, bool] | None:

@@ -412,12 +412,9 @@ def _dump_index(d: Dumper, path, kind: str, base) -> None:
     # (parser, JSON type, field names)
     parse, jtype, names = ((fidx.offset_index_entries, "index_entry", ("offset", "position")) if kind == "index"
                            else (fidx.time_index_entries, "time_index_entry", ("timestamp", "offset")))
-    from ..storage.scan import read_index_file
-
-    size = fidx.OFFSET_ENTRY if kind == "index" else fidx.TIME_ENTRY
-    data, dropped = read_index_file(path, size)  # (a sparse file's trailing hole is not read)
+    data = path.read_bytes()
     check = fidx.check_offset_index if kind == "index" else fidx.check_time_index
-    problems = check(data, base or 0, path=f, file_size=len(data) + dropped * size)
+    problems = check(data, base or 0, path=f)
     for msg in problems:  # as verify reports them (a partial entry is corruption, not emptiness)
         d.errors += 1
         out.emit(Finding("error", "index_corrupt", f, msg).to_json()) if js else \
@@ -462,9 +459,7 @@ def _dump_txnindex(d: Dumper, path, kind: str, base) -> None:
     from ..format import index as fidx
 
     out, f = d.out, str(path)
-    from ..storage.scan import read_index_file
-
-    for t in fidx.parse_txn_index(read_index_file(path, fidx.TXN_ENTRY)[0])[: d.limit]:
+    for t in fidx.parse_txn_index(path.read_bytes())[: d.limit]:
         if out.json_mode:
             out.emit({"type": "txn_index_entry", "file": f, "version": t.version, "producer_id": t.producer_id,
                       "first_offset": t.first_offset, "last_offset": t.last_offset,

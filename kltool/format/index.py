@@ -265,9 +265,8 @@ def lookup_time(entries: Sequence[tuple[int, int]], timestamp: int, base_offset:
 # -------------------------------------------------------------------------------------------- sanity checks
 
 
-def check_offset_index(data, base_offset: int, *, path: str = "", file_size: int | None = None) -> list[str]:
-    """``OffsetIndex.sanityCheck`` over all whole entries (zero tail included); messages as Kafka's. ``file_size``:
-    the file's size when ``data`` leaves out a trailing hole's zero entries (storage.scan.read_index_file)."""
+def check_offset_index(data, base_offset: int, *, path: str = "") -> list[str]:
+    """``OffsetIndex.sanityCheck`` over all whole entries (zero tail included); messages as Kafka's."""
     mv = _view(data)
     problems = []
     n = len(mv) // OFFSET_ENTRY
@@ -277,12 +276,12 @@ def check_offset_index(data, base_offset: int, *, path: str = "", file_size: int
             problems.append(f"Corrupt index found, index file {path} has non-zero size but the last offset "
                             f"is {last} which is less than the base offset {base_offset}")
     if len(mv) % OFFSET_ENTRY:
-        problems.append(f"Index file {path} is corrupt, found {file_size or len(mv)} bytes which is neither positive "
+        problems.append(f"Index file {path} is corrupt, found {len(mv)} bytes which is neither positive "
                         f"nor a multiple of {OFFSET_ENTRY}")
     return problems
 
 
-def check_time_index(data, base_offset: int, *, path: str = "", file_size: int | None = None) -> list[str]:
+def check_time_index(data, base_offset: int, *, path: str = "") -> list[str]:
     """``TimeIndex.sanityCheck`` over all whole entries (an untrimmed zero tail fails the first check,
     as it does in Kafka); messages as Kafka's."""
     mv = _view(data)
@@ -298,8 +297,8 @@ def check_time_index(data, base_offset: int, *, path: str = "", file_size: int |
             problems.append(f"Corrupt time index found, time index file ({path}) has non-zero size but the last "
                             f"offset is {base_offset + last_rel} which is less than the first offset {base_offset}")
     if len(mv) % TIME_ENTRY:
-        problems.append(f"Time index file {path} is corrupt, found {file_size or len(mv)} bytes which is neither "
-                        f"positive nor a multiple of {TIME_ENTRY}")
+        problems.append(f"Time index file {path} is corrupt, found {len(mv)} bytes which is neither positive "
+                        f"nor a multiple of {TIME_ENTRY}")
     return problems
 
 

@@ -289,47 +289,6 @@ def data_ranges(fd: int, start: int, stop: int) -> list[tuple[int, int]]:
     return out
 
 
-def read_index_file(path, entry_size: int) -> tuple[bytes, int]:
-    """An index file's bytes (a regular file only, as :func:`kltool.storage.fs.read_small_file`: a FIFO or device
-    is an OSError, not an endless wait) without the whole zero entries of a sparse file's trailing hole past the
-    first: ``(data, dropped)``, ``dropped`` being how many entries were left out. A preallocated index
-    (``segment.index.bytes``, up to 2 GiB) that a broker did not trim holds a few entries and then a hole: it is
-    read for what it holds, not for the size it claims (every reader drops a zero tail after its first zero entry,
-    which is kept, and the bytes of a partial last entry). A file without holes (or where the system cannot tell)
-    is read whole: ``dropped`` 0."""
-    import errno
-    import stat
-
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    try:
-        st = os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
-            raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(errno.EINVAL, "not a regular file (a FIFO, socket or device)", str(path))
-        size = st.st_size
-        ranges = data_ranges(fd, 0, size) if size >= 4 * entry_size else [(0, size)]
-        rem = size % entry_size
-        last = ranges[-1][1] if ranges else 0
-        cut = -(-last // entry_size) * entry_size  # the end of the last data, on an entry boundary
-        dropped = max(0, (size - rem - cut) // entry_size - 1)
-        if not dropped:
-            ranges, cut = [(0, size)], size
-        # the hole reads as zeros: (with dropped entries) one zero entry and the partial tail after the data
-        buf = bytearray(cut + (entry_size + rem if dropped else 0))
-        for lo, hi in ranges:
-            hi = min(hi, cut)
-            got = lo
-            while got < hi:
-                n = os.preadv(fd, [memoryview(buf)[got:hi]], got)
-                if n <= 0:  # the file shrank meanwhile: what was there
-                    return bytes(buf[:got]), 0
-                got += n
-        return bytes(buf), dropped
-    finally:
-        os.close(fd)
-
-
 def _plausible(r: _Reader, pos: int, end: int) -> bool:
     """Is there something at ``pos`` that looks like a batch start (or the end of the file)?"""
     if pos >= end:

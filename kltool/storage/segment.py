@@ -104,30 +104,22 @@ class Segment:
         except FileNotFoundError:
             return None
 
-    @staticmethod
-    def _read_index(path: Path, entry_size: int) -> bytes | None:
-        """An index's bytes up to its zero tail (a sparse file's trailing hole is not read: scan.read_index_file)."""
-        try:
-            return scan.read_index_file(path, entry_size)[0]
-        except FileNotFoundError:
-            return None
-
     def offset_index(self) -> list[tuple[int, int]]:
         """(offset, position) entries, zero-filled preallocated tail dropped; [] when missing."""
         if self._offset_index is None:
-            data = self._read_index(self.index_path, fidx.OFFSET_ENTRY)
+            data = self._read(self.index_path)
             self._offset_index = [] if data is None else fidx.offset_index_entries(data, self.base_offset)
         return self._offset_index
 
     def time_index(self) -> list[tuple[int, int]]:
         """(timestamp, offset) entries, zero-filled tail dropped; [] when missing."""
         if self._time_index is None:
-            data = self._read_index(self.timeindex_path, fidx.TIME_ENTRY)
+            data = self._read(self.timeindex_path)
             self._time_index = [] if data is None else fidx.time_index_entries(data, self.base_offset)
         return self._time_index
 
     def txn_index(self) -> list:
-        data = self._read_index(self.txnindex_path, fidx.TXN_ENTRY)
+        data = self._read(self.txnindex_path)
         return [] if data is None else fidx.parse_txn_index(data)
 
     # -- lookups (LogSegment.translateOffset / findOffsetByTimestamp) ------------------------

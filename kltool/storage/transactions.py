@@ -33,7 +33,7 @@ from ..format.index import TXN_ENTRY, AbortedTxn, check_txn_index, parse_txn_ind
 from ..format.records import BatchHeader
 from .findings import Finding
 from .producer_state import ProducerStateEntry, ProducerStateManager, latest_snapshot
-from .scan import Damage, read_index_file
+from .scan import Damage
 
 __all__ = ["DEFAULT_MAX_TRANSACTION_TIMEOUT_MS", "PRODUCER_ID_EXPIRATION_MS", "OpenTransaction", "AbortedRange",
            "PartitionTransactions", "partition_transactions", "producer_json"]
@@ -298,7 +298,7 @@ def _check_txn_indexes(r: PartitionTransactions, p, segs, start: int, watch: _Wa
             continue
         path = seg.txnindex_path
         try:
-            data = read_index_file(path, TXN_ENTRY)[0]  # (a sparse file's trailing hole is not read)
+            data = path.read_bytes()
         except FileNotFoundError:
             data = b""
         except OSError as e:

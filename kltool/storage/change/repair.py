@@ -60,7 +60,7 @@ from ..fs import TMP_SUFFIX, read_small_file
 from ..index_builder import DEFAULT_INDEX_INTERVAL_BYTES
 from ..logdir import LogDir, Selection, check_file
 from ..partition import Partition
-from ..scan import read_index_file, walk
+from ..scan import walk
 from .apply import (
     BACKUP_SUFFIX,
     MANIFEST_NAME,
@@ -222,14 +222,6 @@ def _offset_time_actions(sc: SegScan, modified: bool, force: bool, acts: list[Ac
                            source=seg.timeindex, old_size=None if ex.time_bytes is None else len(ex.time_bytes)))
 
 
-def _read_txn(p: Path) -> bytes | None:
-    """A .txnindex's bytes, a sparse file's trailing hole not read (storage.scan.read_index_file)."""
-    try:
-        return read_index_file(p, fidx.TXN_ENTRY)[0]
-    except FileNotFoundError:
-        return None
-
-
 def _txn_problems(seg: Seg, data: bytes | None) -> list[str]:
     if data is None:
         return []
@@ -243,7 +235,7 @@ def _txn_problems(seg: Seg, data: bytes | None) -> list[str]:
 def _txn_actions(sc: SegScan, modified: bool, force: bool, indexes_only: bool, acts: list[Action],
                  probs: list[Finding]) -> None:
     seg = sc.seg
-    data = None if seg.txnindex is None else _read_txn(seg.txnindex)
+    data = _read(seg.txnindex)
     problems = _txn_problems(seg, data)
     rebuilt = fidx.encode_txn_index(sc.txn_entries) if sc.txn_ok else None
     new = why = None

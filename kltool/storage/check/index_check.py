@@ -25,7 +25,7 @@ from ...format import names as fn
 from ...format.records import BatchHeader
 from ...format.topics import CLUSTER_METADATA_TOPIC_NAME
 from ..findings import Finding
-from ..scan import read_index_file
+from ..fs import read_small_file
 
 __all__ = ["IndexChecker"]
 
@@ -71,8 +71,8 @@ class IndexChecker:
         self.timeindex_path = timeindex_path
         self.log_size = log_size or 0
         self.findings: list[Finding] = []
-        self.index_bytes, index_dropped = self._read(index_path, fidx.OFFSET_ENTRY)
-        self.time_bytes, time_dropped = self._read(timeindex_path, fidx.TIME_ENTRY)
+        self.index_bytes = self._read(index_path)
+        self.time_bytes = self._read(timeindex_path)
         self.index_missing = self.index_bytes is None
         self.time_missing = self.time_bytes is None
         self.oi: list[tuple[int, int]] = []
@@ -83,7 +83,7 @@ class IndexChecker:
                                            "rebuild it by recovering the segment at startup"))
         else:
             self.oi = self._load(index_path, self.index_bytes, fidx.check_offset_index, fidx.offset_index_entries,
-                                 fidx.offset_index_zero_tail, fidx.OFFSET_ENTRY, is_active, index_dropped)
+                                 fidx.offset_index_zero_tail, fidx.OFFSET_ENTRY, is_active)
             self._order(self.oi, index_path, "index_corrupt", lambda a, b: b[0] <= a[0] or b[1] <= a[1],
                         lambda a, b: f"index entries out of order: ({a[0]}, {a[1]}) is followed by ({b[0]}, {b[1]})",
                         offset_of=lambda e: e[0])
@@ -97,7 +97,7 @@ class IndexChecker:
                     "or kltool rebuild-index rebuilds it"))
         else:
             self.ti = self._load(timeindex_path, self.time_bytes, fidx.check_time_index, fidx.time_index_entries,
-                                 fidx.time_index_zero_tail, fidx.TIME_ENTRY, is_active, time_dropped)
+                                 fidx.time_index_zero_tail, fidx.TIME_ENTRY, is_active)
             self._order(self.ti, timeindex_path, "time_index_order", lambda a, b: b[0] <= a[0] or b[1] < a[1],
                         lambda a, b: f"time index entry (timestamp {b[0]}, offset {b[1]}) follows (timestamp "
                                      f"{a[0]}, offset {a[1]}): timestamps must increase and offsets must not "
@@ -108,21 +108,20 @@ class IndexChecker:
 
     # -- the files -----------------------------------------------------------------------------------------
     @staticmethod
-    def _read(path: Path | None, entry_size: int) -> tuple[bytes | None, int]:
-        """(the bytes, how many zero entries of a sparse file's trailing hole were not read: scan.read_index_file)"""
+    def _read(path: Path | None) -> bytes | None:
         if path is None:
-            return None, 0
+            return None
         try:
-            return read_index_file(path, entry_size)  # a regular file only: a FIFO named like an index never blocks
+            return read_small_file(path)  # a regular file only: a FIFO named like an index never blocks
         except FileNotFoundError:
-            return None, 0
+            return None
 
-    def _load(self, path, data, check, entries, zero_tail, size, is_active, dropped=0) -> list[tuple[int, int]]:
+    def _load(self, path, data, check, entries, zero_tail, size, is_active) -> list[tuple[int, int]]:
         if is_active and _rebuilt_at_start(path):
-            data, dropped = self._drop_preallocated(path, data, zero_tail, size, dropped)
-        for msg in check(data, self.base, path=str(path), file_size=len(data) + dropped * size):
+            data = self._drop_preallocated(path, data, zero_tail, size)
+        for msg in check(data, self.base, path=str(path)):
             self.findings.append(_err("index_corrupt", path, msg))
-        zeros = zero_tail(data) + dropped if data else 0
+        zeros = zero_tail(data)
         if zeros and not is_active:
             self.findings.append(_warn("index_untrimmed", path, f"{zeros} zero-filled entries at the end "
                                        f"(preallocated, not trimmed: the broker did not close this segment)"))
@@ -132,18 +131,18 @@ class IndexChecker:
             self.findings.append(_err("index_corrupt", path, e.message, position=e.position))
             return []
 
-    def _drop_preallocated(self, path, data, zero_tail, size, dropped):
+    def _drop_preallocated(self, path, data, zero_tail, size):
         """The entries before the zero tail (none when the whole file is zeros), with a note."""
         n = len(data) // size
         zeros = zero_tail(data)
         if n and zeros == n - 1 and not any(data[:size]):
             zeros = n
         if not zeros:
-            return data, dropped
-        self.findings.append(Finding("info", "index_preallocated", str(path), f"{zeros + dropped} zero-filled entries at "
+            return data
+        self.findings.append(Finding("info", "index_preallocated", str(path), f"{zeros} zero-filled entries at "
                                      f"the end (preallocated): the broker rebuilds this index when it recovers the "
                                      f"active segment at its next start"))
-        return data[:(n - zeros) * size], 0
+        return data[:(n - zeros) * size]
 
     def _order(self, entries, path, kind, bad, message, offset_of) -> None:
         for a, b in zip(entries, entries[1:], strict=False):

@@ -22,7 +22,7 @@ from ..findings import Finding
 from ..fs import read_small_file
 from ..logdir import LogDir, Selection, check_file, partition_file_findings, unreadable
 from ..partition import Partition
-from ..scan import HOLD, BatchRun, Damage, read_index_file, records_of, walk
+from ..scan import HOLD, BatchRun, Damage, records_of, walk
 from ..segment import Segment
 from . import batch_rules as rules
 from .index_check import IndexChecker
@@ -68,7 +68,7 @@ def _index_checker(seg: Segment, is_active: bool, log_size: int | None) -> Index
 def _check_txn_index(seg: Segment) -> list[Finding]:
     out: list[Finding] = []
     try:
-        data, dropped = read_index_file(seg.txnindex_path, fidx.TXN_ENTRY)  # (a sparse file's trailing hole unread)
+        data = read_small_file(seg.txnindex_path)
     except FileNotFoundError:
         return out
     for msg in fidx.check_txn_index(data, seg.base_offset, path=str(seg.txnindex_path)):
@@ -76,7 +76,7 @@ def _check_txn_index(seg: Segment) -> list[Finding]:
     rest = fidx.trailing_bytes(data, fidx.TXN_ENTRY)
     if rest:
         out.append(_warn("index_corrupt", seg.txnindex_path, f"{rest} trailing bytes (a partial entry, ignored "
-                         f"by Kafka)", position=len(data) + dropped * fidx.TXN_ENTRY - rest))
+                         f"by Kafka)", position=len(data) - rest))
     return out
 
 

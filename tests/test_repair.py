@@ -582,6 +582,24 @@ def test_corrupt_snapshot_and_leader_epoch_checkpoint(kl, william, tmp_path):
     check_repair(kl, william, part, tmp_path / "backup", check=check)
 
 
+@pytest.mark.parametrize("text", ["version: 0\ntopic_id: !!!\n", "version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA"])
+def test_a_corrupt_partition_metadata_is_not_repairable_not_nothing_to_do(kl, william, tmp_path, text):
+    """Found by the adversary campaign (seeds 101, 202): verify reports a corrupt partition.metadata as an error
+    (Kafka's PartitionMetadataFile.read takes the whole log dir offline over it), yet verify --repair said
+    "nothing to do" and exited 0. Repair cannot rebuild the topic id it holds, so it says so: the error, exit 1,
+    nothing changed, with or without --dry-run."""
+    part = william / "debug_topic-0"
+    (part / "partition.metadata").write_text(text)
+    before = tree(william)
+    for extra in (["--dry-run"], ["--backup-dir", tmp_path / "bk"], ["--like-broker", "--dry-run"]):
+        r = kl("--json", "verify", "--repair", *extra, part)
+        assert r.code == 1, r
+        errs = [o for o in r.json() if o["type"] == "finding" and o["severity"] == "error"]
+        assert [(o["kind"], Path(o["file"]).name) for o in errs] == [("checkpoint_corrupt", "partition.metadata")]
+        assert "not repaired" in errs[0]["message"]
+        assert tree(william) == before
+
+
 # ------------------------------------------------------------------------------------------ like-broker
 
 

@@ -185,6 +185,40 @@ def test_size_and_time_together_size_first(kl, tmp_path):
     assert deleted_segments(r) == [("t", 0, "retention_bytes"), ("t", 1, "retention_ms")]
 
 
+@pytest.mark.parametrize("backup", [True, False])
+def test_a_last_segment_without_records_whose_name_the_roll_reuses(kl, tmp_path, backup):
+    """Found by the adversary campaign (seed 101: a fetched segment 313 whose only batch is torn): every segment
+    goes and the empty segment is rolled at the log end, which is the deleted segment's own base offset. The roll
+    wrote the new empty 313.log over it (backing the old one up as a rewrite), then the removal of the deleted
+    segment's files took the new .log away: without a backup the partition was left with no .log (the broker
+    would start it over at its log start checkpoint); with one, the backup of that removal held the empty file,
+    so restore refused (sha256 mismatch). Now the roll's rewrite is the removal: one empty segment 313, verify
+    clean, restore gives back every byte."""
+    ld = tmp_path / "ld"
+    pdir = build_partition(ld, "t", [[[T0]]])
+    seg = pdir / "00000000000000000000.log"
+    log = pdir / "00000000000000000313.log"
+    torn = seg.read_bytes()[:-5]
+    seg.unlink()
+    for p in pdir.glob("00000000000000000000.*"):
+        p.unlink()
+    log.write_bytes(torn)
+    for p in pdir.glob("*.snapshot"):
+        p.unlink()
+    before = state(ld)
+    args = ["--backup-dir", tmp_path / "bk"] if backup else ["--no-backup"]
+    r = retention(kl, ld, "--retention-bytes", "0", *args)
+    assert r.code == 0, r
+    assert deleted_segments(r) == [("t", 313, "retention_bytes")]
+    assert log.exists() and log.stat().st_size == 0
+    assert logs(pdir) == [313]
+    assert verify_errors(kl, ld) == 0
+    if backup:
+        rs = kl("restore", tmp_path / "bk")
+        assert rs.code == 0, rs
+        assert state(ld) == before
+
+
 # ------------------------------------------------------------------ only the limits asked for, backed up
 
 

@@ -203,3 +203,58 @@ def test_a_zero_run_into_the_next_batchs_offset_field_does_not_move_that_batch(t
     assert after <= before, sorted(after - before)
     assert before - after == {(0, 4), (5, 6)}
     assert repair(open_path(part), dry_run=True).plan.actions == []
+
+
+def test_a_batch_at_zero_after_an_intact_batch_cut_for_its_offsets_is_kept(tmp_path):
+    """Found by the adversary campaign (seed 101, kafkajs v4_response_gzip with its two batches swapped): a
+    segment 0 holding 3..5 then 0..2, both CRC-valid. verify blames the first batch's offset field alone ("cuts
+    only that batch"); repair cut both, because the batch at 0..2 read 0 right after a cut ending in a zero byte
+    (the zero-run rule above). That rule is for damage whose bytes may run into the field; a whole CRC-valid batch
+    cut for its offsets has its own length, so the batch after it is read as it stands and kept."""
+    from kltool.storage.change.repair import repair
+    from kltool.storage.logdir import open_path
+
+    part = tmp_path / "logs" / "t-0"
+    part.mkdir(parents=True)
+    p = part / "00000000000000000000.log"
+    recs = [[(i, 1_700_000_000_000 + i, f"k{i}".encode(), b"v", ()) for i in range(lo, lo + 3)] for lo in (0, 3)]
+    a = build_batch([(r[0] - 0, *r[1:]) for r in recs[0]], base_offset=0)
+    b = build_batch([(r[0] - 3, *r[1:]) for r in recs[1]], base_offset=3)
+    assert a[-1] == 0 and b[-1] == 0  # the last record's header count: the cut before the batch at 0 ends in a zero
+    p.write_bytes(b + a)
+    res = repair(open_path(part), backup_dir=tmp_path / "bk")
+    cut = [(c.start, c.end) for act in res.plan.actions for c in (act.ranges or [])]
+    assert cut == [(0, len(b))]
+    assert [(i.base_offset, i.last_offset) for i in walk(p)] == [(0, 2)]
+    assert repair(open_path(part), dry_run=True).plan.actions == []
+
+
+def test_a_batch_out_of_place_is_not_restored_to_offsets_a_later_batch_holds(tmp_path):
+    """Found by the adversary's split campaign (seed 7, run 2: java-oracle v2-mixed-codecs-0 with its batches in
+    the order 12..14, 3..5, 6..8, 9..11, 0..2). The first batch fills the gap before 3..5 exactly, so repair
+    restored its offset field to 0 and then cut the real 0..2 at the end: the records of 12..14 were served at
+    offsets 0..2. A restore is refused when an intact batch further on holds exactly the offsets it would give:
+    that batch is out of place, not damaged. No batch is kept at offsets it never had."""
+    import struct as st
+
+    from kltool.storage.change.repair import repair
+    from kltool.storage.logdir import open_path
+
+    from .conftest import ORACLE
+
+    src = (ORACLE / "v2-mixed-codecs-0" / "00000000000000000000.log").read_bytes()
+    bs, pos = [], 0
+    while pos + 12 <= len(src):
+        n = st.unpack_from(">i", src, pos + 8)[0]
+        bs.append(src[pos:pos + 12 + n])
+        pos += 12 + n
+    assert [st.unpack_from(">q", b)[0] for b in bs] == [0, 3, 6, 9, 12]
+    part = tmp_path / "logs" / "t-0"
+    part.mkdir(parents=True)
+    p = part / "00000000000000000000.log"
+    p.write_bytes(bs[4] + bs[1] + bs[2] + bs[3] + bs[0])
+    true = {b[21:]: st.unpack_from(">q", b)[0] for b in bs}  # the CRC-covered bytes -> the batch's own first offset
+    repair(open_path(part), backup_dir=tmp_path / "bk")
+    kept = [(h.base_offset, p.read_bytes()[h.position + 21:h.end]) for h in walk(p)]
+    assert kept and all(true[body] == base for base, body in kept), [(b, true[x]) for b, x in kept]
+    assert repair(open_path(part), dry_run=True).plan.actions == []

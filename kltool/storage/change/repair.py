@@ -58,7 +58,7 @@ from ..epochs import checkpoint_epochs
 from ..findings import Finding
 from ..fs import TMP_SUFFIX, read_small_file
 from ..index_builder import DEFAULT_INDEX_INTERVAL_BYTES
-from ..logdir import LogDir, Selection
+from ..logdir import LogDir, Selection, check_file
 from ..partition import Partition
 from ..scan import walk
 from .apply import (
@@ -322,6 +322,7 @@ def _plan_partition(g: Group, p: Partition, *, like_broker: bool, interval: int,
     view = View(p.path)
     if full and not indexes_only:
         _plan_leftovers(view, acts)
+        probs.extend(_unrepairable_files(p))
     elif indexes_only and any(t for _o, _k, t, _e in view.entries):
         probs.append(Finding("warning", "stale_file", str(p.path), "leftover .swap/.cleaned/.deleted files are "
                              "not handled by rebuild-index (use verify --repair)"))
@@ -375,6 +376,24 @@ def _plan_partition(g: Group, p: Partition, *, like_broker: bool, interval: int,
         leo = last_scan.kept_last + 1 if last_scan.kept_last is not None else final[-1].base
     g.log_end_offsets[str(p.path)] = leo
     _plan_partition_files(view, p, leo, ctx, acts)
+
+
+_NOT_REBUILT = {fn.PARTITION_METADATA: "the topic id it holds is known only to the cluster's metadata: copy the file "
+                                       "from another replica of the partition (a broker takes the log dir offline "
+                                       "over a corrupt one, and in KRaft mode treats a log without it as stray)",
+                fn.QUORUM_STATE: "the KRaft quorum state is not rebuilt offline"}
+
+
+def _unrepairable_files(p: Partition) -> list[Finding]:
+    """Errors for a partition's damaged metadata files that repair cannot rebuild (verify reports them the same
+    way): without them a repair would say "nothing to do" and exit 0 over a file the broker fails on."""
+    out = []
+    for name, kind in ((fn.PARTITION_METADATA, "partition_metadata"), (fn.QUORUM_STATE, "json")):
+        f = check_file(p.path / name, kind)
+        if f is not None and f.severity == "error":
+            out.append(Finding("error", f.kind, f.file, f"{f.message}: not repaired ({_NOT_REBUILT[name]})",
+                               position=f.position))
+    return out
 
 
 def _new_ctx(view: View, segs: list[Seg], p: Partition) -> Ctx:

@@ -574,17 +574,19 @@ def plan_retention(sel: Selection, policy: Policy) -> RetentionPlan:
 
 
 def _steps(plan: RetentionPlan) -> list[tuple[str, Path, Action, str | None]]:
-    """The plan as file steps in the order they must happen: ``(create | write | remove, path, action,
-    new content)``. Rolls first, then each log dir's log-start-offset-checkpoint (one write with every
+    """The plan as file steps in the order they must happen: ``(create | write | remove | replaced, path, action,
+    new content)`` (``replaced``: a path the roll rewrote, nothing left to do). Rolls first, then each log dir's log-start-offset-checkpoint (one write with every
     partition's new value), then per partition the leader-epoch checkpoint, snapshots and segments, and
     last the leftovers."""
     acts = plan.actions
     steps: list[tuple[str, Path, Action, str | None]] = []
     firsts = {(pp.partition.logdir.path, pp.partition.topic, pp.partition.partition): pp.first_segment_base
               for pp in plan.partitions if pp.first_segment_base is not None and pp.partition.logdir is not None}
+    rolled: set[Path] = set()
     for a in acts:
         if a.op == "roll":
             steps += [("create", q, a, "") for q in a.paths]
+            rolled.update(a.paths)
     for ld in plan.logdirs:
         group = [a for a in acts if a.info.get("kind") == "log_start_offset" and a.logdir == ld.path]
         if group:
@@ -603,7 +605,10 @@ def _steps(plan: RetentionPlan) -> list[tuple[str, Path, Action, str | None]]:
             text = encode_leader_epoch_checkpoint([(e, o) for e, o in a.info["entries"]])
             steps.append(("write", a.file, a, text))
         elif a.op == "delete" and a.info["kind"] in ("snapshot", "segment"):
-            steps += [("remove", q, a, None) for q in a.paths]
+            # a segment whose base offset the roll reuses (the last one goes, holding no record below the log
+            # end): the roll's empty file already replaced it (backed up as a rewrite); removing the path now
+            # would remove the new segment
+            steps += [("replaced" if q in rolled else "remove", q, a, None) for q in a.paths]
     for a in acts:
         if a.op == "delete" and a.info["kind"] == "leftover":
             steps += [("remove", q, a, None) for q in a.paths]
@@ -656,6 +661,8 @@ def _apply_broker_way(steps, step_done) -> None:
                 atomic_write(path, content)
                 written.add(path)
             step_done(a)
+        elif kind == "replaced":
+            step_done(a)
         elif a.info["kind"] == "leftover":
             deleted.append((path, a))
         else:
@@ -686,6 +693,9 @@ def _apply_with_backup(plan: RetentionPlan, steps, backup_dir, step_done) -> lis
         changes[ld.path] = ChangeSet(root=ld.path, protect=[pp.partition.path for pp in plan.partitions
                                                                if pp.partition.logdir is ld])
     for kind, path, a, content in steps:
+        if kind == "replaced":  # the roll's rewrite of this path backs up the old file
+            mine[id(by_path[path])].append(a)
+            continue
         if kind in ("create", "write"):
             if path in by_path:  # one checkpoint write serves several partitions
                 mine[id(by_path[path])].append(a)

@@ -136,6 +136,7 @@ class SegScan:
         self.like_broker = like_broker
         self.size = seg.log.stat().st_size
         self.cuts: list[Cut] = []
+        self._intact: set[int] = set()  # start positions of cuts that are whole CRC-valid batches (no damage)
         self.fixes: list[tuple[int, int, int]] = []
         self.shift = 0
         self.builder: IndexBuilder | None = IndexBuilder(seg.base, interval)
@@ -427,14 +428,22 @@ class SegScan:
                 return h  # (with the next batch skipped as out of line or damaged, the witness after it is trusted)
         cands = self._offset_candidates(h, low, nlo, delta, skipped, damaged)
         fits = [c for c in cands if c >= low and (nlo is None or c + delta < nlo)]
-        if len(cands) == 1 and len(fits) == 1:
+        if len(cands) == 1 and len(fits) == 1 and not self._held_later(h, fits[0], delta):
             return self._restore_offset(h, fits[0], delta)
         field = "baseOffset" if h.magic == 2 else "offset"
         why = (f"the batch at byte {h.position} is valid (its CRC checks) but its {field} field (not covered by "
                f"the CRC) says {lo}, which its neighbours contradict (after {prev}, before {nlo}); its true "
                f"offsets cannot be told, so only this batch is cut")
-        self._cut(h.position, h.end, "offset_field", why, None, None, h.count)
+        self._cut(h.position, h.end, "offset_field", why, None, None, h.count, intact=True)
         return None
+
+    def _held_later(self, h: BatchHeader, first: int, delta: int) -> bool:
+        """Does an intact batch further on in the segment (as far as the look-ahead goes) hold exactly the offsets
+        ``first``..``first + delta`` that a restore would give ``h``? Then ``h`` is not a batch whose field was
+        damaged but one out of place (runs of a segment in the wrong order): restoring would serve its records at
+        another batch's offsets."""
+        return any(v.magic == h.magic and rules.first_offset(v) == first and v.last_offset == first + delta
+                   for v in self.items.valid_ahead(Peek.LIMIT)[0])
 
     def _in_order_contradicted(self, h: BatchHeader, low: int, nlo: int | None,
                                delta: int | None) -> tuple[int, bool] | None:
@@ -462,9 +471,11 @@ class SegScan:
 
     def _zeroed_field(self, h: BatchHeader) -> bool:
         """Does ``h``'s offset field read 0 right after damage that is cut and ends in a zero byte (zeros over
-        the damage's end and the field: the field may be the damage's)?"""
+        the damage's end and the field: the field may be the damage's)? A whole CRC-valid batch cut before it is
+        no such damage: its length is its own, so the field after it is not its bytes."""
         return rules.first_offset(h) == 0 and bool(self.cuts) and self.cuts[-1].end == h.position and \
-            h.position > 0 and os.pread(self.fd, 1, h.position - 1) == b"\0"
+            self.cuts[-1].start not in self._intact and h.position > 0 and \
+            os.pread(self.fd, 1, h.position - 1) == b"\0"
 
     def _restore_offset(self, h: BatchHeader, new: int, delta: int) -> BatchHeader:
         field = "baseOffset" if h.magic == 2 else "offset"
@@ -507,7 +518,7 @@ class SegScan:
         if why is not None:
             if self.fixes and self.fixes[-1][0] == h.position + 16:
                 self.fixes.pop()  # the batch goes anyway
-            self._cut(h.position, h.end, why.kind, why.message, h.base_offset, h.last_offset, h.count)
+            self._cut(h.position, h.end, why.kind, why.message, h.base_offset, h.last_offset, h.count, intact=True)
             return
         self._keep(h, ctype)
 
@@ -555,7 +566,9 @@ class SegScan:
             ctx.epochs.append((ple, h.base_offset))
 
     def _cut(self, start: int, end: int, kind: str, reason: str, first=None, last=None, records=None,
-             damage: bool = False) -> None:
+             damage: bool = False, intact: bool = False) -> None:
+        if intact:
+            self._intact.add(start)
         if self.like_broker:
             end = self.size
             c = Cut(start, end, kind, reason, first, last, records if records is not None and records >= 0 else None)

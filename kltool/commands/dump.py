@@ -24,7 +24,7 @@ from ..kafka_text import (
 from ..kcat_format import compile_format
 from ..output import _dumps, text_bytes
 from ..storage.findings import Finding
-from ..storage.fs import read_index_file, read_small_file
+from ..storage.fs import read_index_file, read_small_file, read_txn_index_file
 from ..storage.logdir import unreadable
 from ..storage.read import RecordFilter
 from ..storage.scan import HOLD, Damage, records_of, walk
@@ -460,7 +460,7 @@ def _dump_txnindex(d: Dumper, path, kind: str, base) -> None:
     from ..format import index as fidx
 
     out, f = d.out, str(path)
-    for t in fidx.parse_txn_index(read_small_file(path))[: d.limit]:
+    for t in fidx.parse_txn_index(read_txn_index_file(path))[: d.limit]:
         if out.json_mode:
             out.emit({"type": "txn_index_entry", "file": f, "version": t.version, "producer_id": t.producer_id,
                       "first_offset": t.first_offset, "last_offset": t.last_offset,

@@ -442,6 +442,23 @@ def read_index_file(path):
     return head if end == st.st_size else ZeroPadded(head, st.st_size - end)
 
 
+def read_txn_index_file(path):
+    """The content of a ``.txnindex``, a trailing run of whole zero entries read as one (Kafka never
+    preallocates one, so such a run is a hole or damage; its entries are all alike): what is read stays
+    the size of the real entries whatever the file's size. A partial last entry is kept (it is reported)."""
+    from ..format.index import TXN_ENTRY, ZeroPadded
+
+    data = read_index_file(path)
+    if not isinstance(data, ZeroPadded):
+        return data
+    n = len(data)
+    cut = -(-len(data.head) // TXN_ENTRY) * TXN_ENTRY  # the first entry boundary in the zeros
+    whole = n - n % TXN_ENTRY
+    if whole - cut <= TXN_ENTRY:
+        return data[:]
+    return data[:cut + TXN_ENTRY] + data[whole:]
+
+
 def read_text_file(path: Path, kind: str):
     """Parse a small metadata file of ``kind`` (:func:`kltool.format.names.classify`'s kinds:
     offset_checkpoint, leader_epoch_checkpoint, partition_metadata, meta_properties, json: quorum-state or

@@ -13,7 +13,7 @@ from ..format.names import filename_prefix
 from ..format.records import LOG_OVERHEAD, BatchHeader
 from ..plain import FrozenPlain
 from . import scan
-from .fs import read_index_file, read_small_file
+from .fs import read_index_file, read_txn_index_file
 
 _MIN_ENTRY = LOG_OVERHEAD + RECORD_OVERHEAD[0]  # the smallest log entry: a v0 message without key and value
 
@@ -121,7 +121,7 @@ class Segment:
         return self._time_index
 
     def txn_index(self) -> list:
-        data = self._read(self.txnindex_path, read_small_file)
+        data = self._read(self.txnindex_path, read_txn_index_file)
         return [] if data is None else fidx.parse_txn_index(data)
 
     # -- lookups (LogSegment.translateOffset / findOffsetByTimestamp) ------------------------

@@ -32,7 +32,7 @@ from ..format import names as fn
 from ..format.index import TXN_ENTRY, AbortedTxn, check_txn_index, parse_txn_index
 from ..format.records import BatchHeader
 from .findings import Finding
-from .fs import read_small_file
+from .fs import read_small_file, read_txn_index_file
 from .producer_state import ProducerStateEntry, ProducerStateManager, latest_snapshot
 from .scan import Damage
 
@@ -299,7 +299,7 @@ def _check_txn_indexes(r: PartitionTransactions, p, segs, start: int, watch: _Wa
             continue
         path = seg.txnindex_path
         try:
-            data = read_small_file(path)
+            data = read_txn_index_file(path)  # a trailing run of zero entries read as one
         except FileNotFoundError:
             data = b""
         except OSError as e:

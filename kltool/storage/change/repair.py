@@ -56,7 +56,7 @@ from ..check.segment_name import first_batches, last_overflows, misnamed_base
 from ..confine import outside_findings
 from ..epochs import checkpoint_epochs
 from ..findings import Finding
-from ..fs import TMP_SUFFIX, read_small_file
+from ..fs import TMP_SUFFIX, read_small_file, read_txn_index_file
 from ..index_builder import DEFAULT_INDEX_INTERVAL_BYTES
 from ..logdir import LogDir, Selection, check_file
 from ..partition import Partition
@@ -235,7 +235,7 @@ def _txn_problems(seg: Seg, data: bytes | None) -> list[str]:
 def _txn_actions(sc: SegScan, modified: bool, force: bool, indexes_only: bool, acts: list[Action],
                  probs: list[Finding]) -> None:
     seg = sc.seg
-    data = _read(seg.txnindex)
+    data = _read(seg.txnindex, read_txn_index_file)  # a trailing run of zero entries read as one
     problems = _txn_problems(seg, data)
     rebuilt = fidx.encode_txn_index(sc.txn_entries) if sc.txn_ok else None
     new = why = None
@@ -547,12 +547,12 @@ _ROOT_CHECKPOINTS = (fn.RECOVERY_POINT_CHECKPOINT, fn.REPLICATION_OFFSET_CHECKPO
                      fn.CLEANER_OFFSET_CHECKPOINT)  # the order the plan lists them in
 
 
-def _read(p: Path | None) -> bytes | None:
+def _read(p: Path | None, read=read_small_file) -> bytes | None:
     """The bytes of ``p`` (a regular file only: storage.fs.read_small_file), or None when it does not exist."""
     if p is None:
         return None
     try:
-        return read_small_file(p)
+        return read(p)
     except FileNotFoundError:
         return None
 

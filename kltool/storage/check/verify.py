@@ -19,7 +19,7 @@ from ...plain import Plain
 from ..confine import logdir_outside_findings, outside_findings
 from ..epochs import EpochWatch, checkpoint_epochs
 from ..findings import Finding
-from ..fs import read_small_file
+from ..fs import read_small_file, read_txn_index_file
 from ..logdir import LogDir, Selection, check_file, partition_file_findings, unreadable
 from ..partition import Partition
 from ..scan import HOLD, BatchRun, Damage, records_of, walk
@@ -68,7 +68,8 @@ def _index_checker(seg: Segment, is_active: bool, log_size: int | None) -> Index
 def _check_txn_index(seg: Segment) -> list[Finding]:
     out: list[Finding] = []
     try:
-        data = read_small_file(seg.txnindex_path)
+        data = read_txn_index_file(seg.txnindex_path)  # a trailing run of zero entries read as one
+        size = seg.txnindex_path.stat().st_size
     except FileNotFoundError:
         return out
     for msg in fidx.check_txn_index(data, seg.base_offset, path=str(seg.txnindex_path)):
@@ -76,7 +77,7 @@ def _check_txn_index(seg: Segment) -> list[Finding]:
     rest = fidx.trailing_bytes(data, fidx.TXN_ENTRY)
     if rest:
         out.append(_warn("index_corrupt", seg.txnindex_path, f"{rest} trailing bytes (a partial entry, ignored "
-                         f"by Kafka)", position=len(data) - rest))
+                         f"by Kafka)", position=size - rest))
     return out
 
 

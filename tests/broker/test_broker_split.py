@@ -6,7 +6,7 @@ a middle segment gets a copy of the previous segment's last batches in front and
 (a misnamed segment whose content collides); in another, a middle segment's batches are written in three
 runs in descending order into one file named after its first batch (batches below its base: Kafka's overflow
 case); in the third, the same with one batch below the base zeroed and another's magic byte hit (the split
-cuts the first, mends the second: every record but the zeroed batch's is served). kltool repairs them; the broker then starts with the clean-shutdown marker and again without it and
+cuts the first, mends the second: every record but the zeroed batch's is served); in a fourth, the last segment's first batch is moved to its end and the file named after its second batch (intact batches in reverse order, one alone below the base). kltool repairs them; the broker then starts with the clean-shutdown marker and again without it and
 with the recovery point at 0 (its recovery runs over every segment): it must log no truncation and serve every
 original record, each as it was. The broker alone, its recovery run over the unrepaired copies, does not start.
 """
@@ -87,7 +87,23 @@ def overflow_damaged(pdir):
     LOST["overflow_damaged"] = (zero["base_offset"], zero["last_offset"])
 
 
-DAMAGE = {"collide": collide, "overflow": overflow, "overflow_damaged": overflow_damaged}
+def reverse_last(pdir):
+    """The partition's last segment with its first batch moved to the end and the file named after its second
+    batch: intact batches in reverse order, one alone below the base at the end of the file (the split takes
+    it: it used to be cut, and the batch before it as an offset field its neighbours contradict)."""
+    seg = _segs(pdir)[-1]
+    bs = _batches(seg)
+    assert len(bs) >= 3, len(bs)
+    data = seg.read_bytes()
+    base = int(seg.name.split(".")[0])
+    for f in pdir.glob(f"{base:020d}.*"):
+        if f.suffix in (".log", ".index", ".timeindex", ".txnindex"):
+            f.unlink()
+    first = data[:bs[1]["position"]]
+    _rename_to(seg, bs[1]["base_offset"]).write_bytes(data[bs[1]["position"]:] + first)
+
+
+DAMAGE = {"collide": collide, "overflow": overflow, "overflow_damaged": overflow_damaged, "reverse_last": reverse_last}
 
 
 @pytest.fixture(scope="module")

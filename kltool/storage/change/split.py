@@ -21,9 +21,12 @@ segment's name, the broker splits anyway (that segment stays between the new one
 one of its name), but an interrupted split's completion at the next start would delete it: ``--like-broker``
 refuses the partition with a ``split_refused`` error instead (:func:`overflow_split_refusal`).
 
-kltool plans the same split for a segment whose batches below its base come in runs of at least two (a single batch below the base is a damaged offset field, which the batch walk
-restores or cuts; a segment whose whole content fits between its neighbours is renamed instead,
-:mod:`kltool.storage.check.segment_name`, where that rule lives). Batches whose offsets another segment (or an
+kltool plans the same split for a segment whose batches below its base come in runs of at least two, or alone
+where the batches around it do not read in order without it (at the end of the file after a higher batch, or
+before a lower one: batches written in reverse order); a single batch below the base between neighbours in
+order is a damaged offset field, which the batch walk restores or cuts (:func:`~kltool.storage.check.
+segment_name.split_by_runs`); a segment whose whole content fits between its neighbours is renamed instead
+(:mod:`kltool.storage.check.segment_name`, where that rule lives). Batches whose offsets another segment (or an
 earlier batch of the same file) holds too, as an exact copy (same offsets, size and CRC), are duplicates: the
 other copy stays in the log (the one in a segment whose name agrees with its content, and the one a
 follower or consumer reading on from the earlier segment gets), and this copy stays in the backup with the

@@ -120,11 +120,24 @@ def runs_below_base(batches: list[BatchHeader], base: int) -> list[list[BatchHea
 
 def split_by_runs(batches: list[BatchHeader], base: int) -> bool:
     """Is a segment (its CRC-valid batches, in file order) one to split as the broker splits an overflowed
-    segment? Batches lie below its base, and every run of them holds at least two batches: one batch alone
-    below the base, its neighbours in order, is a damaged offset field (the batch walk restores or cuts it),
-    not content that belongs elsewhere."""
+    segment? Batches lie below its base, in runs of at least two batches or in runs the batches around them
+    do not explain: one batch alone below the base between neighbours that read in order without it (the
+    batch before it and the one after it; for the file's first batch, the name and the one after it) is a
+    damaged offset field (the batch walk restores or cuts it), not content that belongs elsewhere. One at the
+    end of the file, after a batch above it (batches written in reverse order), or followed by a batch lower
+    still, is content: the split keeps it."""
     runs = runs_below_base(batches, base)
-    return bool(runs) and all(len(r) >= 2 for r in runs)
+    return bool(runs) and all(len(r) >= 2 or not _lone_field(batches, r[0], base) for r in runs)
+
+
+def _lone_field(batches: list[BatchHeader], h: BatchHeader, base: int) -> bool:
+    """Is ``h``, alone below ``base``, a damaged offset field: do its neighbours in the file read in order
+    without it? (None after it, the last batch: nothing says the log went on past the one before it.)"""
+    k = next(k for k, x in enumerate(batches) if x is h)
+    if k + 1 == len(batches):
+        return k == 0  # a segment of one batch: the file name is what is wrong (misnamed_base), or its field
+    after = first_offset(batches[k + 1])
+    return after > (batches[k - 1].last_offset if k else base - 1)
 
 
 # -- the split: which segments, which pieces (verify reports it, repair applies it: change/split.py) -----------
@@ -355,6 +368,7 @@ class SplitRule:
     def __init__(self, segs: list[tuple[int, Path]]):
         self.segs = segs
         self._contents: dict[Path, _Contents] = {}
+        self.refusals: dict[int, str] = {}  # why plan(i) did not split segment i, when verify should say so
 
     def contents(self, log: Path) -> _Contents:
         c = self._contents.get(log)
@@ -378,6 +392,9 @@ class SplitRule:
             return None
         others = [(b, lg, *self.span(b, lg)) for k, (b, lg) in enumerate(self.segs) if k != i]
         placed = self._place(base, log, c, others)
+        if isinstance(placed, str):
+            self.refusals[i] = placed
+            return None
         if placed is None:
             return None
         kept, dups = placed
@@ -428,10 +445,11 @@ class SplitRule:
         inside = sorted(b for k, (b, _g) in enumerate(self.segs) if k != i and lo <= b < hi)
         return ([c.first(p[0]) for p in pieces], inside, hi) if inside else None
 
-    def _place(self, base: int, log: Path, c: _Contents, others) -> tuple[list, list] | None:
+    def _place(self, base: int, log: Path, c: _Contents, others) -> tuple[list, list] | str | None:
         """(the batches kept, the duplicates with where the other copy is), in offset order; None when a batch
-        belongs to no place the split can put it: in a gap between other segments, or over offsets another
-        batch holds without being its copy (different bytes: a damaged offset field, not a second copy)."""
+        belongs to no place the split can put it: in a gap between other segments; or why not (what verify
+        says) when a batch lies over offsets another batch holds without being its copy (different bytes: a
+        damaged offset field or two histories, not told apart here)."""
         floor = max((hi for b, _g, _lo, hi in others if b < base), default=None)
         ceil = min((lo for b, _g, lo, _hi in others if b > base), default=None)
         kept, dups = [], []
@@ -442,7 +460,11 @@ class SplitRule:
             if other is not None or (kept and lo <= kept[-1].last_offset):
                 twin = self._copy_of(h, other) if other is not None else kept[-1]
                 if not _same(h, twin):
-                    return None
+                    where = other.name if other is not None else f"{log.name} at byte {twin.position}"
+                    return (f"not split as the broker splits an overflowed segment: the offsets {lo}..{hi} of the "
+                            f"batch at byte {h.position} are held with other bytes by {where} (a damaged offset "
+                            f"field or two histories, not told apart), so the batch walk judges its batches, "
+                            f"cutting those out of place")
                 dups.append((h, other.name if other is not None else f"{log.name} at byte {twin.position}"))
             elif (floor is not None and lo <= floor) or (ceil is not None and hi >= ceil):
                 return None  # in a gap between other segments: not where the split puts it

@@ -341,6 +341,10 @@ class _Splits:
             self.rule = SplitRule([(s.base_offset, s.log_path) for s in self.segs])
         return self.rule.plan(i)
 
+    def refusal(self, i: int) -> str | None:
+        """Why segment ``i`` is not split, when its batches overlap another segment's different data."""
+        return self.rule.refusals.get(i) if self.rule is not None else None
+
 
 class _SegSplit:
     """One segment's split, decided at its first offset finding (None until then, or when there is none)."""
@@ -376,11 +380,15 @@ def _unless_split(walked: Generator[Finding, None, LogEnd], split: _SegSplit | N
         except StopIteration as stop:
             return stop.value
         if split is not None and f.kind in _OFFSET_KINDS:
+            asked = split.asked
             first = split.ask()
             if first is not None:
                 yield first
             if split:
                 continue
+            why = None if asked else split.splits.refusal(split.i)
+            if why is not None:  # (said once, at the segment's first offset finding)
+                f = Finding(f.severity, f.kind, f.file, f"{f.message}; {why}", f.position, f.offset, f.length)
         yield f
 
 

@@ -115,6 +115,7 @@ from .arrow_rows import (  # noqa: F401 (the names tests, bench and README use f
     METADATA_FIELD,
     RECORD_SCHEMA,
     SCHEMAS,
+    in_task,
     read_batches,
     read_damage,
     read_partition_rows,
@@ -213,6 +214,7 @@ class KafkaLogReader(DataSourceReader):
         return [SegmentGroup(g) for g in group_reads(opts, segs, self.default_min_partitions)]
 
     def read(self, partition):
+        in_task()
         rows = _rows_one_line(read_partition_rows(self.options, partition, self.columns))
         if self.aliases is None:
             return rows

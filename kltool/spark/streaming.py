@@ -510,8 +510,9 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return segs
 
     def read(self, partition):
-        from .arrow_rows import read_partition_rows
+        from .arrow_rows import in_task, read_partition_rows
 
+        in_task()
         rows = self.rows_one_line(read_partition_rows(self.options, partition, self.columns))
         if self.aliases is None:
             return rows

@@ -73,14 +73,6 @@ def test_records_equal_kltool_decoding(spark):
     assert {"v2-multi-segment", "v1-gzip", "damaged-v2-zero-tail", "__consumer_offsets"} <= topics
 
 
-def test_the_sessions_jvm_reads_arrow_without_per_read_checks(spark):
-    # session() starts the driver with ARROW_JVM_OPTIONS (the reader validates every batch first); the
-    # test above reads every column of every fixture through it
-    system = spark.sparkContext._jvm.java.lang.System
-    assert system.getProperty("arrow.enable_unsafe_memory_access") == "true"
-    assert system.getProperty("arrow.enable_null_check_for_get") == "false"
-
-
 def test_batches_level_equals_the_walker(spark):
     rows = load(spark, DIRS, level="batches").select(
         "topic", "partition", "segment", "position", "size", "last_offset", "magic", "compression", "crc_valid",

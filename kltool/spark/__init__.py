@@ -58,20 +58,6 @@ def _check_java() -> None:
         raise SparkUnavailable("Java not found: spark-report needs Java 17 or later on PATH (or JAVA_HOME)")
 
 
-# Arrow Java checks the bounds and reference count of its buffer on every read and a slot's validity on
-# every get: about a quarter of the JVM's samples (JFR) on a full-row read of this source. Every batch the
-# reader hands to Spark is validated in full first (arrow_rows.read_partition_rows: buffer sizes, offsets,
-# UTF-8), so the JVMs session() starts read them without those checks. A user's own extraJavaOptions win.
-ARROW_JVM_OPTIONS = "-Darrow.enable_unsafe_memory_access=true -Darrow.enable_null_check_for_get=false"
-
-
-def java_options(conf: dict, quiet: bool) -> dict:
-    """The driver's and executors' extraJavaOptions session() sets: Arrow without per-read checks (see
-    ARROW_JVM_OPTIONS), and with ``quiet`` kltool's log4j configuration; none where ``conf`` has its own."""
-    opt = ARROW_JVM_OPTIONS + (f" -Dlog4j2.configurationFile=file:{_log4j_file()}" if quiet else "")
-    return {k: opt for k in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions") if k not in conf}
-
-
 def _log4j_file() -> str:
     path = os.path.join(tempfile.gettempdir(), f"kltool-log4j2-{os.getuid()}.properties")
     try:
@@ -132,8 +118,11 @@ def session(master: str = "local[*]", app_name: str = "kltool", *, quiet: bool =
     os.environ["PYSPARK_DRIVER_PYTHON"] = driver  # the driver's workers (data source planning)
     if "spark.pyspark.driver.python" not in conf:
         b = b.config("spark.pyspark.driver.python", driver)
-    for k, v in java_options(conf, quiet).items():
-        b = b.config(k, v)
+    if quiet:
+        opt = f"-Dlog4j2.configurationFile=file:{_log4j_file()}"
+        for k in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
+            if k not in conf:
+                b = b.config(k, opt)
     for k, v in conf.items():
         b = b.config(k, str(v))
     log_path = None

@@ -30,6 +30,23 @@ def _tree(d: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(d.iterdir()) if p.is_file()}
 
 
+def dry_run_then_repair(part: Path, backup_dir: Path):
+    """``verify --repair --dry-run`` (exit 1, nothing changed), then the repair (exit 0): the dry run's and
+    the repair's actions as (op, file name, reason), and the repair's Result."""
+    before = _tree(part)
+    dry = run_kltool("--json", "verify", "--repair", "--dry-run", part)
+    assert dry.code == 1, dry.err
+    assert _tree(part) == before
+    wet = run_kltool("--json", "verify", "--repair", "--backup-dir", backup_dir, part)
+    assert wet.code == 0, wet.err
+
+    def acts(r):
+        return [(o["op"], Path(o["file"]).name, o.get("reason")) for o in map(json.loads, r.out.splitlines())
+                if o.get("type") == "action"]
+
+    return acts(dry), acts(wet), wet
+
+
 def _base(p: Path) -> int:
     return int(p.name.split(".")[0])
 

@@ -20,7 +20,7 @@ from kltool.storage.logdir import open_path
 
 from .conftest import run_kltool
 from .test_misnamed_segments import SOURCES, _errors, _segments
-from .test_segment_split import _overflowed, _tree
+from .test_segment_split import _overflowed, _tree, dry_run_then_repair
 from .test_uncovered_fields import _batches, _offsets
 
 CASES = [SOURCES[0], SOURCES[1], SOURCES[2]]  # v2-multi-segment-0, v1, v0: enough batches for three runs
@@ -93,19 +93,9 @@ def test_the_dry_run_prints_the_plan_the_repair_applies(tmp_path, src, parts):
     hs = _batches(log)
     _damage(log, hs[-2], "magic")
     _damage(log, hs[1], "payload")
-    damaged = _tree(part)
-    dry = run_kltool("--json", "verify", "--repair", "--dry-run", part)
-    assert dry.code == 1, dry.err
-    assert _tree(part) == damaged
-    wet = run_kltool("--json", "verify", "--repair", "--backup-dir", tmp_path / "bk", part)
-    assert wet.code == 0, wet.err
-
-    def acts(r):
-        return [(o["op"], Path(o["file"]).name, o.get("reason")) for o in map(json.loads, r.out.splitlines())
-                if o.get("type") == "action"]
-
-    assert acts(dry) == acts(wet)
-    assert any("restored in the copy" in (r or "") for _op, _f, r in acts(wet))
+    dry, wet, _r = dry_run_then_repair(part, tmp_path / "bk")
+    assert dry == wet
+    assert any("restored in the copy" in (r or "") for _op, _f, r in wet)
     assert run_kltool("verify", part).code == 0
 
 

@@ -23,7 +23,7 @@ from kltool.storage.logdir import open_path
 
 from .conftest import FIXTURES, run_kltool
 from .test_misnamed_segments import _errors
-from .test_segment_split import _tree
+from .test_segment_split import _tree, dry_run_then_repair
 from .test_uncovered_fields import _batches, _offsets
 
 SRC = FIXTURES / "java-oracle" / "v2-compacted-0"
@@ -95,18 +95,8 @@ def test_batches_in_reverse_order_are_split_and_kept(tmp_path, name):
 @pytest.mark.parametrize("name", ["last-segment", "middle-segment"])
 def test_the_dry_run_prints_what_the_repair_does(tmp_path, name):
     part = _layout(tmp_path, LAYOUTS[name])
-    before = _tree(part)
-    dry = run_kltool("--json", "verify", "--repair", "--dry-run", part)
-    assert dry.code == 1, dry.err
-    assert _tree(part) == before
-    wet = run_kltool("--json", "verify", "--repair", "--backup-dir", tmp_path / "bk", part)
-    assert wet.code == 0, wet.err
-
-    def acts(r):
-        return [(o["op"], Path(o["file"]).name, o.get("reason")) for o in map(json.loads, r.out.splitlines())
-                if o.get("type") == "action"]
-
-    assert acts(dry) == acts(wet)
+    dry, acts, wet = dry_run_then_repair(part, tmp_path / "bk")
+    assert dry == acts
     summary = [o for o in map(json.loads, wet.out.splitlines()) if o.get("type") == "summary"]
     assert summary[0]["records_lost"] == 0, summary
     assert run_kltool("verify", part).code == 0

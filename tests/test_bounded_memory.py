@@ -9,6 +9,7 @@ each one's peak RSS (VmHWM) is compared with the run on the small file."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import resource
@@ -119,6 +120,28 @@ def test_a_sparse_1gib_index_costs_what_its_entries_do(tmp_path, case, command):
     assert o_b == o_s
     assert e_b == e_s
     assert rss_b <= rss_s + SLACK, (rss_s >> 20, rss_b >> 20)
+
+
+def test_rebuilding_a_sparse_1gib_index_backs_it_up_and_restores_it_streamed(tmp_path):
+    # The backup of an index (or checkpoint) the repair replaces, and putting it back, were read whole:
+    # a real rebuild-index of a 1 GiB preallocated .index held ~1 GB. Now streamed, holes kept.
+    _small, big = _pair(tmp_path, *CASES["index"][:2])
+    idx = big / f"__consumer_offsets-28/{SEG0}.index"
+    original = hashlib.sha256(idx.read_bytes()).hexdigest()
+    bk = tmp_path / "bk"
+    code, _out, err, rss = _run("rebuild-index", "--force", "--backup-dir", bk, big)
+    assert code == 0, err[-2000:]
+    assert rss < 200 << 20, rss >> 20
+    assert idx.stat().st_size < 1 << 20  # rebuilt: its entries, trimmed
+    saved = [p for p in bk.rglob(f"__consumer_offsets-28/{SEG0}.index") if p.is_file()]
+    assert len(saved) == 1 and saved[0].stat().st_size == BIG
+    assert saved[0].stat().st_blocks * 512 < 8 << 20  # the hole stayed a hole
+    manifest = next(bk.rglob("manifest.json"))
+    code, _out, err, rss = _run("restore", manifest)
+    assert code == 0, err[-2000:]
+    assert rss < 200 << 20, rss >> 20
+    assert idx.stat().st_size == BIG and idx.stat().st_blocks * 512 < 8 << 20
+    assert hashlib.sha256(idx.read_bytes()).hexdigest() == original
 
 
 @pytest.mark.parametrize("name", ["replication-offset-checkpoint", "meta.properties",

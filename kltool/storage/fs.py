@@ -135,11 +135,13 @@ def append_ranges(src_fd: int, ranges, dst_fd: int) -> int:
     return total
 
 
-def copy_range(src_path, start: int, end: int, dst_path, *, mode: int = 0o644) -> int:
+def copy_range(src_path, start: int, end: int, dst_path, *, mode: int = 0o644,
+               like: os.stat_result | None = None) -> int:
     """Copy bytes ``[start, end)`` of ``src_path`` into a new file ``dst_path`` (for backups of what a
-    repair cuts). The copy is staged and renamed like :func:`atomic_write`, and fsynced, so a backup
-    that exists is complete. Raises UnsafeOperation if the source is shorter than ``end``; returns the
-    number of bytes copied."""
+    repair cuts or replaces, and putting them back), streamed: a sparse file's holes stay holes and
+    nothing is held whole. The copy is staged and renamed like :func:`atomic_write` (``like``: that
+    file's owner and permissions), and fsynced, so a copy that exists is complete. Raises
+    UnsafeOperation if the source is shorter than ``end``; returns the number of bytes copied."""
     if start < 0 or end < start:
         raise ValueError(f"bad byte range [{start}, {end})")
     with open(src_path, "rb") as src:
@@ -147,7 +149,7 @@ def copy_range(src_path, start: int, end: int, dst_path, *, mode: int = 0o644) -
         if end > size:
             raise UnsafeOperation(f"cannot back up bytes [{start}, {end}): the file has only {size} bytes",
                                   path=src_path)
-        with staged(dst_path, mode=mode) as (fd, _tmp):
+        with staged(dst_path, mode=mode, like=like) as (fd, _tmp):
             from .scan import data_ranges
 
             try:

@@ -60,8 +60,10 @@ SAMPLE = 4096  # bytes hashed at each end of an excised file (restore checks the
 CHUNK = 4 << 20
 
 
-def file_size(p: Path) -> int | None:
-    """The size of ``p``, or None when it does not exist."""
+def file_size(p: Path | None) -> int | None:
+    """The size of ``p``, or None when it does not exist (or there is no ``p``)."""
+    if p is None:
+        return None
     try:
         return p.stat().st_size
     except FileNotFoundError:
@@ -280,19 +282,18 @@ def _prepare(i: int, a: Action, run_dir: Path, root: Path, renamed: dict | None 
         e["new_tail_sha256"] = sha256_bytes(_mapped_read(src, keeps, a.fixes, max(0, n - SAMPLE), n))
     elif a.op in ("rebuild_index", "write_checkpoint"):
         src = a.source if a.op == "rebuild_index" else a.file
-        old = read_file(src)
-        if old is not None:
+        old = file_size(src)
+        if old is not None:  # streamed: a 1 GiB preallocated index is not held (and its holes stay holes)
             dst = files / stem / rel
             dst.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(dst, old)
+            copy_range(src, 0, old, dst)
             e["backup"] = str(dst.relative_to(run_dir))
-            e["old_sha256"] = sha256_bytes(old)
+            e["old_sha256"] = sha256_file(dst)
         else:
             e["backup"] = None
             e["old_sha256"] = None
-            prior = read_file(a.file)
-            if prior is not None:  # moved aside by an earlier action of this run: restore puts it back
-                e["prior_sha256"] = sha256_bytes(prior)
+            if file_size(a.file) is not None:  # moved aside by an earlier action of this run: restore puts it back
+                e["prior_sha256"] = sha256_file(a.file)
         e["new_sha256"] = sha256_bytes(a.data)
     elif a.op == "create" and a.data is None and a.source is not None:  # byte ranges of a file (a split)
         copies = _copies(a)

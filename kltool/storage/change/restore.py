@@ -17,7 +17,7 @@ from pathlib import Path
 from ...errors import CorruptDataError, UnsafeOperation, UsageError
 from ...format import names as fn
 from ..confine import inside
-from ..fs import append_ranges, atomic_write, fsync_dir, looks_like_log_dir, staged
+from ..fs import append_ranges, atomic_write, copy_range, fsync_dir, looks_like_log_dir, staged
 from .apply import (
     CHUNK,
     MANIFEST_NAME,
@@ -27,10 +27,8 @@ from .apply import (
     file_size,
     move,
     now_text,
-    read_file,
     remove_lock_on_release,
     run_name,
-    sha256_bytes,
     sha256_file,
     stat_or_none,
 )
@@ -91,8 +89,7 @@ def _restore_rename(e: dict, f: Path, run_dir: Path, dry_run: bool, what: str) -
 
 
 def _restore_write(e: dict, f: Path, run_dir: Path, dry_run: bool, what: str) -> RestoreStep | None:
-    cur = read_file(f)
-    cur_sha = None if cur is None else sha256_bytes(cur)
+    cur_sha = None if file_size(f) is None else sha256_file(f)
     if cur_sha == e.get("old_sha256") or (cur_sha is not None and cur_sha == e.get("prior_sha256")):
         return None
     if cur_sha != e["new_sha256"]:
@@ -106,11 +103,9 @@ def _restore_write(e: dict, f: Path, run_dir: Path, dry_run: bool, what: str) ->
         return step
     b = run_dir / e["backup"]
     step = RestoreStep("write", str(f), f"old content put back from {b}")
-    if not dry_run:
-        old = b.read_bytes()
-        if sha256_bytes(old) != e["old_sha256"]:
-            raise UnsafeOperation("the backup does not match its sha256 in the manifest", path=b)
-        atomic_write(f, old, like=stat_or_none(f))
+    if not dry_run:  # streamed, as the backup was made: a sparse index stays sparse
+        _check_sha(b, e["old_sha256"], str(f))
+        copy_range(b, 0, b.stat().st_size, f, like=stat_or_none(f))
     return step
 
 

@@ -19,15 +19,21 @@ import struct
 from .conftest import ORACLE
 
 
-def _damaged(tmp_path):
+def _bit39(tmp_path, at: int, offset: int):
+    """orders-0: v2-none-0's segment (batches at bytes 0 (offsets 0..2), 100 (3..4), 186 (5..6)) with bit 39 set
+    in the offset field of the batch at byte ``at`` (first offset ``offset``); (the partition dir, its bytes)."""
     part = tmp_path / "kafka-logs" / "orders-0"
     part.mkdir(parents=True)
     data = bytearray((ORACLE / "v2-none-0" / "00000000000000000000.log").read_bytes())
-    # batches at bytes 0 (offsets 0..2), 100 (3..4), 186 (5..6); the second one's offset field gets bit 39 set
-    assert struct.unpack_from(">q", data, 100)[0] == 3
-    struct.pack_into(">q", data, 100, 3 + (1 << 39))
+    assert struct.unpack_from(">q", data, at)[0] == offset
+    struct.pack_into(">q", data, at, offset + (1 << 39))
     (part / "00000000000000000000.log").write_bytes(data)
     return part, bytes(data)
+
+
+def _damaged(tmp_path):
+    """The second batch's offset field gets bit 39 set."""
+    return _bit39(tmp_path, 100, 3)
 
 
 def test_like_broker_says_the_broker_will_not_start_and_changes_nothing(kl, tmp_path):
@@ -59,13 +65,7 @@ def test_salvage_restores_the_offset_field_and_keeps_every_record(kl, tmp_path):
 def _last_batch_overflows(tmp_path):
     """The LAST batch's offset field (bytes 186.., offsets 5..6) gets bit 39 set: the segment's last batch
     overflows, so Kafka 4.4's loader splits it (``hasOverflow()``)."""
-    part = tmp_path / "kafka-logs" / "orders-0"
-    part.mkdir(parents=True)
-    data = bytearray((ORACLE / "v2-none-0" / "00000000000000000000.log").read_bytes())
-    assert struct.unpack_from(">q", data, 186)[0] == 5
-    struct.pack_into(">q", data, 186, 5 + (1 << 39))
-    (part / "00000000000000000000.log").write_bytes(data)
-    return part, bytes(data)
+    return _bit39(tmp_path, 186, 5)
 
 
 def test_like_broker_splits_a_segment_whose_last_batch_overflows(kl, tmp_path, kafka_oracle):

@@ -53,7 +53,6 @@ from ...format import index as fidx
 from ...format import names as fn
 from ...format.records import BatchHeader
 from ..check.segment_name import first_batches, last_overflows, misnamed_base
-from ..confine import outside_findings
 from ..epochs import checkpoint_epochs
 from ..findings import Finding
 from ..fs import TMP_SUFFIX, read_small_file, read_txn_index_file
@@ -70,7 +69,7 @@ from .apply import (
     default_backup_root,
 )
 from .apply import file_size as _size
-from .plan import Action, ChangeSet, Cut
+from .plan import Action, ChangeSet, Cut, left_alone
 from .restore import restore
 from .segscan import Ctx, SegScan
 from .split import overflow_split_refusal, plan_overflow_splits, plan_splits
@@ -634,7 +633,7 @@ def _groups(sel: Selection) -> list[Group]:
         if gr.skip(p.path, None if p.logdir is not None and p.logdir.path in gr.skipped_set else p.path):
             continue
         g = gr.group(p.logdir.path if p.logdir is not None else p.path.parent, p.logdir)
-        outside = outside_findings(p)  # a symlink out of the log dir: never written through (storage/confine.py)
+        outside = left_alone(p)  # a symlink out of the log dir: never written through (storage/confine.py)
         if outside:
             g.problems.extend(outside)
             continue

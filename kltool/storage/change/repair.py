@@ -66,6 +66,7 @@ from .apply import (
     LogDirLocks,
     apply_changes,
     check_backup_root,
+    check_changes,
     default_backup_root,
 )
 from .apply import file_size as _size
@@ -766,5 +767,7 @@ def repair(sel: Selection, *, dry_run: bool = False, backup_dir=None, like_broke
     with LogDirLocks(roots, dry_run):
         plan = plan_repair(sel, like_broker=like_broker, interval=interval, indexes_only=indexes_only,
                            force_index=force_index, progress=progress)
+        if dry_run:  # refuses what the real run would, with the same line (apply.check_changes)
+            check_changes(_change_sets(plan.groups), backup_dir)
         manifests = [] if dry_run else apply_plan(plan, backup_dir, on_action=on_action)
     return RepairResult(plan, manifests, dry_run)

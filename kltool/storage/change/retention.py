@@ -622,7 +622,8 @@ def apply_retention(plan: RetentionPlan, *, backup: bool = True, backup_dir=None
     ``<log dir>.kltool-backup``) by :func:`kltool.storage.change.apply.apply_changes`, whose manifest
     ``kltool restore`` undoes; without, files go the broker's way (renamed ``*.deleted``, removed at the
     end). ``on_action`` is called as each action completes. Returns the manifests written (also in
-    ``plan.manifests``)."""
+    ``plan.manifests``). ``check_only`` (a dry run): make every check the real run makes before it changes
+    anything (refused the same way), and change nothing."""
     if backup_dir is not None and not backup:
         raise UsageError("--backup-dir and --no-backup: give one")
     for ld in plan.logdirs:  # the broker's way too: nothing outside the log dir, checked before anything

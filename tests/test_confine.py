@@ -82,19 +82,55 @@ def test_nothing_outside_the_log_dir_is_written_moved_or_deleted(target, style, 
             assert snapshot(elsewhere) == before, (name, style)
             if name.startswith("repair"):  # the ordinary partition beside it is repaired
                 assert run_kltool("verify", ld / "good-0").code == 0 or style in ("segment", "checkpoint")
+                # and what verify still finds damaged, the repair did not call done (the stop-18 adversary)
+                assert run_kltool("verify", ld).code == 0 or r.code == 1, (name, style, r)
         backups = tmp / "ld.kltool-backup"
         moved = [p for p in backups.rglob("*") if p.is_file() and "evil-0" in str(p)] if backups.exists() else []
         assert not moved
 
 
 def test_repair_reports_the_symlinked_partition_and_repairs_the_rest(kl, tmp_path):
+    # Changed on purpose (the stop-18 adversary): the damaged partition behind the link is not repaired, so the
+    # repair says so in one not_repairable line and exits 1, as verify does; it used to exit 0 with a warning.
     ld, elsewhere = build(tmp_path, "java-oracle/damaged-v2-crc-0", "dir")
     before = snapshot(elsewhere)
-    r = kl("verify", "--repair", ld)
-    assert r.code == 0, r
-    assert "outside_log_dir" in r.out and f"{ld / 'evil-0'}" in r.out
+    for args in (["verify", "--repair", "--dry-run"], ["verify", "--repair"], ["verify", "--repair"]):
+        r = kl(*args, ld)
+        assert r.code == 1, (args, r)
+        lines = [x for x in r.out.splitlines() if "not_repairable" in x]
+        assert len(lines) == 1 and f"{ld / 'evil-0'}: resolves to {elsewhere / 'part'}" in lines[0], r
+        assert "outside the log dir" in lines[0] and "not repaired" in lines[0], r
+        assert "1 problem(s) not repairable" in r.out or "action(s)" in r.out, r
+        assert snapshot(elsewhere) == before
+    assert kl("verify", ld / "good-0").code == 0  # the rest of the log dir is repaired
+    assert kl("verify", ld).code == 1
+
+
+@pytest.mark.parametrize("style", ["segment", "checkpoint", "dir-relative"])
+def test_repair_says_what_it_leaves_alone_and_exits_1(kl, tmp_path, style):
+    """The stop-18 adversary: verify reports damage, repair said "nothing to do" and exit 0. Each path that
+    leads out of the log dir of a damaged partition is one not_repairable line; the exit code is 1 (JSON too)."""
+    ld, elsewhere = build(tmp_path, "java-oracle/damaged-v2-zero-tail-0", style)
+    before = snapshot(elsewhere)
+    assert kl("verify", ld).code == 1
+    r = kl("--json", "verify", "--repair", ld)
+    assert r.code == 1, r
+    bad = [o for o in r.json() if o.get("kind") == "not_repairable"]
+    linked = {"segment": ld / "good-0" / "00000000000000099999.log", "checkpoint": ld / "good-0" /
+              "leader-epoch-checkpoint", "dir-relative": ld / "evil-0"}[style]
+    assert [(o["severity"], o["file"]) for o in bad] == [("error", str(linked))], r.json()
+    assert r.json()[-1]["errors"] == 1
     assert snapshot(elsewhere) == before
-    assert kl("verify", ld / "good-0").code == 0
+    assert kl("verify", "--repair", ld).code == 1  # again: still not done, still said
+
+
+def test_repair_leaves_a_clean_linked_partition_alone_with_a_warning(kl, tmp_path):
+    """A link out of the log dir to an undamaged partition: verify exits 0, and so does repair (a warning)."""
+    ld, elsewhere = build(tmp_path, "java-oracle/v2-multi-segment-0", "dir")
+    assert kl("verify", "--repair", ld / "good-0").code == 0
+    assert kl("verify", ld).code == 0
+    r = kl("verify", "--repair", ld)
+    assert r.code == 0 and "outside_log_dir" in r.out and "not_repairable" not in r.out, r
 
 
 def test_a_symlinked_default_backup_dir_is_refused(kl, tmp_path):

@@ -10,12 +10,13 @@ refuses a manifest naming one. Reading through such a link is harmless and goes 
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from .findings import Finding
 
 __all__ = ["inside", "resolves_inside", "root_of", "escaping", "outside_findings", "logdir_outside_findings",
-           "OUTSIDE"]
+           "OUTSIDE", "unfit"]
 
 OUTSIDE = "outside_log_dir"
 
@@ -79,3 +80,28 @@ def logdir_outside_findings(root) -> list[Finding]:
                                f"{root}: kltool never writes, moves or deletes through it (a command that would "
                                f"change it refuses)"))
     return out
+
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def unfit(path, *, read: bool = False, write: bool = False) -> str | None:
+    """Why kltool must not write, move or delete ``path`` (after symlinks), or None: it is there but is not a
+    regular file (a directory or FIFO named like a segment, index or checkpoint), or kltool may not read
+    (``read``) or write (``write``) it. A path that is not there (a dangling symlink too) is fit: nothing of
+    it is lost."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return (e.strerror or str(e)).lower()
+    for test, kind in _KINDS:
+        if test(st.st_mode):
+            return f"is {kind}, not a regular file"
+    if read and not os.access(path, os.R_OK):
+        return "permission denied (read)"
+    if write and not os.access(path, os.W_OK):
+        return "permission denied (write)"
+    return None

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from ...errors import BrokerLockHeld, UnsafeOperation, UsageError
 from ...format import names as fn
-from ..confine import inside, resolves_inside
+from ..confine import inside, resolves_inside, unfit
 from ..fs import (
     BrokerLock,
     append_ranges,
@@ -49,7 +49,7 @@ from .plan import Action, ChangeSet
 
 __all__ = [
     "apply_changes", "LogDirLocks", "MANIFEST_NAME", "MANIFEST_TYPE", "BACKUP_SUFFIX", "default_backup_root",
-    "check_backup_root", "read_file", "file_size",
+    "check_backup_root", "check_changes", "check_files", "read_file", "file_size",
 ]
 
 MANIFEST_NAME = "manifest.json"
@@ -489,13 +489,48 @@ def confine(c: ChangeSet) -> None:
                                       f"nothing was changed", path=p)
 
 
-def apply_changes(changes: Sequence[ChangeSet], command: str, backup_dir=None, *,
-                  on_action: Callable[[Action], None] | None = None) -> list[Path]:
-    """Apply ``changes`` (their log dirs' locks must be held): per change set, back up what its actions
-    remove, write the manifest, apply the actions in order. ``command`` names the run (``repair``,
-    ``retention``, ``rebuild-index`` ...). Every action is confined to its log dir and every backup root
-    checked before anything changes. Returns the manifests written."""
-    manifests = []
+# the ops that read the old bytes of their file (to back them up, hash them or keep a part) and write in place
+_READS = {"truncate", "excise", "fix_magic", "fix_field", "rebuild_index", "write_checkpoint", "quarantine", "create"}
+_IN_PLACE = {"truncate", "fix_magic", "fix_field"}
+
+
+def _refuse(a: Action, p: Path, what: str) -> UsageError:
+    return UsageError(f"{what}: not {a.op} (kltool writes, moves and deletes regular files it may read and "
+                      f"write); nothing was changed", path=p)
+
+
+def check_files(c: ChangeSet) -> None:
+    """Refuse (before anything changes, and for a dry run the same way) an action over a path that is there but
+    is not a regular file (a directory or FIFO named like a segment, index or checkpoint), that kltool may not
+    read (the backup copies it) or write in place, or whose directory it may not change. A dangling symlink is
+    a file that is not there (confinement is :func:`confine`'s)."""
+    for a in c.actions:
+        for p in (a.file, a.source, a.target, *a.paths):
+            why = None if p is None else unfit(p, read=a.op in _READS and p != a.target,
+                                                write=a.op in _IN_PLACE and p == a.file)
+            if why is not None:
+                raise _refuse(a, p, why)
+        for p in (a.file, a.target):
+            if p is not None and not os.access(Path(p).parent, os.W_OK | os.X_OK):
+                raise _refuse(a, Path(p).parent, "permission denied (the directory)")
+
+
+def _backup_root_ok(root: Path) -> None:
+    """The backup root, or the nearest directory above it that exists, must be one kltool may write in (a dry
+    run says so as the real run does when it comes to make it)."""
+    p = Path(os.path.abspath(root))
+    while not os.path.lexists(p) and p != p.parent:
+        p = p.parent
+    if not os.path.isdir(p) or not os.access(p, os.W_OK | os.X_OK):
+        why = "not a directory" if not os.path.isdir(p) else "permission denied"
+        raise UsageError(f"cannot create the backup directory {root}: {why} ({p}); choose one with --backup-dir")
+
+
+def check_changes(changes: Sequence[ChangeSet], backup_dir=None) -> dict[int, Path]:
+    """Every check :func:`apply_changes` makes before it changes anything, and nothing else, so that a dry run
+    (which calls this on its plan) refuses what the real run refuses, with the same line and exit code: no
+    tiered copy, every path confined to its log dir and a regular file kltool may read and change, every
+    backup root allowed. Returns each change set's backup root (by ``id``)."""
     todo = [c for c in changes if c.actions]
     from ..tiered import is_tiered_copy
 
@@ -507,29 +542,69 @@ def apply_changes(changes: Sequence[ChangeSet], command: str, backup_dir=None, *
                                  "(give the log dir without the tiered root)", path=p)
     for c in todo:
         confine(c)
+    for c in todo:
+        check_files(c)
     if backup_dir is not None:
         check_backup_root(Path(backup_dir), changes)
     for c in todo:
         roots[id(c)] = Path(os.path.abspath(backup_dir)) if backup_dir is not None else default_backup_root(c.root)
         if backup_dir is None:
             check_backup_root(roots[id(c)], [c], default=True)
+        _backup_root_ok(roots[id(c)])
+    return roots
+
+
+def _backed_up(c: ChangeSet, command: str, root: Path, run_dir: Path) -> tuple[list[dict], dict]:
+    """Copy into ``run_dir`` what ``c``'s actions remove and write the manifest (status ``applying``): its
+    entries and document."""
+    log_dir = Path(os.path.abspath(c.root))
+    renamed: dict = {}
+    for a in c.actions:  # the first rename onto each name
+        if a.op == "rename":
+            renamed.setdefault(a.target, a.file)
+    entries = [_prepare(i, a, run_dir, log_dir, renamed) for i, a in enumerate(c.actions)]
+    follows = _incomplete_manifests(root, run_dir)
+    doc = {"type": MANIFEST_TYPE, "version": 1, "created": now_text(), "command": command,
+           "log_dir": str(log_dir), "status": "applying",
+           "follows": follows, "lock_file_before": _lock_file_before(c.root, follows), "actions": entries}
+    if not doc["lock_file_before"] and (Path(c.root) / fn.LOCK_FILE).exists():
+        remove_lock_on_release(c.root)
+    atomic_write(run_dir / MANIFEST_NAME, json.dumps(doc, indent=1) + "\n")
+    return entries, doc
+
+
+def _discard_run_dir(run_dir: Path, made_root: Path | None) -> None:
+    """Remove a run directory whose manifest was never written (and the backup root, when this run made it
+    and it is empty now)."""
+    shutil.rmtree(run_dir, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        fsync_dir(run_dir.parent)
+    if made_root is not None:
+        with contextlib.suppress(OSError):
+            made_root.rmdir()
+            fsync_dir(made_root.parent)
+
+
+def apply_changes(changes: Sequence[ChangeSet], command: str, backup_dir=None, *,
+                  on_action: Callable[[Action], None] | None = None) -> list[Path]:
+    """Apply ``changes`` (their log dirs' locks must be held): per change set, back up what its actions
+    remove, write the manifest, apply the actions in order. ``command`` names the run (``repair``,
+    ``retention``, ``rebuild-index`` ...). Every check is made before anything changes
+    (:func:`check_changes`, which a dry run makes too); a run that fails before its manifest is written
+    leaves no run directory behind. Returns the manifests written."""
+    manifests = []
+    todo = [c for c in changes if c.actions]
+    roots = check_changes(changes, backup_dir)
     for c in todo:
         root = roots[id(c)]
+        made_root = not os.path.lexists(root)
         run_dir = _new_run_dir(root, run_name(command))
-        log_dir = Path(os.path.abspath(c.root))
-        renamed: dict = {}
-        for a in c.actions:  # the first rename onto each name
-            if a.op == "rename":
-                renamed.setdefault(a.target, a.file)
-        entries = [_prepare(i, a, run_dir, log_dir, renamed) for i, a in enumerate(c.actions)]
-        follows = _incomplete_manifests(root, run_dir)
-        doc = {"type": MANIFEST_TYPE, "version": 1, "created": now_text(), "command": command,
-               "log_dir": str(log_dir), "status": "applying",
-               "follows": follows, "lock_file_before": _lock_file_before(c.root, follows), "actions": entries}
-        if not doc["lock_file_before"] and (Path(c.root) / fn.LOCK_FILE).exists():
-            remove_lock_on_release(c.root)
+        try:
+            entries, doc = _backed_up(c, command, root, run_dir)
+        except BaseException:  # nothing changed yet, and no manifest: the run leaves nothing behind
+            _discard_run_dir(run_dir, root if made_root else None)
+            raise
         mpath = run_dir / MANIFEST_NAME
-        atomic_write(mpath, json.dumps(doc, indent=1) + "\n")
         for a, e in zip(c.actions, entries, strict=True):
             _apply(a, e, run_dir)
             a.applied = True

@@ -546,7 +546,7 @@ def apply_compaction(plan: CompactPlan, *, backup_dir=None, backup: bool = True,
                 pc.partition.logdir.forget_checkpoint(CLEANER_CHECKPOINT)
 
 
-def _apply_with_backup(plan: CompactPlan, backup_dir, on_action) -> list[Path]:
+def _apply_with_backup(plan: CompactPlan, backup_dir, on_action, check_only: bool = False) -> list[Path]:
     """The one coupling to the change engine: one change set per log dir, applied by ``apply_changes``."""
     changes: dict[Path, ChangeSet] = {}
     for pc in plan.partitions:
@@ -559,6 +559,9 @@ def _apply_with_backup(plan: CompactPlan, backup_dir, on_action) -> list[Path]:
     for a in plan.checkpoints:
         root = a.file.parent
         changes.setdefault(root, ChangeSet(root=root)).actions.append(a)
+    if check_only:  # a dry run: refused as the real run would be (apply.check_changes), nothing changed
+        ap.check_changes(list(changes.values()), backup_dir)
+        return []
     return ap.apply_changes(list(changes.values()), "compact", backup_dir, on_action=on_action)
 
 
@@ -620,6 +623,8 @@ def run_compaction(sel: Selection, policy: Policy, *, dry_run: bool = True, back
                 on_plan(plan)
             if not dry_run and plan.has_work:
                 plan.manifests = apply_compaction(plan, backup_dir=backup_dir, backup=backup, on_action=on_action)
+            elif plan.has_work and backup:
+                _apply_with_backup(plan, backup_dir, None, check_only=True)
         except BaseException:
             if not dry_run and not any(a.applied for a in plan.actions):
                 plan.discard()

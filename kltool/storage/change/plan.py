@@ -11,6 +11,7 @@ a partition-level step (``roll``, ``write_checkpoint``, ``delete`` of a segment'
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,7 +21,7 @@ from ...format.topics import CLUSTER_METADATA_TOPIC_NAME
 if TYPE_CHECKING:
     from ..logdir import Selection
 
-__all__ = ["Cut", "Action", "ChangeSet", "OPS", "partition_gate", "forget_listings"]
+__all__ = ["Cut", "Action", "ChangeSet", "OPS", "partition_gate", "forget_listings", "left_alone"]
 
 # The file steps the apply engine knows (and a manifest may name).
 # ``create``: a file the run makes that did not exist before (compaction's ``.cleaned`` files, written while
@@ -186,6 +187,31 @@ def partition_gate(p, *, not_run: str, metadata: str, needs: str) -> tuple[str, 
     if p.logdir is None:
         return "no_log_dir", f"not inside a log dir: {needs}"
     return None
+
+
+def left_alone(p) -> list:
+    """What a repair says of partition ``p`` when it leaves it alone for confinement (a symlink out of the log
+    dir, :mod:`kltool.storage.confine`): nothing when it is not confined; else, per path that leads out, the
+    ``outside_log_dir`` warning verify gives, made a ``not_repairable`` error when verify finds errors in the
+    partition (read through the link, which is harmless). A repair that leaves damage behind must not say
+    "nothing to do" and exit 0 while verify reports it (the stop-18 adversary)."""
+    from ..check.verify import VerifyStats, verify_partition
+    from ..confine import outside_findings, root_of
+    from ..findings import Finding
+
+    found = outside_findings(p)
+    if not found:
+        return []
+    try:
+        errors = sum(1 for f in verify_partition(p, stats=VerifyStats()) if f.severity == "error")
+    except OSError:  # verify reports what it may not read as an error too
+        errors = 1
+    if not errors:
+        return found
+    return [Finding("error", "not_repairable", f.file, f"resolves to {os.path.realpath(f.file)}, outside the log dir "
+                    f"{root_of(p)}: {errors} problem(s) kltool verify finds in partition {p.path.name} not repaired "
+                    f"(kltool never writes, moves or deletes through a link out of the log dir; replace the link "
+                    f"with what it points to, or repair the partition where it lies)") for f in found]
 
 
 def forget_listings(sel: Selection) -> None:

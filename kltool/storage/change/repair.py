@@ -53,7 +53,6 @@ from ...format import index as fidx
 from ...format import names as fn
 from ...format.records import BatchHeader
 from ..check.segment_name import first_batches, last_overflows, misnamed_base
-from ..confine import outside_findings
 from ..epochs import checkpoint_epochs
 from ..findings import Finding
 from ..fs import TMP_SUFFIX, read_small_file, read_txn_index_file
@@ -67,10 +66,11 @@ from .apply import (
     LogDirLocks,
     apply_changes,
     check_backup_root,
+    check_changes,
     default_backup_root,
 )
 from .apply import file_size as _size
-from .plan import Action, ChangeSet, Cut
+from .plan import Action, ChangeSet, Cut, left_alone
 from .restore import restore
 from .segscan import Ctx, SegScan
 from .split import overflow_split_refusal, plan_overflow_splits, plan_splits
@@ -634,7 +634,7 @@ def _groups(sel: Selection) -> list[Group]:
         if gr.skip(p.path, None if p.logdir is not None and p.logdir.path in gr.skipped_set else p.path):
             continue
         g = gr.group(p.logdir.path if p.logdir is not None else p.path.parent, p.logdir)
-        outside = outside_findings(p)  # a symlink out of the log dir: never written through (storage/confine.py)
+        outside = left_alone(p)  # a symlink out of the log dir: never written through (storage/confine.py)
         if outside:
             g.problems.extend(outside)
             continue
@@ -767,5 +767,7 @@ def repair(sel: Selection, *, dry_run: bool = False, backup_dir=None, like_broke
     with LogDirLocks(roots, dry_run):
         plan = plan_repair(sel, like_broker=like_broker, interval=interval, indexes_only=indexes_only,
                            force_index=force_index, progress=progress)
+        if dry_run:  # refuses what the real run would, with the same line (apply.check_changes)
+            check_changes(_change_sets(plan.groups), backup_dir)
         manifests = [] if dry_run else apply_plan(plan, backup_dir, on_action=on_action)
     return RepairResult(plan, manifests, dry_run)

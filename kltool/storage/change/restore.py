@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ...errors import CorruptDataError, UnsafeOperation, UsageError
 from ...format import names as fn
-from ..confine import inside
+from ..confine import inside, unfit
 from ..fs import append_ranges, atomic_write, copy_range, fsync_dir, looks_like_log_dir, staged
 from .apply import (
     CHUNK,
@@ -302,6 +302,9 @@ class _Checker:
             self.fail(where, f"{value} is outside the log dir {self.root}")
         if len(real.relative_to(self.root).parts) > 2:
             self.fail(where, f"{value} is deeper than a partition directory of {self.root}")
+        why = unfit(value, read=True, write=True)  # a directory or FIFO named like the file, one it may not change
+        if why is not None:
+            self.fail(where, f"{value} {why}")
         return real
 
     def in_run(self, where: str, value) -> None:

@@ -53,7 +53,7 @@ from ..fs import atomic_write, fsync_dir, read_small_file
 from ..logdir import LogDir, Selection
 from ..partition import Partition
 from ..segment import Segment
-from .apply import apply_changes, confine
+from .apply import apply_changes, check_changes, check_files, confine
 from .plan import Action, ChangeSet, forget_listings, partition_gate
 
 __all__ = [
@@ -616,18 +616,22 @@ def _steps(plan: RetentionPlan) -> list[tuple[str, Path, Action, str | None]]:
 
 
 def apply_retention(plan: RetentionPlan, *, backup: bool = True, backup_dir=None,
-                    on_action: Callable[[Action], None] | None = None) -> list[Path]:
+                    on_action: Callable[[Action], None] | None = None, check_only: bool = False) -> list[Path]:
     """Carry out ``plan``; the caller holds each log dir's ``.lock``. With ``backup`` (the default) every
     file removed or rewritten is moved into a run directory of ``backup_dir`` (default: beside each log dir,
     ``<log dir>.kltool-backup``) by :func:`kltool.storage.change.apply.apply_changes`, whose manifest
     ``kltool restore`` undoes; without, files go the broker's way (renamed ``*.deleted``, removed at the
     end). ``on_action`` is called as each action completes. Returns the manifests written (also in
-    ``plan.manifests``)."""
+    ``plan.manifests``). ``check_only`` (a dry run): make every check the real run makes before it changes
+    anything (refused the same way), and change nothing."""
     if backup_dir is not None and not backup:
         raise UsageError("--backup-dir and --no-backup: give one")
     for ld in plan.logdirs:  # the broker's way too: nothing outside the log dir, checked before anything
         confine(ChangeSet(ld.path, [a for a in plan.actions if a.logdir == ld.path]))
+        check_files(ChangeSet(ld.path, [a for a in plan.actions if a.logdir == ld.path]))
     steps = _steps(plan)
+    if check_only:  # a dry run: refused as the real run would be, nothing changed
+        return _apply_with_backup(plan, steps, backup_dir, None, check_only=True) if backup else []
     left = {id(a): 0 for a in plan.actions}
     for _kind, _path, a, _c in steps:
         left[id(a)] += 1
@@ -685,7 +689,7 @@ def _apply_broker_way(steps, step_done) -> None:
             step_done(a)
 
 
-def _apply_with_backup(plan: RetentionPlan, steps, backup_dir, step_done) -> list[Path]:
+def _apply_with_backup(plan: RetentionPlan, steps, backup_dir, step_done, check_only: bool = False) -> list[Path]:
     changes: dict[Path, ChangeSet] = {}
     mine: dict[int, list[Action]] = {}
     by_path: dict[Path, Action] = {}
@@ -711,6 +715,9 @@ def _apply_with_backup(plan: RetentionPlan, steps, backup_dir, step_done) -> lis
         for a in mine[id(ra)]:
             step_done(a)
 
+    if check_only:
+        check_changes(list(changes.values()), backup_dir)
+        return []
     return apply_changes(list(changes.values()), "retention", backup_dir, on_action=done)
 
 
@@ -743,8 +750,8 @@ def run_retention(sel: Selection, policy: Policy, *, dry_run: bool = True, backu
         plan = plan_retention(sel, policy)
         if on_plan is not None:
             on_plan(plan)
-        if not dry_run and plan.has_work:
-            apply_retention(plan, backup=backup, backup_dir=backup_dir, on_action=on_action)
+        if plan.has_work:
+            apply_retention(plan, backup=backup, backup_dir=backup_dir, on_action=on_action, check_only=dry_run)
     return plan
 
 

@@ -61,6 +61,7 @@ from ...format.checkpoints import (
 from ...format.index import AbortedTxn, encode_txn_index
 from ...format.names import filename_prefix
 from ...format.topics import parse_partition_dir_name
+from ..confine import unfit
 from ..fs import atomic_write, fsync_dir, read_small_file
 from ..index_builder import IndexBuilder
 from ..partition import Partition
@@ -465,14 +466,16 @@ class PartitionWriter:
         self.stats.rolled.append(new_base)
         self.segment_bases.append(new_base)
         seg = Segment(self.path, new_base)
+        why = "is a symlink" if os.path.islink(seg.log_path) else unfit(seg.log_path)  # a dry run refuses too
+        if why is not None:
+            raise UnsafeOperation(f"{why}: in the way of the new segment", path=seg.log_path)
+        try:
+            existing = seg.log_path.stat().st_size
+        except FileNotFoundError:
+            existing = None
+        if existing:
+            raise UnsafeOperation("a non-empty segment file is in the way of the new segment", path=seg.log_path)
         if not self.dry_run:
-            try:
-                existing = seg.log_path.stat().st_size
-            except FileNotFoundError:
-                existing = None
-            if existing:
-                raise UnsafeOperation("a non-empty segment file is in the way of the new segment",
-                                      path=seg.log_path)
             self._undo.append((seg.log_path, existing))
             os.close(os.open(seg.log_path, os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644))
         self.segment = seg

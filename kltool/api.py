@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from .errors import UsageError
@@ -111,6 +112,16 @@ class Logs:
         from .storage.select import select
 
         self.selection = select([str(p) for p in self.paths], self._topic, self._spec)
+
+    @contextmanager
+    def _refreshed_after(self, dry_run: bool) -> Iterator[None]:
+        """Around a change to the directories: read them again afterwards (even when it fails part-way)
+        unless it was a dry run."""
+        try:
+            yield
+        finally:
+            if not dry_run:
+                self.refresh()
 
     # -- reading -------------------------------------------------------------------------------------
     def verify(self, *, deep: bool = False, progress=None, on_finding=None) -> VerifyReport:
@@ -233,11 +244,8 @@ class Logs:
         from .storage.index_builder import DEFAULT_INDEX_INTERVAL_BYTES
 
         interval = DEFAULT_INDEX_INTERVAL_BYTES if index_interval_bytes is None else index_interval_bytes
-        try:
+        with self._refreshed_after(dry_run):
             return repair(self.selection, dry_run=dry_run, interval=interval, **kw)
-        finally:
-            if not dry_run:
-                self.refresh()
 
     def retention(self, *, retention_ms: int | None = None, retention_bytes: int | None = None,
                   before_offset: int | None = None, before_time: int | None = None,
@@ -255,12 +263,9 @@ class Logs:
         policy = ret.make_policy(now=int(time.time() * 1000) if now is None else now, retention_ms=retention_ms,
                                  retention_bytes=retention_bytes, before_offset=before_offset,
                                  before_time=before_time, before_offsets=before_offsets)
-        try:
+        with self._refreshed_after(dry_run):
             return ret.run_retention(self.selection, policy, dry_run=dry_run, backup=backup, backup_dir=backup_dir,
                                      on_plan=on_plan, on_action=on_action, named=self.paths)
-        finally:
-            if not dry_run:
-                self.refresh()
 
     def compact(self, *, now: int | None = None, config: dict | None = None, dedupe_buffer_size: int | None = None,
                 force: bool = False, dry_run: bool = True, backup: bool = True, backup_dir=None, on_plan=None,
@@ -279,12 +284,9 @@ class Logs:
         policy = cp.Policy(now=int(time.time() * 1000) if now is None else now, config=overrides, force=force,
                            dedupe_buffer_size=cp.DEFAULT_DEDUPE_BUFFER if dedupe_buffer_size is None
                            else dedupe_buffer_size)
-        try:
+        with self._refreshed_after(dry_run):
             return cp.run_compaction(self.selection, policy, dry_run=dry_run, backup=backup, backup_dir=backup_dir,
                                      on_plan=on_plan, on_action=on_action, named=self.paths)
-        finally:
-            if not dry_run:
-                self.refresh()
 
     def restore(self, *manifests, dry_run: bool = True, follow: bool = True, on_step=None) -> list:
         """``kltool restore``: undo backup runs (see :func:`restore`); without ``manifests``, every run in
@@ -295,11 +297,8 @@ class Logs:
             manifests = tuple(r for r in (default_backup_root(ld.path) for ld in self.logdirs) if r.is_dir())
             if not manifests:
                 raise UsageError(f"no backup directory beside {', '.join(str(ld.path) for ld in self.logdirs)}")
-        try:
+        with self._refreshed_after(dry_run):
             return restore(*manifests, dry_run=dry_run, follow=follow, on_step=on_step)
-        finally:
-            if not dry_run:
-                self.refresh()
 
     def append(self, topic: str, records: Iterable, *, partition: int | None = None,
                ignore_unknown_fields: bool = False, **options):

@@ -189,23 +189,14 @@ def test_fetched_segments_read_with_the_log_dir(tmp_path):
 
 def test_s3_ranged_reads_stay_within_a_chunk(tmp_path):
     pafs = pytest.importorskip("pyarrow.fs")
-    server_mod = pytest.importorskip("moto.server")
-    import logging
-
     from kltool.storage import aiven
 
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    from .s3_local import s3_server
+
     upload(tmp_path / "bucket", ORACLE / "v2-multi-segment-0", 0, chunk_size=4096, compression=True)
-    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        port = server._server.server_port
-        fs = pafs.S3FileSystem(endpoint_override=f"127.0.0.1:{port}", scheme="http", access_key="testing",
-                               secret_key="testing", region="us-east-1", allow_bucket_creation=True)
+    with s3_server() as (fs, opts):
         fs.create_dir("tiered")
         pafs.copy_files(str(tmp_path / "bucket"), "tiered/prefix", destination_filesystem=fs)
-        opts = {"endpoint_override": f"http://127.0.0.1:{port}", "access_key": "testing", "secret_key": "testing",
-                "region": "us-east-1"}
         (ref,) = aiven.find_segments("s3://tiered/prefix", opts)
         reads = []
         inner = ref.read_range()
@@ -219,8 +210,6 @@ def test_s3_ranged_reads_stay_within_a_chunk(tmp_path):
         r = run_kltool("tiered-fetch", "s3://tiered/prefix", "-o", str(tmp_path / "out"), *storage)
         assert r.code == 0, r
         assert (tmp_path / "out" / "v2-multi-segment-0" / "00000000000000000000.log").read_bytes() == out
-    finally:
-        server.stop()
 
 
 def test_reading_commands_point_at_tiered_fetch(tmp_path):

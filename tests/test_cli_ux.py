@@ -144,12 +144,19 @@ def test_render_table_fits_or_wraps_without_cutting():
 def run_in_pty(args, cols: int, rows: int = 50, env_extra=None) -> str:
     """Run kltool with stdout and stderr on a pseudo-terminal of ``cols`` columns; returns what the
     terminal received (escape sequences included), with \\r\\n made \\n."""
+    import sys
+
+    return pty_output([sys.executable, "-m", "kltool", *map(str, args)], cols, rows, env_extra)
+
+
+def pty_output(argv: list[str], cols: int, rows: int = 50, env_extra=None) -> str:
+    """Run ``argv`` (from the repository root) with stdout and stderr on a pseudo-terminal of ``cols`` x
+    ``rows``; returns what the terminal received (escape sequences included), with \\r\\n made \\n."""
     import fcntl
     import os
     import pty
     import struct
     import subprocess
-    import sys
     import termios
 
     from .conftest import ROOT
@@ -158,8 +165,7 @@ def run_in_pty(args, cols: int, rows: int = 50, env_extra=None) -> str:
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR")}
     env.update({"TERM": "xterm-256color", "PYTHONPATH": str(ROOT), **(env_extra or {})})
-    p = subprocess.Popen([sys.executable, "-m", "kltool", *map(str, args)], stdin=subprocess.DEVNULL,
-                         stdout=slave, stderr=slave, cwd=ROOT, env=env)
+    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave, cwd=ROOT, env=env)
     os.close(slave)
     chunks = []
     while True:

@@ -34,6 +34,18 @@ def versions_log(tmp_path, keys=5, n=60, config=SMALL):
     return log
 
 
+def cleaned_then_dirty(tmp_path):
+    """versions_log, compacted once, then 40 more records (the dirty range of a second pass): (log, root)."""
+    log = versions_log(tmp_path)
+    root = log.close()
+    compact(root)
+    log.reopen()
+    for i in range(40):
+        log.data([(b"k%d" % (i % 5), b"again%d" % i)])
+    log.close()
+    return log, root
+
+
 def segment_bases(part):
     return sorted(int(p.name.split(".")[0]) for p in part.glob("*.log"))
 
@@ -394,13 +406,7 @@ def test_damaged_segment_is_refused_and_nothing_changes(tmp_path):
 
 
 def test_damage_below_the_dirty_range_is_refused_and_no_cleaned_file_stays(tmp_path):
-    log = versions_log(tmp_path)
-    root = log.close()
-    compact(root)
-    log.reopen()
-    for i in range(40):
-        log.data([(b"k%d" % (i % 5), b"again%d" % i)])
-    log.close()
+    log, root = cleaned_then_dirty(tmp_path)
     # a segment cleaned by the first pass: read again by the second, after its map
     seg = next(p for p in sorted(log.dir.glob("*.log")) if p.stat().st_size > 100)
     data = bytearray(seg.read_bytes())
@@ -413,13 +419,7 @@ def test_damage_below_the_dirty_range_is_refused_and_no_cleaned_file_stays(tmp_p
 
 
 def test_a_stale_offset_index_does_not_stop_the_map(tmp_path):
-    log = versions_log(tmp_path)
-    root = log.close()
-    compact(root)
-    log.reopen()
-    for i in range(40):
-        log.data([(b"k%d" % (i % 5), b"again%d" % i)])
-    log.close()
+    log, root = cleaned_then_dirty(tmp_path)
     bases = segment_bases(log.dir)
     first_dirty = int((root / "cleaner-offset-checkpoint").read_text().split()[-1])
     dirty = max(b for b in bases if b <= first_dirty)

@@ -10,7 +10,6 @@ every later batch of every later segment as offset_order.)
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -20,25 +19,10 @@ from hypothesis import strategies as st
 from kltool.storage.change.repair import repair
 from kltool.storage.logdir import open_path
 
-from .conftest import FIXTURES
-from .test_uncovered_fields import _batches, _clean, _logs, _offsets
+from .test_uncovered_fields import SOURCES, _batches, _clean, _copy, _logs, _offsets
 
-SOURCES = ["java-oracle/v2-multi-segment-0", "java-oracle/v2-none-0", "java-oracle/v2-txn-0",
-           "java-oracle/v2-zstd-headers-0", "java-oracle/v2-compacted-0", "java-oracle/v1-none-0",
-           "real/william0423-indexed-zk/__consumer_offsets-28"]
 UNCOVERED = {2: [("baseOffset", 0, 8), ("batchLength", 8, 4), ("partitionLeaderEpoch", 12, 4), ("magic", 16, 1)],
              1: [("offset", 0, 8), ("size", 8, 4)]}
-
-
-def _copy(tmp_path: Path, src: str) -> Path:
-    part = tmp_path / "logs" / Path(src).name
-    shutil.copytree(FIXTURES / src, part)
-    for p in part.iterdir():
-        p.chmod(0o644)
-        if p.suffix not in (".log", ".index", ".timeindex", ".txnindex", ".snapshot") and \
-                p.name not in ("leader-epoch-checkpoint", "partition.metadata"):
-            p.unlink()
-    return part
 
 
 def _damage_uncovered(b: bytearray, h, name: str, at: int, bit: int) -> None:
@@ -81,21 +65,24 @@ def _pair_case(tmp_path, src, data):
     return part, before, {(h.base_offset, h.last_offset), (n.base_offset, n.last_offset)}
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
-@given(src=st.sampled_from(SOURCES), data=st.data())
-def test_two_damages_side_by_side_cost_at_most_those_batches(tmp_path_factory, src, data):
+def _pair_property(tmp_path_factory, src: str, data) -> None:
+    """One example of the property (data draws the places): _pair_case repaired and checked."""
     tmp_path = tmp_path_factory.mktemp("pair")
     part, before, damaged = _pair_case(tmp_path, src, data)
     _repair_and_check(part, before, damaged, tmp_path)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@given(src=st.sampled_from(SOURCES), data=st.data())
+def test_two_damages_side_by_side_cost_at_most_those_batches(tmp_path_factory, src, data):
+    _pair_property(tmp_path_factory, src, data)
 
 
 @pytest.mark.slow
 @settings(max_examples=500, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(src=st.sampled_from(SOURCES), data=st.data())
 def test_two_damages_side_by_side_many_times(tmp_path_factory, src, data):
-    tmp_path = tmp_path_factory.mktemp("pair")
-    part, before, damaged = _pair_case(tmp_path, src, data)
-    _repair_and_check(part, before, damaged, tmp_path)
+    _pair_property(tmp_path_factory, src, data)
 
 
 @pytest.mark.parametrize("second", ["payload", "magic", "baseOffset"])

@@ -28,6 +28,7 @@ from kltool.format.internal import (
     decoder_for_topic,
 )
 from kltool.format.records import BatchHeader
+from kltool.format.varint import encode_uvarint as uv
 from kltool.storage.scan import walk
 
 from .conftest import REAL, ROOT
@@ -64,15 +65,6 @@ def u16(v): return struct.pack(">H", v)
 def i32(v): return struct.pack(">i", v)
 def i64(v): return struct.pack(">q", v)
 def f64(v): return struct.pack(">d", v)
-
-
-def uv(v: int) -> bytes:
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
 
 
 def s16(s: str | None) -> bytes:  # non-flexible string

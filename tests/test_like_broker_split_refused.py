@@ -25,17 +25,23 @@ from .conftest import ORACLE
 HI = 5 + (1 << 39)
 
 
-def _partition(tmp_path, other: int):
-    """v2-none-0 (offsets 0..6) whose last batch's offset field reads 5 + 2^39 (the segment's last batch
-    overflows), and a one-record segment named ``other``."""
-    part = tmp_path / "kafka-logs" / "orders-0"
-    part.mkdir(parents=True)
+def write_overflow_and_other(part, other: int) -> None:
+    """Into the partition directory PART: v2-none-0 (offsets 0..6) whose last batch's offset field reads
+    5 + 2^39 (the segment's last batch overflows), and a one-record segment named ``other`` (key b"other").
+    (The broker's side of this case, tests/broker/test_broker_split_refused.py, writes the same.)"""
     data = bytearray((ORACLE / "v2-none-0" / "00000000000000000000.log").read_bytes())
     assert struct.unpack_from(">q", data, 186)[0] == 5
     struct.pack_into(">q", data, 186, HI)
     (part / fn.segment_file(0, "log")).write_bytes(data)
     (part / fn.segment_file(other, "log")).write_bytes(
-        build_batch([(0, 1_700_000_000_000, b"k", b"v", [])], base_offset=other, magic=2))
+        build_batch([(0, 1_700_000_000_000, b"other", b"other-value", [])], base_offset=other, magic=2))
+
+
+def _partition(tmp_path, other: int):
+    """write_overflow_and_other in a new log dir's orders-0: (partition dir, {file name: bytes})."""
+    part = tmp_path / "kafka-logs" / "orders-0"
+    part.mkdir(parents=True)
+    write_overflow_and_other(part, other)
     return part, {p.name: p.read_bytes() for p in part.iterdir()}
 
 

@@ -96,14 +96,21 @@ def test_lock_stays_held_while_restore_applies(tmp_path):
     assert seen and set(seen) == {"refused"}, seen
 
 
+def _logdir_with_lock(tmp_path, content: bytes):
+    """A log dir with one empty partition directory and a ``.lock`` file holding CONTENT (no one locks it):
+    (log dir, .lock path)."""
+    ld = tmp_path / "kafka-logs"
+    (ld / "orders-0").mkdir(parents=True)
+    lockpath = ld / ".lock"
+    lockpath.write_bytes(content)
+    return ld, lockpath
+
+
 def test_lock_removed_by_its_releaser_is_not_held(tmp_path, monkeypatch):
     """Run B opens the ``.lock`` run A created; A removes it as it releases it; B's lockf then succeeds on the
     removed file, and run C has meanwhile created and locked a new ``.lock``. B must not believe it holds
     the log dir: it takes the lock at the path again (and here finds C holding it)."""
-    ld = tmp_path / "kafka-logs"
-    (ld / "orders-0").mkdir(parents=True)
-    lockpath = ld / ".lock"
-    lockpath.write_bytes(b"")
+    ld, lockpath = _logdir_with_lock(tmp_path, b"")
     real_lockf = fcntl.lockf
     others = []
 
@@ -129,10 +136,7 @@ def test_lock_removed_by_its_releaser_is_not_held(tmp_path, monkeypatch):
 def test_lock_file_gone_between_the_two_opens_is_created_again(tmp_path, monkeypatch):
     """The ``.lock`` exists when kltool tries to create it and is gone (its releaser removed it) when kltool
     opens it: kltool creates it again and takes it, no FileNotFoundError (exit 70)."""
-    ld = tmp_path / "kafka-logs"
-    (ld / "orders-0").mkdir(parents=True)
-    lockpath = ld / ".lock"
-    lockpath.write_bytes(b"kltool\n")
+    ld, lockpath = _logdir_with_lock(tmp_path, b"kltool\n")
     real_open = os.open
     calls = []
 

@@ -154,6 +154,20 @@ def _check(r, args, rel: str, name: str) -> None:
         assert len(lines) == 1, what
 
 
+def _every_command(kl, d, rel: str, name: str) -> list:
+    """Run each command of COMMANDS that can run on D with REL mutated by NAME, each checked by _check:
+    [(args, result)]."""
+    out = []
+    for cmd in COMMANDS:
+        if _skip(cmd, name):
+            continue
+        args = [a.format(d=d, f=d / rel) for a in cmd]
+        r = kl(*args, stdin='{"key":"a","value":"b"}\n' if "append" in args else None)
+        _check(r, args, rel, name)
+        out.append((args, r))
+    return out
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("rel", sorted(FILES))
 def test_damaged_metadata_file_every_command(kl, tmp_path, rel):
@@ -164,12 +178,7 @@ def test_damaged_metadata_file_every_command(kl, tmp_path, rel):
         shutil.rmtree(d)
         shutil.copytree(pristine, d, symlinks=True)
         _mutate(d, rel, name)
-        for cmd in COMMANDS:
-            if _skip(cmd, name):
-                continue
-            args = [a.format(d=d, f=d / rel) for a in cmd]
-            r = kl(*args, stdin='{"key":"a","value":"b"}\n' if "append" in args else None)
-            _check(r, args, rel, name)
+        for args, r in _every_command(kl, d, rel, name):
             if args[:1] == ["verify"] and len(args) == 2 and args[1] == str(d) and name in MUST_FLAG:
                 assert os.path.basename(rel) in r.out, f"verify did not report {rel} {name}: {r!r}"
                 assert r.code == 1 or (name == "dir" and rel.endswith(".snapshot")), r
@@ -192,12 +201,7 @@ def test_damaged_metadata_file_quick(kl, tmp_path, rel, name):
     """The issue's cases (and a few more), in the fast loop."""
     d = _logdir(tmp_path)
     _mutate(d, rel, name)
-    for cmd in COMMANDS:
-        if _skip(cmd, name):
-            continue
-        args = [a.format(d=d, f=d / rel) for a in cmd]
-        r = kl(*args, stdin='{"key":"a","value":"b"}\n' if "append" in args else None)
-        _check(r, args, rel, name)
+    _every_command(kl, d, rel, name)
     r = kl("verify", d)
     assert os.path.basename(rel) in r.out, r
     r = kl("--json", "verify", d)

@@ -3,40 +3,15 @@ progress bar is drawn on (stderr). No bar then, so no finding line lands in a ba
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 import sys
 
-from .conftest import ORACLE, ROOT
-from .test_cli_ux import _screen_lines
+from .conftest import ORACLE
+from .test_cli_ux import _screen_lines, pty_output
 
 
 def _in_pty(shell_cmd: str, cols: int = 120) -> str:
-    import fcntl
-    import pty
-    import struct
-    import termios
-
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, cols, 0, 0))
-    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR")}
-    env.update({"TERM": "xterm-256color", "PYTHONPATH": str(ROOT)})
-    p = subprocess.Popen(["sh", "-c", shell_cmd], stdin=subprocess.DEVNULL, stdout=slave, stderr=slave, cwd=ROOT,
-                         env=env)
-    os.close(slave)
-    chunks = []
-    while True:
-        try:
-            b = os.read(master, 65536)
-        except OSError:
-            break
-        if not b:
-            break
-        chunks.append(b)
-    p.wait(timeout=120)
-    os.close(master)
-    return b"".join(chunks).decode("utf-8", "replace").replace("\r\n", "\n")
+    return pty_output(["sh", "-c", shell_cmd], cols, rows=40)
 
 
 def _many_findings(tmp_path, n=120):

@@ -3,12 +3,10 @@ module: starting Spark costs ~15 s), compared with kltool's own reading of the s
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
 from .conftest import FIXTURES, ORACLE, REAL
-from .test_spark_helpers import brute_offset_for_time, kltool_batches, kltool_records
+from .test_spark_helpers import brute_offset_for_time, kltool_batches, kltool_records, local_spark
 from .test_spark_remote import s3  # noqa: F401 (the S3 server fixture)
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -24,15 +22,10 @@ DIRS = [WILLIAM] + [ORACLE / n for n in (
 
 @pytest.fixture(scope="module")
 def spark():
-    # spark-report is part of the product: a machine without Java fails here rather than skipping.
-    assert shutil.which("java") is not None, "Spark needs Java (a JDK or JRE on PATH)"
-    from kltool.spark import session
-
     # AQE off: it only adds planning time on data this small (saves ~0.5 s per report)
     # pushdown forced on, as spark-report has it: every query here loads its own DataFrame
-    s = session("local[2]", "kltool-tests", conf={"spark.sql.shuffle.partitions": "2",
-                                                   "spark.sql.adaptive.enabled": "false",
-                                                   "spark.sql.codegen.wholeStage": "false"}, pushdown=True)
+    s = local_spark("kltool-tests", {"spark.sql.adaptive.enabled": "false", "spark.sql.codegen.wholeStage": "false"},
+                    pushdown=True)
     yield s
     s.stop()
 

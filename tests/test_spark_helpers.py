@@ -9,6 +9,17 @@ from kltool.storage import Damage, open_paths, walk
 TT = {"create": 0, "log_append": 1, "none": -1}
 
 
+def local_spark(app: str, conf: dict | None = None, **options):
+    """kltool's Spark session on ``local[2]`` named ``app``, two shuffle partitions (``conf`` and ``options``
+    added); a machine without Java fails here rather than skipping (spark-report is part of the product)."""
+    import shutil
+
+    assert shutil.which("java") is not None, "Spark needs Java (a JDK or JRE on PATH)"
+    from kltool.spark import session
+
+    return session("local[2]", app, conf={"spark.sql.shuffle.partitions": "2", **(conf or {})}, **options)
+
+
 def kltool_records(paths, include_control: bool = False) -> list[tuple]:
     """(topic, partition, offset, timestamp ms, timestampType, key, value, headers|None) of every
     record of every CRC-valid, decodable batch."""

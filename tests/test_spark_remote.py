@@ -5,13 +5,13 @@ through Spark and spark-report."""
 
 from __future__ import annotations
 
-import logging
 import shutil
 import uuid
 
 import pytest
 
 from .conftest import ORACLE, REAL
+from .s3_local import s3_server, storage
 from .test_spark_helpers import kltool_records
 
 pa = pytest.importorskip("pyarrow")
@@ -31,32 +31,19 @@ def s3():
     """An S3 server on 127.0.0.1 holding William's log dir at s3://kafka-backup/william, oracle
     partition directories under s3://kafka-backup/oracle/, and v2-multi-segment-0 with tiered-storage
     names under s3://kafka-backup/tiered/. Yields the storage options."""
-    server_mod = pytest.importorskip("moto.server")
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    port = server._server.server_port
-    opts = {"endpoint_override": f"http://127.0.0.1:{port}", "access_key": "testing", "secret_key": "testing",
-            "region": "us-east-1"}
-    fs = pafs.S3FileSystem(endpoint_override=f"127.0.0.1:{port}", scheme="http", access_key="testing",
-                           secret_key="testing", region="us-east-1", allow_bucket_creation=True)
-    fs.create_dir(BUCKET)
-    pafs.copy_files(str(WILLIAM), f"{BUCKET}/william", destination_filesystem=fs)
-    for name in ORACLE_DIRS:
-        pafs.copy_files(str(ORACLE / name), f"{BUCKET}/oracle/{name}", destination_filesystem=fs)
-    # KIP-405 copies: <offset>-<segment id>.<kind> in topic-N-<topic id>
-    tdir = f"{BUCKET}/tiered/v2-multi-segment-0-AAAAAAAAAAAAAAAAAAAAAA"
-    for f in sorted((ORACLE / "v2-multi-segment-0").iterdir()):
-        stem, dot, kind = f.name.partition(".")
-        if kind in ("log", "index", "timeindex"):
-            with fs.open_output_stream(f"{tdir}/{stem}-{uuid.UUID(int=int(stem) + 1)}.{kind}") as out:
-                out.write(f.read_bytes())
-    yield opts
-    server.stop()
-
-
-def storage(opts: dict) -> dict:
-    return {f"storage.{k}": v for k, v in opts.items()}
+    with s3_server() as (fs, opts):
+        fs.create_dir(BUCKET)
+        pafs.copy_files(str(WILLIAM), f"{BUCKET}/william", destination_filesystem=fs)
+        for name in ORACLE_DIRS:
+            pafs.copy_files(str(ORACLE / name), f"{BUCKET}/oracle/{name}", destination_filesystem=fs)
+        # KIP-405 copies: <offset>-<segment id>.<kind> in topic-N-<topic id>
+        tdir = f"{BUCKET}/tiered/v2-multi-segment-0-AAAAAAAAAAAAAAAAAAAAAA"
+        for f in sorted((ORACLE / "v2-multi-segment-0").iterdir()):
+            stem, dot, kind = f.name.partition(".")
+            if kind in ("log", "index", "timeindex"):
+                with fs.open_output_stream(f"{tdir}/{stem}-{uuid.UUID(int=int(stem) + 1)}.{kind}") as out:
+                    out.write(f.read_bytes())
+        yield opts
 
 
 def read_all(opts: dict, split: int | None = None) -> list[pa.RecordBatch]:

@@ -6,11 +6,10 @@ own scan; every everyday shape here must give the counts Spark gives without pus
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
 from .conftest import ORACLE
+from .test_spark_helpers import local_spark
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -23,10 +22,7 @@ ALL, HIGH, LOW = 1200, 4, 10  # all records; offset > 1195; offset < 10
 
 @pytest.fixture(scope="module")
 def spark():
-    assert shutil.which("java") is not None, "Spark needs Java (a JDK or JRE on PATH)"
-    from kltool.spark import session
-
-    s = session("local[2]", "kltool-reuse", conf={"spark.sql.shuffle.partitions": "2"})
+    s = local_spark("kltool-reuse")
     yield s
     s.stop()
 

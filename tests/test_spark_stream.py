@@ -15,15 +15,14 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
+from .test_spark_helpers import local_spark  # noqa: E402
+
 SEGMENT_BYTES = 2000  # a roll every ~25 records of these
 
 
 @pytest.fixture(scope="module")
 def spark():
-    assert shutil.which("java") is not None, "Spark needs Java (a JDK or JRE on PATH)"
-    from kltool.spark import session
-
-    s = session("local[2]", "kltool-stream", conf={"spark.sql.shuffle.partitions": "2"})
+    s = local_spark("kltool-stream")
     yield s
     s.stop()
 
@@ -207,22 +206,16 @@ def test_the_readme_streaming_example_runs(spark, kl, tmp_path):
 
 def test_a_bucket_of_segments_streams_through_spark(spark, kl, tmp_path):
     """s3:// on a local S3 server (moto's): the executors read the micro-batches' segments from the bucket."""
-    import logging
     import uuid
 
-    server_mod = pytest.importorskip("moto.server")
+    from .s3_local import s3_server
+    from .s3_local import storage as storage_options
+
     pafs = pytest.importorskip("pyarrow.fs")
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        port = server._server.server_port
-        fs = pafs.S3FileSystem(endpoint_override=f"127.0.0.1:{port}", scheme="http", access_key="testing",
-                               secret_key="testing", region="us-east-1", allow_bucket_creation=True)
+    with s3_server() as (fs, opts):
         bucket = f"stream-{uuid.uuid4().hex[:12]}"  # moto keeps buckets per process, across servers
         fs.create_dir(bucket)
-        storage = {"storage.endpoint_override": f"http://127.0.0.1:{port}", "storage.access_key": "testing",
-                   "storage.secret_key": "testing", "storage.region": "us-east-1"}
+        storage = storage_options(opts)
         ld = make(kl, tmp_path, 60)
         pafs.copy_files(str(ld), f"{bucket}/logs", destination_filesystem=fs)
         ckpt = tmp_path / "ckpt"
@@ -231,5 +224,3 @@ def test_a_bucket_of_segments_streams_through_spark(spark, kl, tmp_path):
         append(kl, ld, 60, 40)
         pafs.copy_files(str(ld), f"{bucket}/logs", destination_filesystem=fs)
         assert [r for b in run(spark, f"s3://{bucket}/logs", ckpt, **storage) for r in b] == expected(60, 40)
-    finally:
-        server.stop()

@@ -260,22 +260,14 @@ def test_option_errors_wait_for_the_first_call(kl, tmp_path):
 @pytest.fixture
 def bucket():
     """An empty bucket on an S3 server on 127.0.0.1 (moto's): (pyarrow filesystem, storage options)."""
-    import logging
     import uuid
 
-    server_mod = pytest.importorskip("moto.server")
-    pafs = pytest.importorskip("pyarrow.fs")
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    port = server._server.server_port
-    fs = pafs.S3FileSystem(endpoint_override=f"127.0.0.1:{port}", scheme="http", access_key="testing",
-                           secret_key="testing", region="us-east-1", allow_bucket_creation=True)
-    name = f"stream-{uuid.uuid4().hex[:12]}"  # moto keeps buckets per process, across servers
-    fs.create_dir(name)
-    yield fs, name, {"storage.endpoint_override": f"http://127.0.0.1:{port}", "storage.access_key": "testing",
-               "storage.secret_key": "testing", "storage.region": "us-east-1"}
-    server.stop()
+    from .s3_local import s3_server, storage
+
+    with s3_server() as (fs, opts):
+        name = f"stream-{uuid.uuid4().hex[:12]}"  # moto keeps buckets per process, across servers
+        fs.create_dir(name)
+        yield fs, name, storage(opts)
 
 
 def upload(fs, name: str, ld: Path, tail_cut: int = 0) -> None:

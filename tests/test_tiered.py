@@ -183,32 +183,22 @@ def test_spark_reader_on_s3_reads_the_union(tmp_path):
     """The same layout in a bucket (moto's S3 on 127.0.0.1): the log dir's URI with the tiered root's URI
     reads each offset once."""
     pafs = pytest.importorskip("pyarrow.fs")
-    server_mod = pytest.importorskip("moto.server")
+    pytest.importorskip("moto.server")
     pytest.importorskip("pyspark")
-    import logging
-
+    from .s3_local import s3_server, storage
     from .test_spark_datasource import read_all, rows_of
 
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
     logs, remote = build(tmp_path)
-    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        port = server._server.server_port
-        fs = pafs.S3FileSystem(endpoint_override=f"127.0.0.1:{port}", scheme="http", access_key="testing",
-                               secret_key="testing", region="us-east-1", allow_bucket_creation=True)
+    with s3_server() as (fs, s3_opts):
         fs.create_dir("cluster")
         pafs.copy_files(str(logs), "cluster/logs", destination_filesystem=fs)
         pafs.copy_files(str(remote), "cluster/remote", destination_filesystem=fs)
-        opts = {"storage.endpoint_override": f"http://127.0.0.1:{port}", "storage.access_key": "testing",
-                "storage.secret_key": "testing", "storage.region": "us-east-1"}
+        opts = storage(s3_opts)
         both = json.dumps(["s3://cluster/logs", "s3://cluster/remote"])
         rows = rows_of(read_all({"paths": both, **opts}))
         assert [r[2] for r in rows] == list(range(1200))
         rows = rows_of(read_all({"path": "s3://cluster/remote", **opts}))
         assert [r[2] for r in rows] == list(range(800))
-    finally:
-        server.stop()
 
 
 def _segment_file(path, start, end):

@@ -50,7 +50,8 @@ def _clean(part: Path) -> bool:
     return not [f for f in found if f.severity == "error"]
 
 
-def _flip(tmp_path: Path, src: str, data) -> tuple[Path, set, tuple[int, int], str]:
+def _copy(tmp_path: Path, src: str) -> Path:
+    """A writable copy of the fixture partition SRC under TMP_PATH/logs, with only the files Kafka keeps there."""
     part = tmp_path / "logs" / Path(src).name
     shutil.copytree(FIXTURES / src, part)
     for p in part.iterdir():
@@ -58,6 +59,11 @@ def _flip(tmp_path: Path, src: str, data) -> tuple[Path, set, tuple[int, int], s
         if p.suffix not in (".log", ".index", ".timeindex", ".txnindex", ".snapshot") and \
                 p.name not in ("leader-epoch-checkpoint", "partition.metadata"):
             p.unlink()
+    return part
+
+
+def _flip(tmp_path: Path, src: str, data) -> tuple[Path, set, tuple[int, int], str]:
+    part = _copy(tmp_path, src)
     before = _offsets(part)
     logs = _logs(part)
     log = logs[data.draw(st.integers(0, len(logs) - 1), label="segment")]
@@ -87,12 +93,19 @@ def _check(part, before, damaged, tmp_path) -> None:
     assert _clean(part), [a.describe() for a in result.plan.actions]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
-@given(src=st.sampled_from(SOURCES), data=st.data())
-def test_one_flipped_uncovered_bit_costs_at_most_its_batch(tmp_path_factory, src, data):
+def _flip_property(tmp_path_factory, src: str, data) -> Path:
+    """One example of the property (data draws the place): a copy of SRC with one uncovered bit flipped,
+    repaired and checked by _check; returns the partition."""
     tmp_path = tmp_path_factory.mktemp("flip")
     part, before, damaged, _name = _flip(tmp_path, src, data)
     _check(part, before, damaged, tmp_path)
+    return part
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(src=st.sampled_from(SOURCES), data=st.data())
+def test_one_flipped_uncovered_bit_costs_at_most_its_batch(tmp_path_factory, src, data):
+    _flip_property(tmp_path_factory, src, data)
 
 
 def _flip_at(tmp_path: Path, src: str, segment: int, batch: int, field: int, bit: int):
@@ -121,9 +134,7 @@ def test_one_flipped_uncovered_bit_examples(tmp_path, src, segment, batch, field
 @settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck))
 @given(src=st.sampled_from(SOURCES), data=st.data())
 def test_one_flipped_uncovered_bit_many_times(tmp_path_factory, src, data):
-    tmp_path = tmp_path_factory.mktemp("flip")
-    part, before, damaged, _name = _flip(tmp_path, src, data)
-    _check(part, before, damaged, tmp_path)
+    _flip_property(tmp_path_factory, src, data)
 
 
 @pytest.mark.slow
@@ -131,9 +142,7 @@ def test_one_flipped_uncovered_bit_many_times(tmp_path_factory, src, data):
 @given(src=st.sampled_from(SOURCES), data=st.data())
 def test_one_flipped_uncovered_bit_then_kafka_reads_the_repair(tmp_path_factory, kafka_oracle, src, data):
     """The same property, each repaired partition also read by Kafka's own reader (a JVM per example)."""
-    tmp_path = tmp_path_factory.mktemp("flip")
-    part, before, damaged, _name = _flip(tmp_path, src, data)
-    _check(part, before, damaged, tmp_path)
+    part = _flip_property(tmp_path_factory, src, data)
     code, rows = kafka_oracle(_logs(part))
     assert code == 0, rows[-1:]
 

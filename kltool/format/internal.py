@@ -46,6 +46,13 @@ __all__ = [
 ]
 
 
+def _no_int16(buf: bytes, what: str, side: str) -> CorruptDataError:
+    """The error for a record's ``side`` (key or value) too short for the int16 at its start that names its
+    ``what`` (record type, key version, value version). (Callers test the length inline: a call per record
+    would cost the decoders.)"""
+    return CorruptDataError(f"Could not read {what} from {side}'s buffer: only {len(buf)} byte(s)")
+
+
 def decode_message(msg_name: str, data: bytes, version: int) -> dict:
     """Decode one message of a schema below by name (e.g. ``"TopicRecord"``) at ``version``."""
     msg = _BY_NAME.get(msg_name)
@@ -180,7 +187,7 @@ def decode_consumer_offsets(key: bytes | None, value: bytes | None) -> dict:
         raise CorruptDataError("Failed to decode message using offset topic decoder (message had a missing key)")
     key = bytes(key)
     if len(key) < 2:
-        raise CorruptDataError(f"Could not read record type from key's buffer: only {len(key)} byte(s)")
+        raise _no_int16(key, "record type", "key")
     rtype = I16.unpack_from(key, 0)[0]
     entry = _OFFSETS.get(rtype)
     if entry is None:
@@ -197,7 +204,7 @@ def decode_consumer_offsets(key: bytes | None, value: bytes | None) -> dict:
         return out
     value = bytes(value)
     if len(value) < 2:
-        raise CorruptDataError(f"Could not read value version from value's buffer: only {len(value)} byte(s)")
+        raise _no_int16(value, "value version", "value")
     version = I16.unpack_from(value, 0)[0]
     if version < 0:
         raise CorruptDataError(f"Invalid value version {version} in {name} record")
@@ -248,7 +255,7 @@ def decode_transaction_state(key: bytes | None, value: bytes | None) -> dict:
         raise CorruptDataError("transaction log record has no key")
     key = bytes(key)
     if len(key) < 2:
-        raise CorruptDataError(f"Could not read key version from key's buffer: only {len(key)} byte(s)")
+        raise _no_int16(key, "key version", "key")
     kver = I16.unpack_from(key, 0)[0]
     if kver != 0:
         return {"type": "unknown", "key_version": kver, "key": b64(key),
@@ -259,7 +266,7 @@ def decode_transaction_state(key: bytes | None, value: bytes | None) -> dict:
         return out
     value = bytes(value)
     if len(value) < 2:
-        raise CorruptDataError(f"Could not read value version from value's buffer: only {len(value)} byte(s)")
+        raise _no_int16(value, "value version", "value")
     version = I16.unpack_from(value, 0)[0]
     if not 0 <= version <= _TXN_VALUE.max_version:
         out["payload"] = {"version": version, "data": "unknown"}
@@ -348,29 +355,33 @@ def decode_cluster_metadata(key: bytes | None, value: bytes | None) -> dict:
     so does a version newer than known here whose bytes do not fit the newest known layout (then
     with ``"name": "<TYPE>"`` too).
     """
+    return _read_framed(value, "metadata record", _METADATA, version_check=True,
+                        frame0="Could not deserialize metadata record with frame version 0. Note that upgrades "
+                               "from the preview release of KRaft in 2.8 to newer versions are not supported.")
+
+
+def _read_framed(value: bytes | None, what: str, table: dict[int, tuple[str, Msg]], *, frame0: str | None = None,
+                 version_check: bool = False) -> dict:
+    """A record framed as the KRaft metadata records are (unsigned varints: frame version 1, api key, version;
+    then the message; ``table``: api key -> (type name, schema)): ``{"type", "version", "data"}``. An unknown
+    api key, or a version newer than the schema whose bytes do not fit it, gives ``{"type": "unknown",
+    "api_key", "version", "payload": <base64 of the message bytes>}`` (the latter with ``"name"`` too).
+    ``what`` names the record in the errors; ``frame0``: the error for frame version 0 when it has one of its
+    own; ``version_check``: a version above int16 is an error."""
     if value is None:
-        raise CorruptDataError("metadata record has a null value")
+        raise CorruptDataError(f"{what} has a null value")
     value = bytes(value)
     r = Reader(value)
     frame = r.uvarint("frame version")
     if frame != 1:
-        if frame == 0:
-            raise CorruptDataError("Could not deserialize metadata record with frame version 0. "
-                                   "Note that upgrades from the preview release of KRaft in 2.8 to newer versions "
-                                   "are not supported.")
-        raise CorruptDataError(f"Could not deserialize metadata record due to unknown frame version {frame}")
+        if frame == 0 and frame0 is not None:
+            raise CorruptDataError(frame0)
+        raise CorruptDataError(f"Could not deserialize {what} due to unknown frame version {frame}")
     api_key = r.uvarint("api key")
     version = r.uvarint("version")
-    if not 0 <= version <= 0x7FFF:
-        raise CorruptDataError(f"Invalid metadata record version {version}")
-    return _read_typed(_METADATA, api_key, version, value, r.pos)
-
-
-def _read_typed(table: dict[int, tuple[str, Msg]], api_key: int, version: int, value: bytes, pos: int) -> dict:
-    """The message at ``value[pos:]`` of a record framed as the KRaft metadata records are (frame version,
-    api key, version; ``table``: api key -> (type name, schema)): ``{"type", "version", "data"}``. An unknown
-    api key, or a version newer than the schema whose bytes do not fit it, gives ``{"type": "unknown",
-    "api_key", "version", "payload": <base64 of the message bytes>}`` (the latter with ``"name"`` too)."""
+    if version_check and not 0 <= version <= 0x7FFF:
+        raise CorruptDataError(f"Invalid {what} version {version}")
+    pos = r.pos
     entry = table.get(api_key)
     if entry is None:
         return {"type": "unknown", "api_key": api_key, "version": version, "payload": b64(value[pos:])}
@@ -451,16 +462,7 @@ def decode_remote_log_metadata(key: bytes | None, value: bytes | None) -> dict:
     "REMOTE_LOG_SEGMENT_METADATA_RECORD", "version": 0, "data": {...}, "state": "COPY_SEGMENT_FINISHED"}``
     (``state`` named from the record's state byte). An unknown api key, or a newer version whose bytes do not
     fit the known layout, gives ``{"type": "unknown", "api_key": n, "version": v, "payload": <base64>}``."""
-    if value is None:
-        raise CorruptDataError("remote log metadata record has a null value")
-    value = bytes(value)
-    r = Reader(value)
-    frame = r.uvarint("frame version")
-    if frame != 1:
-        raise CorruptDataError(f"Could not deserialize remote log metadata record due to unknown frame version {frame}")
-    api_key = r.uvarint("api key")
-    version = r.uvarint("version")
-    out = _read_typed(_REMOTE, api_key, version, value, r.pos)
+    out = _read_framed(value, "remote log metadata record", _REMOTE)
     data = out.get("data")
     if data is None:
         return out
@@ -480,28 +482,21 @@ for _name, _k, _v in _OFFSETS.values():
     _BY_NAME[_k.name] = _k
     if _v is not None:
         _BY_NAME[_v.name] = _v
-for _t, _m in _METADATA.values():
-    _BY_NAME[_m.name] = _m
-for _t, _m in _CONTROL.values():
-    _BY_NAME[_m.name] = _m
-for _t, _m in _REMOTE.values():
-    _BY_NAME[_m.name] = _m
+for _table in (_METADATA, _CONTROL, _REMOTE):
+    for _t, _m in _table.values():
+        _BY_NAME[_m.name] = _m
 for _m in (_SUBSCRIPTION, _ASSIGNMENT, _TXN_KEY, _TXN_VALUE):
     _BY_NAME[_m.name] = _m
 
-DECODERS: dict[str, Callable[[bytes | None, bytes | None], dict]] = {
-    "consumer-offsets": decode_consumer_offsets,
-    "transaction-state": decode_transaction_state,
-    "cluster-metadata": decode_cluster_metadata,
-    "remote-log-metadata": decode_remote_log_metadata,
-}
-
-_AUTO = {
-    "__consumer_offsets": decode_consumer_offsets,
-    "__transaction_state": decode_transaction_state,
-    "__cluster_metadata": decode_cluster_metadata,
-    "__remote_log_metadata": decode_remote_log_metadata,
-}
+# (--decoder name, the internal topic --decoder auto gives it to, decoder)
+_DECODER_TABLE: list[tuple[str, str, Callable[[bytes | None, bytes | None], dict]]] = [
+    ("consumer-offsets", "__consumer_offsets", decode_consumer_offsets),
+    ("transaction-state", "__transaction_state", decode_transaction_state),
+    ("cluster-metadata", "__cluster_metadata", decode_cluster_metadata),
+    ("remote-log-metadata", "__remote_log_metadata", decode_remote_log_metadata),
+]
+DECODERS: dict[str, Callable[[bytes | None, bytes | None], dict]] = {n: f for n, _t, f in _DECODER_TABLE}
+_AUTO = {t: f for _n, t, f in _DECODER_TABLE}
 
 
 def decoder_for_topic(topic: str) -> Callable[[bytes | None, bytes | None], dict] | None:

@@ -13,6 +13,7 @@ __all__ = [
     "read_varlong",
     "encode_varint",
     "encode_varlong",
+    "encode_uvarint",
     "varint_size",
     "zigzag_encode",
 ]
@@ -58,7 +59,8 @@ def zigzag_encode(n: int, bits: int = 64) -> int:
     return ((n << 1) ^ (n >> (bits - 1))) & ((1 << bits) - 1)
 
 
-def _encode_unsigned(v: int) -> bytes:
+def encode_uvarint(v: int) -> bytes:
+    """Encode a non-negative int as an unsigned varint (Kafka's ``ByteUtils.writeUnsignedVarint``)."""
     if v < 0x80:
         return bytes((v,))
     out = bytearray()
@@ -70,7 +72,7 @@ def _encode_unsigned(v: int) -> bytes:
 
 
 # Small values are by far the most common: cache their encodings.
-_SMALL = [_encode_unsigned(zigzag_encode(n, 32)) for n in range(-64, 64)]
+_SMALL = [encode_uvarint(zigzag_encode(n, 32)) for n in range(-64, 64)]
 
 
 def encode_varint(n: int) -> bytes:
@@ -79,7 +81,7 @@ def encode_varint(n: int) -> bytes:
         return _SMALL[n + 64]
     if not -(1 << 31) <= n < (1 << 31):
         raise ValueError(f"varint out of int32 range: {n}")
-    return _encode_unsigned(zigzag_encode(n, 32))
+    return encode_uvarint(zigzag_encode(n, 32))
 
 
 def encode_varlong(n: int) -> bytes:
@@ -88,7 +90,7 @@ def encode_varlong(n: int) -> bytes:
         return _SMALL[n + 64]
     if not -(1 << 63) <= n < (1 << 63):
         raise ValueError(f"varlong out of int64 range: {n}")
-    return _encode_unsigned(zigzag_encode(n, 64))
+    return encode_uvarint(zigzag_encode(n, 64))
 
 
 def varint_size(n: int) -> int:

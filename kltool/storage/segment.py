@@ -69,16 +69,21 @@ class Segment:
 
     # Index paths are made on demand: opening a partition of thousands of segments stays cheap.
     @property
+    def _index_stem(self) -> str:
+        """What the names of its index files start with (a tiered copy's differs)."""
+        return filename_prefix(self.base_offset)
+
+    @property
     def index_path(self) -> Path:
-        return self.directory / f"{filename_prefix(self.base_offset)}.index"
+        return self.directory / f"{self._index_stem}.index"
 
     @property
     def timeindex_path(self) -> Path:
-        return self.directory / f"{filename_prefix(self.base_offset)}.timeindex"
+        return self.directory / f"{self._index_stem}.timeindex"
 
     @property
     def txnindex_path(self) -> Path:
-        return self.directory / f"{filename_prefix(self.base_offset)}.txnindex"
+        return self.directory / f"{self._index_stem}.txnindex"
 
     @property
     def name(self) -> str:

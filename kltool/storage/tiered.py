@@ -37,16 +37,8 @@ class RemoteSegment(Segment):
         self._stem = log_path.name[: -len(".log")]
 
     @property
-    def index_path(self) -> Path:
-        return self.directory / f"{self._stem}.index"
-
-    @property
-    def timeindex_path(self) -> Path:
-        return self.directory / f"{self._stem}.timeindex"
-
-    @property
-    def txnindex_path(self) -> Path:
-        return self.directory / f"{self._stem}.txnindex"
+    def _index_stem(self) -> str:
+        return self._stem
 
 
     def trimmed(self, first: int) -> RemoteSegment:

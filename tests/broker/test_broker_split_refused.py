@@ -11,15 +11,12 @@ with the recovery point at 0."""
 
 from __future__ import annotations
 
-import struct
-
-from kltool.format import build_batch
 from kltool.format import names as fn
 
-from ..conftest import ORACLE, run_kltool
+from ..conftest import run_kltool
+from ..test_like_broker_split_refused import HI, write_overflow_and_other
 from .test_broker_recovers import _create_all, _served, _set_checkpoint
 
-HI = 5 + (1 << 39)
 CASES = {"ovf-stays": 100, "ovf-replaced": HI}
 
 
@@ -27,12 +24,7 @@ def _write(pdir, other):
     for f in pdir.iterdir():
         if f.name != "partition.metadata":
             f.unlink()
-    data = bytearray((ORACLE / "v2-none-0" / "00000000000000000000.log").read_bytes())
-    assert struct.unpack_from(">q", data, 186)[0] == 5
-    struct.pack_into(">q", data, 186, HI)
-    (pdir / fn.segment_file(0, "log")).write_bytes(data)
-    (pdir / fn.segment_file(other, "log")).write_bytes(
-        build_batch([(0, 1_700_000_000_000, b"other", b"other-value", [])], base_offset=other, magic=2))
+    write_overflow_and_other(pdir, other)
 
 
 def test_the_broker_splits_over_another_segments_name(broker):

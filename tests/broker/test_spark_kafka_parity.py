@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from . import harness
+from .conftest import _need_broker
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 PARTS = 2
@@ -330,19 +331,16 @@ def _outcome(make_df, headers: bool):
 
 
 @pytest.fixture(scope="module")
-def outcomes(tmp_path_factory):
+def outcomes(start_broker, tmp_path_factory):
     """{case: (spark_outcome, kltool_outcome)}, with 'compacted' once the broker's cleaner has cleaned that
     topic ('_not_compacted' says why not)."""
-    why = harness.missing()
-    if why:
-        pytest.fail(why) if os.environ.get("CI") else pytest.skip(why)
+    _need_broker()
     jars = spark_kafka_jars()
     from kltool.spark import session
 
-    b = harness.Broker(tmp_path_factory.mktemp("parity-broker"), extra={"log.cleaner.backoff.ms": "300"})
+    b = start_broker({"log.cleaner.backoff.ms": "300"}, workdir=tmp_path_factory.mktemp("parity-broker"))
     spark = None
     try:
-        b.start()
         for codec in CODECS:
             _produce(b, f"codec-{codec}", None if codec == "none" else codec)
         _produce(b, "logappend", "gzip", n=40, config={"message.timestamp.type": "LogAppendTime"}, waves=1)
@@ -383,10 +381,6 @@ def outcomes(tmp_path_factory):
     finally:
         if spark is not None:
             spark.stop()
-        try:
-            b.stop()
-        finally:
-            b.kill()
 
 
 CASES = set(_cases())

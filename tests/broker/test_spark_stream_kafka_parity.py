@@ -11,12 +11,12 @@ the broker writes more (and rolls segments) and both queries run again from thei
 from __future__ import annotations
 
 import json
-import os
 import time
 
 import pytest
 
 from . import harness
+from .conftest import _need_broker
 from .test_spark_kafka_parity import _record, spark_kafka_jars
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -75,18 +75,15 @@ def _offsets(ckpt) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    why = harness.missing()
-    if why:
-        pytest.fail(why) if os.environ.get("CI") else pytest.skip(why)
+def runs(start_broker, tmp_path_factory):
+    _need_broker()
     jars = spark_kafka_jars()
     from kltool.spark import session
 
     work = tmp_path_factory.mktemp("stream-parity")
-    b = harness.Broker(work / "broker")
+    b = start_broker(workdir=work / "broker")
     spark = None
     try:
-        b.start()
         for t in TOPICS:
             b.create_topic(t, PARTS, {"segment.ms": "1000", "index.interval.bytes": "256"})
         _produce(b, 0, 120)
@@ -113,10 +110,6 @@ def runs(tmp_path_factory):
     finally:
         if spark is not None:
             spark.stop()
-        try:
-            b.stop()
-        finally:
-            b.kill()
 
 
 @pytest.mark.parametrize("run", ["first", "again", "min-offsets"])

@@ -260,7 +260,7 @@ class IndexEntries(Sequence):
             return self._cache[c]
         if c == len(self._cache):  # walking forward: the next chunk
             self._at = i
-            self._cache = self._read(i, min(self._start + n, i + CHUNK_ENTRIES))  # (n: this view's count)
+            self._cache = self._read(i, min(self._start + n, i + CHUNK_ENTRIES))
             return self._cache[0]
         return self._read(i, i + 1)[0]
 

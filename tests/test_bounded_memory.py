@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from kltool.format import index as fidx
+from kltool.storage.check.index_check import MAX_LISTED
 from kltool.storage.fs import METADATA_MAX_BYTES, read_index_file, read_small_file
 
 from .conftest import FIXTURES
@@ -57,10 +58,10 @@ _PEAK = ("import atexit, sys\n"
          "main()\n")
 
 
-def _run(*args) -> tuple[int, str, str, int]:
-    """(exit code, stdout, stderr, peak RSS in bytes) of ``kltool --json ARGS`` under LIMIT."""
+def _run(*args, limit_as: int = LIMIT) -> tuple[int, str, str, int]:
+    """(exit code, stdout, stderr, peak RSS in bytes) of ``kltool --json ARGS`` under ``limit_as``."""
     def limit():
-        resource.setrlimit(resource.RLIMIT_AS, (LIMIT, LIMIT))
+        resource.setrlimit(resource.RLIMIT_AS, (limit_as, limit_as))
 
     with tempfile.TemporaryDirectory() as t:
         peak = Path(t) / "peak"
@@ -145,8 +146,7 @@ def test_rebuilding_a_sparse_1gib_index_backs_it_up_and_restores_it_streamed(tmp
 
 
 @pytest.mark.parametrize("name", ["replication-offset-checkpoint", "meta.properties",
-                                  "__consumer_offsets-28/leader-epoch-checkpoint",
-                                  f"__consumer_offsets-28/{8202:020d}.snapshot"])
+                                  "__consumer_offsets-28/leader-epoch-checkpoint"])
 def test_a_metadata_file_far_larger_than_any_real_one_is_not_read(tmp_path, name):
     d = tmp_path / "d"
     shutil.copytree(WILLIAM, d)
@@ -156,6 +156,22 @@ def test_a_metadata_file_far_larger_than_any_real_one_is_not_read(tmp_path, name
     assert code == 1 and "internal error" not in err, (code, err[-2000:])
     found = [line for line in out.splitlines() if '"unreadable"' in line]
     assert len(found) == 1 and str(d / name) in found[0] and f"{BIG} bytes" in found[0], out[-3000:]
+
+
+def test_a_huge_snapshot_is_read_a_chunk_at_a_time_not_refused(tmp_path):
+    # A producer snapshot has no reason to be small (46 bytes a producer): it is no longer refused past
+    # METADATA_MAX_BYTES (it was "unreadable" here) but read a chunk at a time, and judged: 1 GiB of zeros
+    # after its entries break its CRC, as they do for the broker. (A genuine big one: test_bounded_snapshot.py.)
+    d = tmp_path / "d"
+    shutil.copytree(WILLIAM, d)
+    name = d / f"__consumer_offsets-28/{8202:020d}.snapshot"
+    os.truncate(name, BIG)
+    code, out, err, rss = _run("verify", d)
+    assert rss < 100 << 20, rss >> 20
+    assert code == 1 and "internal error" not in err, (code, err[-2000:])
+    found = [line for line in out.splitlines() if '"finding"' in line]
+    assert len(found) == 1 and '"snapshot_corrupt"' in found[0] and str(name) in found[0], out[-3000:]
+    assert "CRC is no longer valid" in found[0]
 
 
 def test_info_names_a_huge_meta_properties_in_one_line(tmp_path):
@@ -212,3 +228,46 @@ def test_read_index_file_holds_no_zero_tail(tmp_path):
     assert fidx.offset_index_entries(data, 0) == [(1, 2)] * 3
     assert fidx.offset_index_zero_tail(data) == BIG // 8 - 3
     assert data != b"\0" * 24 and data == fidx.ZeroPadded(data.head + bytes(8), BIG - 32)
+
+
+# ------------------------------------------------------------------- 1 GiB of garbage in an index
+
+
+@pytest.fixture(scope="module")
+def garbage(tmp_path_factory) -> dict[str, Path]:
+    """1 GiB files of garbage: random bytes, and 0xFF (no zero tail to skip: every byte is an entry's)."""
+    d = tmp_path_factory.mktemp("garbage")
+    out = {}
+    for name, block in (("random", os.urandom(16 << 20)), ("ff", b"\xff" * (16 << 20))):
+        out[name] = d / name
+        with open(out[name], "wb") as f:
+            for _ in range(BIG // len(block)):
+                f.write(block)
+    return out
+
+
+GARBAGE_LIMIT = 100 << 20  # the peak RSS a run on a 1 GiB garbage index may reach (~20-35 MB here)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", [*COMMANDS, ("dump", "--limit", "5"), ("dump", "--verify-index-only")],
+                         ids=" ".join)
+@pytest.mark.parametrize("kind", ["index", "timeindex"])
+@pytest.mark.parametrize("content", ["random", "ff"])
+def test_a_1gib_index_of_garbage_is_read_in_bounded_memory(tmp_path, garbage, content, kind, command):
+    # Held up to its last non-zero byte, then decoded whole: ~2.6-3 GB and MemoryError (exit 70) under a
+    # 3 GiB limit. Now read a chunk at a time, the findings of the garbage listed up to MAX_LISTED.
+    if command == ("dump", "--verify-index-only") and kind == "timeindex":
+        pytest.skip("--verify-index-only checks an offset index")
+    d = tmp_path / "d"
+    shutil.copytree(WILLIAM, d)
+    f = d / "__consumer_offsets-28" / f"{SEG0}.{kind}"
+    f.unlink()
+    os.link(garbage[content], f)  # (read-only commands: the file is shared)
+    args = [*command, f] if command[0] == "dump" else [*command, d]
+    code, out, err, rss = _run(*args)
+    assert code in (0, 1) and "internal error" not in err, (code, err[-2000:])
+    assert rss < GARBAGE_LIMIT, rss >> 20
+    assert len(out.splitlines()) < 2 * MAX_LISTED
+    if command[0] == "verify":
+        assert code == 1 and f'"file":"{f}"' in out

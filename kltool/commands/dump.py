@@ -24,7 +24,7 @@ from ..kafka_text import (
 from ..kcat_format import compile_format
 from ..output import _dumps, text_bytes
 from ..storage.findings import Finding
-from ..storage.fs import read_index_file, read_small_file, read_txn_index_file
+from ..storage.fs import read_index_file, read_txn_index_file
 from ..storage.logdir import unreadable
 from ..storage.read import RecordFilter
 from ..storage.scan import HOLD, Damage, records_of, walk
@@ -441,13 +441,24 @@ def _index_mismatches(d: Dumper, path, entries) -> None:
     """Each offset-index entry whose position does not start a batch ending at its offset (DumpLogSegments'
     check): a finding per entry (on stderr in text mode, as Kafka's "Mismatches in" lines)."""
     from ..format.names import parse_segment_file, segment_file
+    from ..storage.check.index_check import MAX_LISTED
 
     log = path.with_name(segment_file(parse_segment_file(path.name)[0], "log"))
-    for offset, position in entries:
-        first = next(iter(walk(log, start=position, with_data=False)), None) if log.exists() else None
+    listed = 0
+    for i, (offset, position) in enumerate(entries):
+        # (a negative position, garbage, starts no batch: not a read at a negative offset, EINVAL)
+        first = next(iter(walk(log, start=position, with_data=False)), None) if position >= 0 and log.exists() \
+            else None
         found = -1 if first is None or isinstance(first, Damage) else first.last_offset
         if found == offset:
             continue
+        if listed == MAX_LISTED:  # garbage: as verify, the rest is not checked (a bounded time and output)
+            msg = (f"{MAX_LISTED} entries do not match the log: the other {len(entries) - i} entries, from entry "
+                   f"{i} of {len(entries)}, are not checked")
+            d.out.emit(Finding("info", "index_unchecked", str(path), msg).to_json()) if d.out.json_mode else \
+                d.out.warn(f"{path}: {msg}")
+            return
+        listed += 1
         d.errors += 1
         msg = f"index offset {offset} points at position {position}, where the log's batch ends at offset {found}"
         if d.out.json_mode:
@@ -470,12 +481,15 @@ def _dump_txnindex(d: Dumper, path, kind: str, base) -> None:
 
 
 def _dump_snapshot(d: Dumper, path, kind: str, base) -> None:
-    """A producer-state .snapshot: its entries as kafka-dump-log prints them."""
-    from ..format.snapshot import parse_snapshot
+    """A producer-state .snapshot: its entries as kafka-dump-log prints them (streamed: a snapshot of millions
+    of producers is read a chunk at a time, after its CRC)."""
+    from itertools import islice
+
+    from ..storage.fs import read_snapshot, snapshot_entries
 
     out, js, f = d.out, d.out.json_mode, str(path)
     try:
-        snap = parse_snapshot(read_small_file(path))
+        snap = read_snapshot(path, entries=False)
     except CorruptDataError as e:
         raise e.at(path=path) from None
     if not snap.crc_valid:
@@ -483,7 +497,7 @@ def _dump_snapshot(d: Dumper, path, kind: str, base) -> None:
         msg = f"Snapshot is corrupt (CRC is no longer valid). Stored crc: {snap.crc}. Computed crc: {snap.computed_crc}"
         out.emit(Finding("error", "snapshot_corrupt", f, msg, position=2).to_json()) if js else \
             out.line(f"!! {msg}")
-    for e in snap.entries[: d.limit]:
+    for e in islice(snapshot_entries(path, snap), d.limit):
         if js:
             out.emit({"type": "producer_snapshot_entry", "file": f, "producer_id": e.producer_id,
                       "producer_epoch": e.producer_epoch, "coordinator_epoch": e.coordinator_epoch,

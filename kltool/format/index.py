@@ -14,7 +14,10 @@ entries. ``*_entries(..., stop_at_zero_tail=True)`` drop that tail the way ``Dum
 Every function here takes the bytes of a file, or a :class:`ZeroPadded` (what
 :func:`kltool.storage.fs.read_index_file` returns for a file that ends in zeros: its bytes before the
 zeros, and how many zeros follow): the answers are the same, and a preallocated 1 GiB file costs no more
-memory than its entries.
+memory than its entries. A :class:`ByteSource` (storage's view of a file too big to hold, whose bytes are
+read when sliced), alone or as a ZeroPadded's head, is read a chunk at a time: the entry functions then
+return :class:`IndexEntries`, a sequence that decodes its entries on demand, so whatever the file holds
+(1 GiB of garbage included) memory stays bounded.
 """
 
 from __future__ import annotations
@@ -42,11 +45,12 @@ _OFFSET = struct.Struct(">ii")
 _TIME = struct.Struct(">qi")
 _TXN = struct.Struct(">hqqqq")
 _ZERO_TIME_ENTRY = bytes(TIME_ENTRY)
+_ZERO_REL = bytes(4)
 _LITTLE = sys.byteorder == "little"
 
 __all__ = [
     "OFFSET_ENTRY", "TIME_ENTRY", "TXN_ENTRY", "TXN_INDEX_VERSION", "NO_TIMESTAMP", "AbortedTxn", "ZeroPadded",
-    "trailing_bytes", "entry_count",
+    "ByteSource", "IndexEntries", "prefix", "trailing_bytes", "entry_count",
     "parse_offset_index", "offset_index_entries", "offset_index_zero_tail",
     "parse_time_index", "time_index_entries", "time_index_zero_tail",
     "parse_txn_index",
@@ -57,16 +61,35 @@ __all__ = [
 ]
 
 
+class ByteSource:
+    """Bytes read on demand (storage's view of a file too big to hold): ``len()``, slices ``[a:b]`` (step 1)
+    as bytes, and :meth:`prefix`. Never read whole here: the functions of this module take it a chunk at a
+    time."""
+
+    __slots__ = ()
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    def __getitem__(self, key) -> bytes:
+        raise NotImplementedError
+
+    def prefix(self, n: int) -> ByteSource:
+        """The first ``n`` bytes, still read on demand."""
+        raise NotImplementedError
+
+
 class ZeroPadded:
     """Bytes that end in zeros, without holding the zeros: ``head`` followed by ``zeros`` zero bytes. Its
-    length, slices (as bytes), indexing and comparison with bytes are those of the whole content."""
+    length, slices (as bytes), indexing and comparison with bytes are those of the whole content. The head
+    is bytes, or a :class:`ByteSource` (kept as it is: read when sliced)."""
 
     __slots__ = ("head", "zeros")
 
-    def __init__(self, head: bytes, zeros: int):
+    def __init__(self, head, zeros: int):
         if zeros < 0:
             raise ValueError(f"negative zero count {zeros}")
-        self.head = bytes(head)
+        self.head = head if isinstance(head, ByteSource) else bytes(head)
         self.zeros = zeros
 
     def __len__(self) -> int:
@@ -87,6 +110,8 @@ class ZeroPadded:
         return self.head[i] if i < len(self.head) else 0
 
     def __eq__(self, other) -> bool:
+        if isinstance(self.head, ByteSource):  # (tests only: compared as the bytes it holds)
+            return ZeroPadded(self.head[:], self.zeros) == other
         if isinstance(other, ZeroPadded):
             a, b = (self, other) if len(self.head) >= len(other.head) else (other, self)
             return len(a) == len(b) and a.head == b[: len(a.head)]
@@ -111,8 +136,147 @@ def _view(data) -> memoryview:
 
 
 def _bytes(data):
-    """``data`` as something ``len``, slices and ``struct.unpack`` take: a ZeroPadded as it is."""
-    return data if isinstance(data, ZeroPadded) else _view(data)
+    """``data`` as something ``len``, slices and ``struct.unpack`` take: a ZeroPadded or ByteSource as it is."""
+    return data if isinstance(data, (ZeroPadded, ByteSource)) else _view(data)
+
+
+def _lazy(data) -> bool:
+    """Whether ``data`` is (or has as head) a ByteSource: read a chunk at a time, never whole."""
+    return isinstance(data, ByteSource) or (isinstance(data, ZeroPadded) and isinstance(data.head, ByteSource))
+
+
+def prefix(data, n: int):
+    """The first ``n`` bytes of ``data`` (``n`` <= its length), a ByteSource or ZeroPadded kept as one (not
+    read)."""
+    if isinstance(data, ZeroPadded) and isinstance(data.head, ByteSource):
+        h = len(data.head)
+        return data.head.prefix(n) if n <= h else ZeroPadded(data.head, n - h)
+    if isinstance(data, ByteSource):
+        return data.prefix(n)
+    return data[:n]
+
+
+# entries decoded at a time from a ByteSource (a multiple of 8 and 12: chunks of both kinds are 384 KiB or less)
+CHUNK_ENTRIES = 1 << 15
+
+
+def _chunks(data, entry_size: int, start: int, stop: int):
+    """``(first entry, bytes)`` of the whole entries ``[start, stop)`` of ``data``, :data:`CHUNK_ENTRIES` at a
+    time."""
+    chunk = CHUNK_ENTRIES
+    i = start
+    while i < stop:
+        j = min(stop, i + chunk)
+        yield i, data[i * entry_size: j * entry_size]
+        i = j
+
+
+def _stop_limit(data, entry_size: int) -> int:
+    """Entries to look at for the start of the zero tail: all whole entries, or of a ZeroPadded its head's and
+    two of its zeros (see :func:`_head`)."""
+    n = len(data) // entry_size
+    if isinstance(data, ZeroPadded):
+        return min(n, -(-len(data.head) // entry_size) + 2)
+    return n
+
+
+def _offset_stop_lazy(data) -> int:
+    """:func:`_offset_stop` of a ByteSource's entries, a chunk at a time (a relative offset of 0 is four zero
+    bytes in either byte order: found with ``bytes.find``, keeping the hits on an entry boundary)."""
+    limit = _stop_limit(data, OFFSET_ENTRY)
+    for i, raw in _chunks(data, OFFSET_ENTRY, 0, limit):
+        arr = array("i")
+        arr.frombytes(raw)
+        rels = arr[0::2].tobytes()
+        pos = rels.find(_ZERO_REL, 4 if i == 0 else 0)
+        while pos != -1:
+            if pos % 4 == 0:
+                return i + pos // 4
+            pos = rels.find(_ZERO_REL, pos + 4 - pos % 4)
+    return limit
+
+
+def _time_stop_lazy(data) -> int:
+    """:func:`_time_stop` of a ByteSource's entries, a chunk at a time (chunks start on entry boundaries)."""
+    limit = _stop_limit(data, TIME_ENTRY)
+    if limit <= 1:
+        return limit
+    for i, raw in _chunks(data, TIME_ENTRY, 0, limit):
+        pos = raw.find(_ZERO_TIME_ENTRY, TIME_ENTRY if i == 0 else 0)
+        while pos != -1:
+            if pos % TIME_ENTRY == 0:
+                return i + pos // TIME_ENTRY
+            pos = raw.find(_ZERO_TIME_ENTRY, pos + TIME_ENTRY - pos % TIME_ENTRY)
+    return limit
+
+
+def _decode_offsets(raw: bytes, base: int) -> list[tuple[int, int]]:
+    arr = array("i")
+    arr.frombytes(raw)
+    if _LITTLE:
+        arr.byteswap()
+    return list(zip((base + r for r in arr[0::2]), arr[1::2], strict=True))
+
+
+def _decode_times(raw: bytes, base: int) -> list[tuple[int, int]]:
+    return [(ts, base + rel) for ts, rel in _TIME.iter_unpack(raw)]
+
+
+class IndexEntries(Sequence):
+    """The first ``count`` entries of an index held as a ByteSource (or a ZeroPadded of one), decoded on
+    demand: a read-only sequence of the tuples the list would hold. Iteration and walking forward by index
+    decode :data:`CHUNK_ENTRIES` at a time (one chunk kept); any other single entry is read alone, so a binary
+    search reads a few entries. Slices are views. Memory stays a chunk whatever the file's size."""
+
+    __slots__ = ("_src", "_base", "_size", "_start", "_count", "_decode", "_at", "_cache")
+
+    def __init__(self, src, base: int, entry_size: int, count: int, start: int = 0):
+        self._src, self._base, self._size = src, base, entry_size
+        self._start, self._count = start, max(0, count)
+        self._decode = _decode_offsets if entry_size == OFFSET_ENTRY else _decode_times
+        self._at = start  # the first entry (of the source) that _cache holds: reading entry 0 decodes a chunk
+        self._cache: list = []
+
+    def __len__(self) -> int:
+        return self._count
+
+    def _read(self, a: int, b: int) -> list:
+        """Entries ``[a, b)`` of the source, decoded."""
+        return self._decode(self._src[a * self._size: b * self._size], self._base)
+
+    def __getitem__(self, key):
+        n = self._count
+        if isinstance(key, slice):
+            start, stop, step = key.indices(n)
+            if step != 1:
+                raise ValueError("IndexEntries slices take no step")
+            return IndexEntries(self._src, self._base, self._size, max(0, stop - start), self._start + start)
+        i = key + n if key < 0 else key
+        if not 0 <= i < n:
+            raise IndexError("index out of range")
+        i += self._start
+        c = i - self._at
+        if 0 <= c < len(self._cache):
+            return self._cache[c]
+        if c == len(self._cache):  # walking forward: the next chunk
+            self._at = i
+            self._cache = self._read(i, min(self._start + n, i + CHUNK_ENTRIES))
+            return self._cache[0]
+        return self._read(i, i + 1)[0]
+
+    def __iter__(self):
+        for _i, raw in _chunks(self._src, self._size, self._start, self._start + self._count):
+            yield from self._decode(raw, self._base)
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return f"IndexEntries({self._count} entries of {self._size} bytes)"
 
 
 def _head(data, entry_size: int) -> tuple[memoryview, int]:
@@ -172,7 +336,11 @@ def parse_offset_index(data, base_offset: int) -> list[tuple[int, int]]:
 
 def offset_index_entries(data, base_offset: int, *, stop_at_zero_tail: bool = True) -> list[tuple[int, int]]:
     """Absolute ``(offset, position)`` entries. With ``stop_at_zero_tail`` stop at the first entry
-    after entry 0 whose relative offset is 0 (a zero-filled preallocated tail), like DumpLogSegments."""
+    after entry 0 whose relative offset is 0 (a zero-filled preallocated tail), like DumpLogSegments. Of a
+    ByteSource: an :class:`IndexEntries` (the same entries, read on demand)."""
+    if _lazy(data):
+        n = _offset_stop_lazy(data) if stop_at_zero_tail else len(data) // OFFSET_ENTRY
+        return IndexEntries(data, base_offset, OFFSET_ENTRY, n)
     arr = _offset_ints(_head(data, OFFSET_ENTRY)[0] if stop_at_zero_tail else _whole(data))
     rels = arr[0::2]
     stop = _offset_stop(rels) if stop_at_zero_tail else len(rels)
@@ -181,6 +349,8 @@ def offset_index_entries(data, base_offset: int, *, stop_at_zero_tail: bool = Tr
 
 def offset_index_zero_tail(data) -> int:
     """How many whole entries ``offset_index_entries`` drops as the zero tail."""
+    if _lazy(data):
+        return len(data) // OFFSET_ENTRY - _offset_stop_lazy(data)
     mv, n = _head(data, OFFSET_ENTRY)
     return n - _offset_stop(_offset_ints(mv)[0::2])
 
@@ -210,7 +380,11 @@ def parse_time_index(data, base_offset: int) -> list[tuple[int, int]]:
 
 def time_index_entries(data, base_offset: int, *, stop_at_zero_tail: bool = True) -> list[tuple[int, int]]:
     """``(timestamp, absolute offset)`` entries. With ``stop_at_zero_tail`` stop at the first entry
-    after entry 0 with timestamp 0 and relative offset 0 (a zero-filled preallocated tail)."""
+    after entry 0 with timestamp 0 and relative offset 0 (a zero-filled preallocated tail). Of a ByteSource:
+    an :class:`IndexEntries`."""
+    if _lazy(data):
+        n = _time_stop_lazy(data) if stop_at_zero_tail else len(data) // TIME_ENTRY
+        return IndexEntries(data, base_offset, TIME_ENTRY, n)
     mv = _head(data, TIME_ENTRY)[0] if stop_at_zero_tail else _whole(data)
     stop = _time_stop(mv) if stop_at_zero_tail else len(mv) // TIME_ENTRY
     return [(ts, base_offset + rel) for ts, rel in _TIME.iter_unpack(mv[: stop * TIME_ENTRY])]
@@ -218,6 +392,8 @@ def time_index_entries(data, base_offset: int, *, stop_at_zero_tail: bool = True
 
 def time_index_zero_tail(data) -> int:
     """How many whole entries ``time_index_entries`` drops as the zero tail."""
+    if _lazy(data):
+        return len(data) // TIME_ENTRY - _time_stop_lazy(data)
     mv, n = _head(data, TIME_ENTRY)
     return n - _time_stop(mv)
 

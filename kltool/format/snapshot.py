@@ -7,6 +7,11 @@ offsetDelta int32, timestamp int64, coordinatorEpoch int32, currentTxnFirstOffse
 ``parse_snapshot`` follows Kafka's order: schema (structure) errors first, then the version, then the CRC.
 Structure and version errors raise ``CorruptDataError`` with Kafka's ``CorruptSnapshotException`` text;
 a CRC mismatch is reported in ``Snapshot.crc_valid`` (or raised with ``strict=True``).
+
+A snapshot has no size limit (46 bytes a producer: a busy idempotent cluster's can pass 64 MiB), so the
+codec also works in pieces, for storage to feed a file of any size a chunk at a time: :func:`snapshot_layout`
+judges the structure and version from the first 10 bytes and the size, :func:`snapshot_crc` continues over
+chunks (``value``), :class:`EntryDecoder` turns chunks cut anywhere into entries.
 """
 
 from __future__ import annotations
@@ -35,8 +40,8 @@ _ENTRY_FIELDS = (("producer_id", 8), ("epoch", 2), ("last_sequence", 4), ("last_
                  ("current_txn_first_offset", 8))
 _UNDERFLOW = "java.nio.BufferUnderflowException"
 
-__all__ = ["SNAPSHOT_VERSION", "ENTRY_SIZE", "HEADER_SIZE", "ProducerEntry", "Snapshot", "parse_snapshot",
-           "encode_snapshot", "snapshot_crc"]
+__all__ = ["SNAPSHOT_VERSION", "ENTRY_SIZE", "HEADER_SIZE", "ENTRIES_OFFSET", "ProducerEntry", "Snapshot",
+           "SnapshotLayout", "parse_snapshot", "snapshot_layout", "EntryDecoder", "encode_snapshot", "snapshot_crc"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,22 +78,30 @@ class Snapshot:
     trailing_bytes: int = 0  # bytes after the last entry (Kafka ignores them, but they break the CRC)
 
 
-def snapshot_crc(data) -> int:
-    """CRC-32C of bytes [6, end): what the crc field must hold."""
-    return crc32c(memoryview(data)[ENTRIES_OFFSET:])
+def snapshot_crc(data, value: int = 0, *, start: int = ENTRIES_OFFSET) -> int:
+    """CRC-32C of bytes [6, end): what the crc field must hold. With ``value`` (the CRC so far) and ``start``
+    0, continued over the next chunk of those bytes."""
+    return crc32c(memoryview(data)[start:], value)
 
 
 def _schema_error(detail: str, position: int) -> CorruptDataError:
     return CorruptDataError(f"Snapshot failed schema validation: {detail}", position=position)
 
 
-def parse_snapshot(data, *, strict: bool = False) -> Snapshot:
-    """Decode a producer snapshot. Raises ``CorruptDataError`` for short data, a bad entry count or
-    an unknown version; with ``strict`` also for a CRC mismatch (Kafka deletes such snapshots)."""
-    mv = memoryview(data)
+@dataclass(frozen=True, slots=True)
+class SnapshotLayout:
+    version: int
+    crc: int  # stored, unsigned
+    count: int  # entries
+    end: int  # where the entries end (bytes after it are trailing)
+
+
+def snapshot_layout(head, size: int) -> SnapshotLayout:
+    """The structure of a snapshot of ``size`` bytes from its first bytes ``head`` (10, or all of a shorter
+    one), judged in Kafka's order: schema (structure) errors, then the version. Raises ``CorruptDataError``."""
+    mv = memoryview(head)
     if mv.format != "B" or mv.ndim != 1:
         mv = mv.cast("B")
-    size = len(mv)
     if size < 2:
         raise _schema_error(f"Error reading field 'version': {_UNDERFLOW}", 0)
     if size < 6:
@@ -117,12 +130,43 @@ def parse_snapshot(data, *, strict: bool = False) -> Snapshot:
                             f"{_UNDERFLOW}", pos)
     if version != SNAPSHOT_VERSION:
         raise CorruptDataError(f"Snapshot contained an unknown file version {version}", position=0)
+    return SnapshotLayout(version, crc, count, end)
+
+
+def crc_error(crc: int, computed: int) -> CorruptDataError:
+    return CorruptDataError(f"Snapshot is corrupt (CRC is no longer valid). Stored crc: {crc}. "
+                            f"Computed crc: {computed}", position=CRC_OFFSET)
+
+
+class EntryDecoder:
+    """Entries from the bytes after the header fed in chunks cut anywhere (:meth:`feed` returns the entries
+    the chunk completes; a partial entry waits for the next chunk)."""
+
+    __slots__ = ("_rest",)
+
+    def __init__(self):
+        self._rest = b""
+
+    def feed(self, chunk) -> list[ProducerEntry]:
+        data = self._rest + bytes(chunk) if self._rest else chunk
+        n = len(data) - len(data) % ENTRY_SIZE
+        self._rest = bytes(memoryview(data)[n:])
+        return [ProducerEntry(*t) for t in _ENTRY.iter_unpack(memoryview(data)[:n])]
+
+
+def parse_snapshot(data, *, strict: bool = False) -> Snapshot:
+    """Decode a producer snapshot. Raises ``CorruptDataError`` for short data, a bad entry count or
+    an unknown version; with ``strict`` also for a CRC mismatch (Kafka deletes such snapshots)."""
+    mv = memoryview(data)
+    if mv.format != "B" or mv.ndim != 1:
+        mv = mv.cast("B")
+    size = len(mv)
+    lay = snapshot_layout(mv[:HEADER_SIZE], size)
     computed = snapshot_crc(mv)
-    if strict and computed != crc:
-        raise CorruptDataError(f"Snapshot is corrupt (CRC is no longer valid). Stored crc: {crc}. "
-                               f"Computed crc: {computed}", position=CRC_OFFSET)
-    entries = [ProducerEntry(*t) for t in _ENTRY.iter_unpack(mv[HEADER_SIZE:end])]
-    return Snapshot(version, crc, computed == crc, computed, entries, size - end)
+    if strict and computed != lay.crc:
+        raise crc_error(lay.crc, computed)
+    entries = [ProducerEntry(*t) for t in _ENTRY.iter_unpack(mv[HEADER_SIZE:lay.end])]
+    return Snapshot(lay.version, lay.crc, computed == lay.crc, computed, entries, size - lay.end)
 
 
 def encode_snapshot(entries: Iterable[ProducerEntry]) -> bytes:

@@ -573,10 +573,10 @@ def group_reads(opts, reads: list[SegmentRead], parallelism: int | None = None) 
 
 def _remote_index(uri, base, storage) -> list[tuple[int, int]]:
     from ..format import index as fidx
-    from ..storage.uri import read_bytes
+    from ..storage.uri import read_remote_index
 
-    try:
-        return fidx.offset_index_entries(read_bytes(uri, storage), base)
+    try:  # (ranged reads: what is held stays bounded whatever the index holds)
+        return fidx.offset_index_entries(read_remote_index(uri, storage), base)
     except Exception:  # noqa: BLE001 (an unreadable or damaged index: read from the start, as without one)
         return []
 

@@ -21,13 +21,15 @@ import threading
 from pathlib import Path
 
 from ..errors import BrokerLockHeld, CorruptDataError, UnsafeOperation, UsageError
+from ..format import index as fidx
 from ..format import names as fn
 from ..format.topics import parse_partition_dir_name
 
 __all__ = [
     "LOCK_FILE_NAME", "TMP_SUFFIX", "atomic_write", "fsync_dir", "copy_range",
     "BrokerLock", "lock_holder_present", "looks_like_log_dir",
-    "METADATA_MAX_BYTES", "read_small_file", "read_index_file",
+    "METADATA_MAX_BYTES", "read_small_file", "read_index_file", "FileBytes", "INDEX_READ_WHOLE",
+    "read_snapshot", "snapshot_entries",
 ]
 
 LOCK_FILE_NAME = fn.LOCK_FILE
@@ -360,8 +362,9 @@ def lock_holder_present(logdir) -> bool:
 
 
 # The most kltool reads of a metadata file (checkpoints, leader-epoch-checkpoint, partition.metadata,
-# meta.properties, quorum-state, producer snapshots, .txnindex ...): far more than any real one holds (a
-# root checkpoint of a million partitions is ~60 MB at most), so a larger file is refused, not read.
+# meta.properties, quorum-state, .kafka_cleanshutdown, topic configs): far more than any real one holds (a
+# root checkpoint of a million partitions is ~60 MB at most), so a larger file is refused, not read. Producer
+# snapshots are not such files (46 bytes a producer, no limit): read_snapshot reads them a chunk at a time.
 METADATA_MAX_BYTES = 64 << 20
 
 
@@ -426,17 +429,69 @@ def _zeros_start(fd: int, size: int) -> int:
     return 0
 
 
-def read_index_file(path):
+# The most bytes of an index read into memory at once: a larger one (a full 10 MiB index, or garbage of any
+# size) is read on demand, a chunk at a time (FileBytes), so memory stays bounded whatever the file holds.
+INDEX_READ_WHOLE = 1 << 20
+
+
+class FileBytes(fidx.ByteSource):
+    """The first ``size`` bytes of a regular file, read when sliced (:class:`kltool.format.index.ByteSource`):
+    the file is opened for each read (a partition of many big indexes holds no descriptors), and a file
+    that is no longer the one first opened (replaced, or changed size) is an OSError, never mixed bytes."""
+
+    __slots__ = ("path", "size", "_ident")
+
+    def __init__(self, path, size: int, ident: tuple):
+        self.path, self.size, self._ident = path, size, ident
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __repr__(self) -> str:
+        return f"FileBytes({str(self.path)!r}, {self.size})"
+
+    def prefix(self, n: int) -> FileBytes:
+        return FileBytes(self.path, max(0, min(n, self.size)), self._ident)
+
+    def __getitem__(self, key) -> bytes:
+        if not isinstance(key, slice):
+            raise TypeError("FileBytes takes slices only")
+        start, stop, step = key.indices(self.size)
+        if step != 1:
+            raise ValueError("FileBytes slices take no step")
+        if stop <= start:
+            return b""
+        fd, st = _open_regular(self.path)
+        try:
+            if _ident(st) != self._ident:
+                raise OSError(errno.ESTALE, "the file changed while it was read", str(self.path))
+            data = _read_fd(fd, start, stop)
+        finally:
+            os.close(fd)
+        if len(data) != stop - start:
+            raise OSError(errno.ESTALE, "the file shrank while it was read", str(self.path))
+        return data
+
+
+def _ident(st: os.stat_result) -> tuple:
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def read_index_file(path, *, whole_up_to: int | None = None):
     """The content of an ``.index``, ``.timeindex`` (any file that may end in a preallocated zero-filled
     tail): bytes, or, when the file ends in zeros, a :class:`kltool.format.index.ZeroPadded` that holds
-    only the bytes before them (a 1 GiB preallocated index costs what its entries do). Regular files only,
-    as :func:`read_small_file`."""
+    only the bytes before them (a 1 GiB preallocated index costs what its entries do). When more than
+    ``whole_up_to`` bytes (default :data:`INDEX_READ_WHOLE`) come before the zeros, they are not read here: a :class:`FileBytes` (alone or as
+    the ZeroPadded's head) reads them on demand, and the index functions take it a chunk at a time.
+    Regular files only, as :func:`read_small_file`."""
     from ..format.index import ZeroPadded
 
+    if whole_up_to is None:
+        whole_up_to = INDEX_READ_WHOLE
     fd, st = _open_regular(path)
     try:
         end = _zeros_start(fd, st.st_size)
-        head = _read_fd(fd, 0, end)
+        head = _read_fd(fd, 0, end) if end <= whole_up_to else FileBytes(path, end, _ident(st))
     finally:
         os.close(fd)
     if len(head) < end:  # shrank while read: what was there
@@ -450,7 +505,7 @@ def read_txn_index_file(path):
     the size of the real entries whatever the file's size. A partial last entry is kept (it is reported)."""
     from ..format.index import TXN_ENTRY, ZeroPadded
 
-    data = read_index_file(path)
+    data = read_index_file(path, whole_up_to=1 << 62)  # (its entries are held: parse_txn_index lists them)
     if not isinstance(data, ZeroPadded):
         return data
     n = len(data)
@@ -461,6 +516,65 @@ def read_txn_index_file(path):
     return data[:cut + TXN_ENTRY] + data[whole:]
 
 
+_SNAPSHOT_CHUNK = 4 << 20  # bytes of a snapshot read at a time (~90,000 producers)
+
+
+def _snapshot_chunks(fd: int, start: int, stop: int):
+    pos = start
+    while pos < stop:
+        b = os.pread(fd, min(_SNAPSHOT_CHUNK, stop - pos), pos)
+        if not b:
+            raise OSError(errno.ESTALE, "the file shrank while it was read")
+        yield b
+        pos += len(b)
+
+
+def read_snapshot(path, *, strict: bool = False, entries: bool = True):
+    """A producer ``.snapshot`` (:class:`kltool.format.snapshot.Snapshot`), read a chunk at a time: no size
+    limit (46 bytes a producer), and never the file's bytes whole, only the entries (``entries=False``: none,
+    for a check of structure and CRC). Structure and version are judged from the first bytes and the size,
+    the CRC over the chunks; the entries are decoded after it (with ``strict``, only when it holds: a corrupt
+    snapshot is a ``CorruptDataError``, as :func:`~kltool.format.snapshot.parse_snapshot`'s). Regular files
+    only, as :func:`read_small_file`."""
+    from ..format import snapshot as fsnap
+
+    fd, st = _open_regular(path)
+    try:
+        size = st.st_size
+        lay = fsnap.snapshot_layout(os.pread(fd, fsnap.HEADER_SIZE, 0), size)
+        computed = 0
+        for b in _snapshot_chunks(fd, fsnap.ENTRIES_OFFSET, size):
+            computed = fsnap.snapshot_crc(b, computed, start=0)
+        if strict and computed != lay.crc:
+            raise fsnap.crc_error(lay.crc, computed)
+        got = []
+        if entries:
+            dec = fsnap.EntryDecoder()
+            for b in _snapshot_chunks(fd, fsnap.HEADER_SIZE, lay.end):
+                got.extend(dec.feed(b))
+    finally:
+        os.close(fd)
+    return fsnap.Snapshot(lay.version, lay.crc, computed == lay.crc, computed, got, size - lay.end)
+
+
+def snapshot_entries(path, snap):
+    """The entries of the snapshot at ``path`` that :func:`read_snapshot` (``entries=False``) read as ``snap``,
+    one at a time, a chunk read at a time (a dump streams them out). OSError when the file no longer has that
+    header and size."""
+    from ..format import snapshot as fsnap
+
+    fd, st = _open_regular(path)
+    try:
+        lay = fsnap.snapshot_layout(os.pread(fd, fsnap.HEADER_SIZE, 0), st.st_size)
+        if lay.crc != snap.crc or st.st_size - lay.end != snap.trailing_bytes:
+            raise OSError(errno.ESTALE, "the file changed while it was read", str(path))
+        dec = fsnap.EntryDecoder()
+        for b in _snapshot_chunks(fd, fsnap.HEADER_SIZE, lay.end):
+            yield from dec.feed(b)
+    finally:
+        os.close(fd)
+
+
 def read_text_file(path: Path, kind: str):
     """Parse a small metadata file of ``kind`` (:func:`kltool.format.names.classify`'s kinds:
     offset_checkpoint, leader_epoch_checkpoint, partition_metadata, meta_properties, json: quorum-state or
@@ -468,6 +582,11 @@ def read_text_file(path: Path, kind: str):
     and byte position) when its content is not valid; OSError when it cannot be read."""
     from ..format import checkpoints as cp
 
+    if kind == "snapshot":  # (no size limit: read a chunk at a time)
+        try:
+            return read_snapshot(path)
+        except CorruptDataError as e:
+            raise e.at(path=path) from None
     data = read_small_file(path)
     try:
         if kind == "offset_checkpoint":
@@ -478,10 +597,6 @@ def read_text_file(path: Path, kind: str):
             return cp.parse_partition_metadata(data)
         if kind == "meta_properties":
             return cp.parse_meta_properties(data)
-        if kind == "snapshot":
-            from ..format.snapshot import parse_snapshot
-
-            return parse_snapshot(data)
         if kind == "json":
             name = Path(path).name
             if name == fn.QUORUM_STATE:

@@ -23,8 +23,8 @@ from ..errors import CorruptDataError
 from ..format import decode_records
 from ..format.index import AbortedTxn, encode_aborted_txn
 from ..format.records import BatchHeader
-from ..format.snapshot import ProducerEntry, encode_snapshot, parse_snapshot
-from .fs import read_small_file
+from ..format.snapshot import ProducerEntry, encode_snapshot
+from .fs import read_snapshot
 
 __all__ = ["ProducerStateEntry", "ProducerStateManager", "SnapshotChoice", "control_of", "latest_snapshot"]
 
@@ -285,7 +285,7 @@ def latest_snapshot(partition, log_end_offset: int, *, log_start_offset: int | N
             skipped.append((spath, f"its offset {off} is above the log end offset {log_end_offset}"))
             continue
         try:
-            snap = parse_snapshot(read_small_file(spath), strict=True)
+            snap = read_snapshot(spath, strict=True)
         except OSError as e:
             skipped.append((spath, e.strerror or str(e)))
             continue

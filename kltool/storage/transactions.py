@@ -32,7 +32,7 @@ from ..format import names as fn
 from ..format.index import TXN_ENTRY, AbortedTxn, check_txn_index, parse_txn_index
 from ..format.records import BatchHeader
 from .findings import Finding
-from .fs import read_small_file, read_txn_index_file
+from .fs import read_txn_index_file
 from .producer_state import ProducerStateEntry, ProducerStateManager, latest_snapshot
 from .scan import Damage
 
@@ -400,7 +400,7 @@ def _check_snapshot_batches(p, path: Path, offset: int, entries, log_start: int)
 def _replay_checking_snapshots(p, state: ProducerStateManager, watch: _Watch, start: int, leo: int,
                                log_start: int) -> None:
     """--scan-all: the whole log from ``start``, and at each snapshot's offset the state compared with it."""
-    from ..format.snapshot import parse_snapshot
+    from .fs import read_snapshot
 
     segs = p.segments
     at = start
@@ -411,7 +411,7 @@ def _replay_checking_snapshots(p, state: ProducerStateManager, watch: _Watch, st
             state.replay(segs, at, watch, until=off)
             at = max(off, watch.last_fed + 1)
         try:
-            snap = parse_snapshot(read_small_file(spath), strict=True)
+            snap = read_snapshot(spath, strict=True)
         except (OSError, CorruptDataError) as e:
             watch.findings.append(Finding("warning", "snapshot_skipped", str(spath),
                                           f"the broker skips (and deletes) this snapshot at start-up: {e}"))

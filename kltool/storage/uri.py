@@ -24,6 +24,7 @@ from urllib.parse import unquote, urlparse
 
 from ..errors import KltoolError, UsageError
 from ..format import names as fn
+from ..format.index import ByteSource, ZeroPadded
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
 # <offset>.log, and a tiered-storage copy: <offset>-<segment id>.log (KIP-405's RemoteLogSegmentFileset)
@@ -188,6 +189,67 @@ def read_bytes(uri: str, options: dict | None = None, start: int = 0, length: in
             f.seek(start)
             return f.read()
         return f.read_at(length, start)
+
+
+_RANGE = 4 << 20  # bytes of a remote index asked for at a time when its zero tail is looked for
+
+
+class RemoteBytes(ByteSource):
+    """The first ``size`` bytes of a remote file, read when sliced with ranged reads (a
+    :class:`kltool.format.index.ByteSource`, as :class:`kltool.storage.fs.FileBytes` is of a local file)."""
+
+    __slots__ = ("uri", "size", "_fs", "_path")
+
+    def __init__(self, uri: str, size: int, fs, path: str):
+        self.uri, self.size, self._fs, self._path = uri, size, fs, path
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __repr__(self) -> str:
+        return f"RemoteBytes({self.uri!r}, {self.size})"
+
+    def prefix(self, n: int) -> RemoteBytes:
+        return RemoteBytes(self.uri, max(0, min(n, self.size)), self._fs, self._path)
+
+    def __getitem__(self, key) -> bytes:
+        if not isinstance(key, slice):
+            raise TypeError("RemoteBytes takes slices only")
+        start, stop, step = key.indices(self.size)
+        if step != 1:
+            raise ValueError("RemoteBytes slices take no step")
+        if stop <= start:
+            return b""
+        with self._fs.open_input_file(self._path) as f:
+            data = f.read_at(stop - start, start)
+        if len(data) != stop - start:
+            raise OSError(f"{self.uri}: the object shrank while it was read")
+        return bytes(data)
+
+
+def read_remote_index(uri: str, options: dict | None = None, *, whole_up_to: int | None = None):
+    """A remote ``.index``/``.timeindex`` as :func:`kltool.storage.fs.read_index_file` reads a local one, with
+    ranged reads: the zero tail is looked for from the end a range at a time and not held; up to
+    ``whole_up_to`` bytes before it (default ``fs.INDEX_READ_WHOLE``) are read in one range, more are a
+    :class:`RemoteBytes` that the index functions read a chunk at a time. Planning over remote segments
+    thus reads and holds bounded bytes whatever an index holds."""
+    from . import fs as lfs
+
+    if whole_up_to is None:
+        whole_up_to = lfs.INDEX_READ_WHOLE
+    pfs, path = filesystem(uri, options)
+    with pfs.open_input_file(path) as f:
+        size = f.size()
+        end = size
+        while end > 0:
+            n = min(_RANGE, end)
+            kept = len(bytes(f.read_at(n, end - n)).rstrip(b"\0"))
+            if kept:
+                end = end - n + kept
+                break
+            end -= n
+        head = bytes(f.read_at(end, 0)) if end <= whole_up_to else RemoteBytes(uri, end, pfs, path)
+    return head if end == size else ZeroPadded(head, size - end)
 
 
 def list_remote(uris, options: dict | None = None) -> RemoteSelection:

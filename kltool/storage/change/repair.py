@@ -499,7 +499,7 @@ def _segment_actions(sc: SegScan, force_index: bool, indexes_only: bool, acts: l
 
 def _plan_partition_files(view: View, p: Partition, leo: int, ctx: Ctx, acts: list[Action]) -> None:
     from ...format.checkpoints import encode_leader_epoch_checkpoint, parse_leader_epoch_checkpoint
-    from ...format.snapshot import parse_snapshot
+    from ..fs import read_snapshot
 
     for off, _k, _name, path in view.files("snapshot"):
         if off > leo:
@@ -507,7 +507,7 @@ def _plan_partition_files(view: View, p: Partition, leo: int, ctx: Ctx, acts: li
                                f"{leo} (the broker deletes it)", old_size=_size(path)))
             continue
         try:
-            snap = parse_snapshot(read_small_file(path))
+            snap = read_snapshot(path, entries=False)
             bad = None if snap.crc_valid else (f"Snapshot is corrupt (CRC is no longer valid). Stored crc: "
                                                f"{snap.crc}. Computed crc: {snap.computed_crc}")
         except CorruptDataError as e:

@@ -291,9 +291,7 @@ class SegScan:
 
     def _index_offset_at(self, position: int) -> int | None:
         """The offset the existing .index gives for the batch at ``position`` (its last offset), if any."""
-        if not hasattr(self, "_index_by_pos"):
-            self._index_by_pos = {pos: off for off, pos in self.existing.oi}
-        return self._index_by_pos.get(position)
+        return self.existing.index_offset_at(position)
 
     def _rather_this_one(self, h: BatchHeader, nxt: BatchHeader, low: int, nlo: int, delta: int | None) -> bool:
         """Overlapping neighbours with nothing to fix either's value (a compacted log has gaps): blame this

@@ -10,7 +10,7 @@ from pathlib import Path
 from ...errors import CorruptDataError
 from ...format import names as fn
 from ...format.records import BatchHeader
-from ..fs import TMP_SUFFIX, read_small_file
+from ..fs import TMP_SUFFIX
 from ..scan import walk
 from .apply import file_size as _size
 from .plan import Action
@@ -126,7 +126,7 @@ def plan_stale(view: View, acts: list[Action]) -> None:
 
 def snapshot_open_txns(view: View, first_base: int | None) -> dict[int, int]:
     """Transactions open at the first segment, from the producer snapshot named after it."""
-    from ...format.snapshot import parse_snapshot
+    from ..fs import read_snapshot
 
     if first_base is None:
         return {}
@@ -134,7 +134,7 @@ def snapshot_open_txns(view: View, first_base: int | None) -> dict[int, int]:
     if p is None:
         return {}
     try:
-        snap = parse_snapshot(read_small_file(p))
+        snap = read_snapshot(p)
     except (CorruptDataError, OSError):
         return {}
     if not snap.crc_valid:

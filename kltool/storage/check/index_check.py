@@ -27,9 +27,14 @@ from ...format.topics import CLUSTER_METADATA_TOPIC_NAME
 from ..findings import Finding
 from ..fs import read_index_file
 
-__all__ = ["IndexChecker"]
+__all__ = ["IndexChecker", "MAX_LISTED"]
 
 _FAR = 1 << 62
+
+# Entries of one index that disagree with the log, listed at most: past that the index is garbage (it is
+# rebuilt whole either way), the rest of its entries are not checked, and a note says how many were not. A
+# huge file of garbage then costs a bounded time and output, not a finding per entry.
+MAX_LISTED = 1000
 
 
 def _err(kind, file, msg, position=None, offset=None):
@@ -104,6 +109,9 @@ class IndexChecker:
                                      f"decrease", offset_of=lambda e: e[1])
         self.j = self.k = 0
         self.prev_last: int | None = None
+        self.listed = [0, 0]  # entry findings of the offset index, of the time index
+        self.unchecked = [None, None]  # (entries checked, entries) when the rest was not checked
+        self._by_pos: dict[int, int] | None = None
         self._next()
 
     # -- the files -----------------------------------------------------------------------------------------
@@ -121,15 +129,18 @@ class IndexChecker:
             data = self._drop_preallocated(path, data, zero_tail, size)
         for msg in check(data, self.base, path=str(path)):
             self.findings.append(_err("index_corrupt", path, msg))
-        zeros = zero_tail(data)
+        try:
+            got, error = entries(data, self.base), None
+        except CorruptDataError as e:
+            got, error = [], e
+        # (the zero tail is what the entries leave out: the file is read through once, not twice)
+        zeros = zero_tail(data) if error is not None else len(data) // size - len(got)
         if zeros and not is_active:
             self.findings.append(_warn("index_untrimmed", path, f"{zeros} zero-filled entries at the end "
                                        f"(preallocated, not trimmed: the broker did not close this segment)"))
-        try:
-            return entries(data, self.base)
-        except CorruptDataError as e:
-            self.findings.append(_err("index_corrupt", path, e.message, position=e.position))
-            return []
+        if error is not None:
+            self.findings.append(_err("index_corrupt", path, error.message, position=error.position))
+        return got
 
     def _drop_preallocated(self, path, data, zero_tail, size):
         """The entries before the zero tail (none when the whole file is zeros), with a note."""
@@ -142,7 +153,36 @@ class IndexChecker:
         self.findings.append(Finding("info", "index_preallocated", str(path), f"{zeros} zero-filled entries at "
                                      f"the end (preallocated): the broker rebuilds this index when it recovers the "
                                      f"active segment at its next start"))
-        return data[:(n - zeros) * size]
+        return fidx.prefix(data, (n - zeros) * size)
+
+    def _listed(self, which: int, finding: Finding, found: list) -> bool:
+        """Add ``finding`` (of the offset index: ``which`` 0, of the time index: 1) to ``found``; False once
+        :data:`MAX_LISTED` are listed: the rest of that index is then not checked (see :meth:`finish`)."""
+        found.append(finding)
+        self.listed[which] += 1
+        if self.listed[which] < MAX_LISTED:
+            return True
+        entries = self.oi if which == 0 else self.ti
+        done = (self.j if which == 0 else self.k) + 1
+        self.unchecked[which] = (done, len(entries))
+        if which == 0:
+            self.j = len(entries)
+        else:
+            self.k = len(entries)
+        return False
+
+    def index_offset_at(self, position: int) -> int | None:
+        """The offset of the last offset-index entry at ``position`` (None when none is): from a map of the
+        entries when they are held, else read through them a chunk at a time (never a map of a huge file)."""
+        if isinstance(self.oi, list):
+            if self._by_pos is None:
+                self._by_pos = {pos: off for off, pos in self.oi}
+            return self._by_pos.get(position)
+        found = None
+        for off, pos in self.oi:
+            if pos == position:
+                found = off
+        return found
 
     def _order(self, entries, path, kind, bad, message, offset_of) -> None:
         for a, b in zip(entries, entries[1:], strict=False):
@@ -181,23 +221,27 @@ class IndexChecker:
         if h.position < self.next_pos and h.last_offset < self.next_off:  # the usual case: no entry here
             self.prev_last = h.last_offset
             return
-        oi, ti = self.oi, self.ti
+        oi, ti, found = self.oi, self.ti, self.findings
         while self.j < len(oi) and oi[self.j][1] <= h.position:
             off, pos = oi[self.j]
             if pos < h.position:
-                self.findings.append(_err("index_mismatch", self.index_path, f"index entry (offset {off}, position "
-                                          f"{pos}) does not point at the start of a batch", position=pos, offset=off))
+                if not self._listed(0, _err("index_mismatch", self.index_path, f"index entry (offset {off}, position "
+                                            f"{pos}) does not point at the start of a batch", position=pos,
+                                            offset=off), found):
+                    break
             elif h.last_offset > off or (self.prev_last is not None and self.prev_last >= off):
-                self.findings.append(_err("index_mismatch", self.index_path, f"index entry (offset {off}, position "
-                                          f"{pos}) points at a batch with offsets {h.base_offset}..{h.last_offset}",
-                                          position=pos, offset=off))
+                if not self._listed(0, _err("index_mismatch", self.index_path, f"index entry (offset {off}, position "
+                                            f"{pos}) points at a batch with offsets {h.base_offset}..{h.last_offset}",
+                                            position=pos, offset=off), found):
+                    break
             self.j += 1
         while self.k < len(ti) and ti[self.k][1] <= h.last_offset:
             ts, off = ti[self.k]
             if h.max_timestamp != ts:
-                self.findings.append(_err("time_index_mismatch", self.timeindex_path, f"time index entry (timestamp "
-                                          f"{ts}, offset {off}): the batch holding offset {off} has max timestamp "
-                                          f"{h.max_timestamp}", offset=off))
+                if not self._listed(1, _err("time_index_mismatch", self.timeindex_path, f"time index entry (timestamp "
+                                            f"{ts}, offset {off}): the batch holding offset {off} has max timestamp "
+                                            f"{h.max_timestamp}", offset=off), found):
+                    break
             self.k += 1
         self.prev_last = h.last_offset
         self._next()
@@ -215,22 +259,25 @@ class IndexChecker:
                 x = max(x, bisect_left(pos, p))
                 prev = lasts[x - 1] if x else self.prev_last
                 if p < pos[x]:
-                    found.append((x, 0, _err("index_mismatch", self.index_path, f"index entry (offset {off}, "
-                                             f"position {p}) does not point at the start of a batch", position=p,
-                                             offset=off)))
+                    if not self._listed(0, (x, 0, _err("index_mismatch", self.index_path, f"index entry (offset "
+                                                       f"{off}, position {p}) does not point at the start of a batch",
+                                                       position=p, offset=off)), found):
+                        break
                 elif lasts[x] > off or (prev is not None and prev >= off):
-                    found.append((x, 0, _err("index_mismatch", self.index_path, f"index entry (offset {off}, "
-                                             f"position {p}) points at a batch with offsets {base[x]}..{lasts[x]}",
-                                             position=p, offset=off)))
+                    if not self._listed(0, (x, 0, _err("index_mismatch", self.index_path, f"index entry (offset "
+                                                       f"{off}, position {p}) points at a batch with offsets "
+                                                       f"{base[x]}..{lasts[x]}", position=p, offset=off)), found):
+                        break
                 self.j += 1
             x = 0
             while self.k < len(ti) and ti[self.k][1] <= lasts[-1]:
                 ts, off = ti[self.k]
                 x = max(x, bisect_left(lasts, off))
                 if mts[x] != ts:
-                    found.append((x, 1, _err("time_index_mismatch", self.timeindex_path, f"time index entry "
-                                             f"(timestamp {ts}, offset {off}): the batch holding offset {off} has max "
-                                             f"timestamp {mts[x]}", offset=off)))
+                    if not self._listed(1, (x, 1, _err("time_index_mismatch", self.timeindex_path, f"time index "
+                                                       f"entry (timestamp {ts}, offset {off}): the batch holding "
+                                                       f"offset {off} has max timestamp {mts[x]}", offset=off)), found):
+                        break
                 self.k += 1
             found.sort(key=lambda t: (t[0], t[1]))
             self.findings.extend(f for _x, _k, f in found)
@@ -239,13 +286,25 @@ class IndexChecker:
 
     def finish(self) -> list[Finding]:
         """Entries left over point past the last batch. Returns every finding."""
+        found = self.findings
         for off, pos in self.oi[self.j:]:
-            self.findings.append(_err("index_mismatch", self.index_path, f"index entry (offset {off}, position "
-                                      f"{pos}) points past the last batch (log size {self.log_size})",
-                                      position=pos, offset=off))
+            if not self._listed(0, _err("index_mismatch", self.index_path, f"index entry (offset {off}, position "
+                                        f"{pos}) points past the last batch (log size {self.log_size})",
+                                        position=pos, offset=off), found):
+                break
+            self.j += 1
         for ts, off in self.ti[self.k:]:
-            self.findings.append(_err("time_index_mismatch", self.timeindex_path, f"time index entry (timestamp "
-                                      f"{ts}, offset {off}) names an offset after the last batch", offset=off))
+            if not self._listed(1, _err("time_index_mismatch", self.timeindex_path, f"time index entry (timestamp "
+                                        f"{ts}, offset {off}) names an offset after the last batch", offset=off),
+                                found):
+                break
+            self.k += 1
+        for which, path in ((0, self.index_path), (1, self.timeindex_path)):
+            if self.unchecked[which] is not None:
+                done, n = self.unchecked[which]
+                found.append(Finding("info", "index_unchecked", str(path), f"{MAX_LISTED} entries do not match the "
+                                     f"log: the other {n - done} entries, from entry {done} of {n}, are not checked"))
+                self.unchecked[which] = None
         self.j, self.k = len(self.oi), len(self.ti)
         self._next()
         return self.findings

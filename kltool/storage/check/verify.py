@@ -420,11 +420,11 @@ def _broker_running(p: Partition) -> bool:
 
 def _check_partition_files(p: Partition, leo: int) -> Iterator[Finding]:
     from ...format.checkpoints import parse_leader_epoch_checkpoint
-    from ...format.snapshot import parse_snapshot
+    from ..fs import read_snapshot
 
     for off, path in p.snapshots:
         try:
-            snap = parse_snapshot(read_small_file(path))
+            snap = read_snapshot(path, entries=False)
         except CorruptDataError as e:
             yield _err("snapshot_corrupt", path, e.message, position=e.position)
             continue
@@ -565,10 +565,10 @@ def verify_file(path: Path, *, deep: bool, stats: VerifyStats,
                     ic.batch(h)
             yield from ic.finish()[early:]
     elif kind == "snapshot":
-        from ...format.snapshot import parse_snapshot
+        from ..fs import read_snapshot
 
         try:
-            snap = parse_snapshot(read_small_file(path))
+            snap = read_snapshot(path, entries=False)
         except CorruptDataError as e:
             yield _err("snapshot_corrupt", path, e.message, position=e.position)
         except OSError as e:

@@ -63,7 +63,7 @@ from ...errors import KltoolError
 from ...format import names as fn
 from ...format.index import encode_aborted_txn
 from ...format.records import BatchHeader
-from ..check.reorder import Layout, plan_layout
+from ..check.reorder import Layout, out_of_order, plan_layout
 from ..check.segment_name import SplitPlan, SplitRule, describe_dups
 from ..findings import Finding
 from ..index_builder import IndexBuilder
@@ -344,6 +344,8 @@ def plan_splits(view: View, segs: list[Seg], acts: list[Action], *,
     on)."""
     rule = SplitRule([(s.base, s.log) for s in segs])
     out: dict[int, Split] = {}
+    if not out_of_order(rule.segs):  # (no batch below its base either: nothing to split)
+        return out
     reordered = plan_reorder(segs, acts, rule, interval=interval)
     if reordered:
         return reordered

@@ -38,11 +38,14 @@ the wrong place, kept at its field's offsets when they fit the order of the whol
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ...format.records import BatchHeader
-from .segment_name import INT32_MAX, SplitRule, _Contents, last_out_of_line
+from ..scan import BatchRun, walk
+from .batch_rules import first_offset
+from .segment_name import INT32_MAX, SplitRule, _Contents, below_base, last_out_of_line
 
-__all__ = ["Placed", "Layout", "runs_of", "suspects", "plan_layout"]
+__all__ = ["Placed", "Layout", "runs_of", "suspects", "out_of_order", "plan_layout", "describe_reorder"]
 
 
 @dataclass
@@ -140,6 +143,25 @@ def _disordered(names: list[int], contents: list[_Contents]) -> bool:
     return False
 
 
+def out_of_order(segs: list[tuple[int, Path]]) -> bool:
+    """Does a CRC-valid batch of the partition (its segments as (base offset, ``.log``), by name) lie below its
+    segment's base offset, or not above the batches before it? One walk over the files, the C walker's runs
+    (batches it checked to be in order and within their segment) taken as they are: nothing else is read for a
+    partition in order (the split and the reorder look only at one that is not)."""
+    prev = None
+    for base, log in segs:
+        for item in walk(log, runs=True, base_offset=base, prev_last=prev):
+            if isinstance(item, BatchRun):
+                prev = item.last_offset if prev is None else max(prev, item.last_offset)
+                continue
+            if not isinstance(item, BatchHeader) or not item.crc_valid:
+                continue
+            if below_base(item, base) or (prev is not None and first_offset(item) <= prev):
+                return True
+            prev = item.last_offset if prev is None else max(prev, item.last_offset)
+    return False
+
+
 def _sorted_unique(placed: list[Placed]) -> tuple[list[Placed], list[tuple[Placed, Placed]]] | None:
     """The batches in offset order, exact copies left out (the first one in segment and file order stays);
     None when two different batches overlap."""
@@ -218,3 +240,18 @@ def plan_layout(rule: SplitRule) -> Layout | None:
     if any(b <= a_hi for (_a, a_hi), (b, _h) in zip(layout, layout[1:], strict=False) if a_hi is not None):
         return None
     return Layout(region, inside, dups, [p[0].first for p in inside])
+
+
+def describe_reorder(lay: Layout, name_of) -> str:
+    """What ``verify`` says of a segment of the region repair reorders (the same new segments the plan writes)."""
+    runs = ", ".join(f"{p[0].first}..{p[-1].last} ({len(p)} batches) -> {name_of(b)}"
+                     for p, b in zip(lay.pieces, lay.names, strict=True))
+    msg = (f"the partition's intact batches are out of order across its files (runs of batches in the wrong order, "
+           f"or segment contents swapped): kltool verify --repair reorders whole runs, every intact batch kept: "
+           f"{runs}")
+    if lay.dups:
+        msg += f"; {len(lay.dups)} batch(es) whose offsets are held twice stay only in the backup"
+    markers = sum(1 for p in lay.pieces for x in p if x.h.magic == 2 and x.h.is_control and x.h.producer_id >= 0)
+    if markers:
+        msg += f"; {markers} transaction marker(s) carried, the .txnindex rebuilt for each new segment"
+    return msg

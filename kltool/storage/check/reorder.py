@@ -97,16 +97,26 @@ def _room(lo_excl: int, hi_excl: int, hs: list[BatchHeader], first) -> bool:
 
 def suspects(names: list[int], contents: list[_Contents]) -> list[tuple[int, BatchHeader, str]]:
     """The batches whose offset field the neighbours make out to be damaged (see the module): (segment index,
-    batch, why)."""
+    batch, why). Not one whose true place would be taken: when another batch of the partition holds the offsets
+    right after the batch before it (where the damaged field would have moved it from), its field is not what
+    is wrong."""
+    spans = sorted((c.first(h), h.last_offset, id(h)) for c in contents for h in c.batches)
+
+    def free(after: int, hs: list[BatchHeader], first) -> bool:
+        lo, hi = after + 1, after + sum(h.last_offset - first(h) + 1 for h in hs)
+        mine = {id(h) for h in hs}
+        return not any(a <= hi and lo <= b for a, b, k in spans if k not in mine)
+
     out = []
     for i, c in enumerate(contents):
         bs, first = c.batches, c.first
         nxt = names[i + 1] if i + 1 < len(names) else None
-        if len(bs) > 1 and nxt is not None and last_out_of_line(bs[-2].last_offset, bs[-1], first(bs[-1]), nxt):
+        if len(bs) > 1 and nxt is not None and last_out_of_line(bs[-2].last_offset, bs[-1], first(bs[-1]), nxt) \
+                and free(bs[-2].last_offset, bs[-1:], first):
             out.append((i, bs[-1], f"the last batch of a segment before {nxt}, out of line with the batch before "
                                    f"it (last offset {bs[-2].last_offset}) and the next segment's name"))
         if len(bs) > 1 and first(bs[0]) < names[i] <= first(bs[1]) and \
-                _room(names[i] - 1, first(bs[1]), bs[:1], first):
+                _room(names[i] - 1, first(bs[1]), bs[:1], first) and free(names[i] - 1, bs[:1], first):
             out.append((i, bs[0], f"the first batch, below the segment's name {names[i]} and alone there"))
         for b, start in enumerate(runs_of(bs, first)):
             if not start or not b:
@@ -117,7 +127,8 @@ def suspects(names: list[int], contents: list[_Contents]) -> list[tuple[int, Bat
                 j -= 1
             prev_last = bs[j - 1].last_offset if j else names[i] - 1
             steady = b + 1 == len(bs) or first(bs[b + 1]) > bs[b].last_offset  # the batch after them goes on
-            if prev_last < after and j < b and steady and _room(prev_last, after, bs[j:b], first):
+            if prev_last < after and j < b and steady and _room(prev_last, after, bs[j:b], first) and \
+                    free(prev_last, bs[j:b], first):
                 out.extend((i, h, f"above its neighbours (last offset {prev_last}, next {after}), where its "
                                   f"offsets would fit") for h in bs[j:b])
     return out
@@ -137,7 +148,7 @@ def _disordered(names: list[int], contents: list[_Contents]) -> bool:
             lo = c.first(h)
             if seen[(lo, h.last_offset, h.size, h.crc)] > 1:
                 continue
-            if lo < name or (prev is not None and lo <= prev):
+            if below_base(h, name) or (prev is not None and lo <= prev):
                 return True
             prev = h.last_offset
     return False
@@ -216,7 +227,7 @@ def plan_layout(rule: SplitRule) -> Layout | None:
     for j, p in enumerate(pieces):
         i = p[0].seg
         below = pieces[j - 1][-1].last if j else -1
-        if below < names[i] <= p[0].first and [x.h for x in p] == contents[i].batches:
+        if below < names[i] and not below_base(p[0].h, names[i]) and [x.h for x in p] == contents[i].batches:
             same.add(i)
     changed = [i for i in range(len(segs)) if i not in same]
     if not changed:

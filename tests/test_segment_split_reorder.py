@@ -32,7 +32,7 @@ from kltool.storage.logdir import open_path
 
 from .conftest import FIXTURES, run_kltool
 from .test_misnamed_segments import _errors
-from .test_segment_split import _tree, dry_run_then_repair
+from .test_segment_split import _kill_and_rerun, _tree, dry_run_then_repair
 from .test_uncovered_fields import _batches, _logs, _offsets
 
 TXN = FIXTURES / "java-oracle" / "v2-txn-0" / fn.segment_file(0, "log")
@@ -212,3 +212,23 @@ def test_a_burst_over_two_batches_that_jumped_ahead_is_not_reordered(tmp_path):
     result = repair(open_path(part), backup_dir=tmp_path / "bk")
     assert not [a for a in result.plan.actions if a.op == "create"]
     assert max(b for _a, b in _offsets(part)) < 1 << 32
+
+
+# -- kill -9 at the reorder's steps: the rerun completes or undoes it, as the broker's loader does ------------------
+
+def _swap_middle(part: Path) -> None:
+    """The contents of the partition's second and third segments swapped between their names."""
+    a, b = _logs(part)[1], _logs(part)[2]
+    da, db = a.read_bytes(), b.read_bytes()
+    a.write_bytes(db)
+    b.write_bytes(da)
+
+
+def test_kill_at_a_few_steps_of_a_reorder(tmp_path):
+    _kill_and_rerun(tmp_path, "java-oracle/v2-multi-segment-0", 0, _swap_middle, lambda n: [1, n // 3, n // 2, n - 1, n])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("src,parts", [("java-oracle/v2-multi-segment-0", 0), ("v1", 3)])
+def test_kill_at_every_step_of_a_reorder(tmp_path, src, parts):
+    _kill_and_rerun(tmp_path, src, parts, _swap_middle, lambda n: range(1, n + 1))

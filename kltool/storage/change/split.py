@@ -21,9 +21,16 @@ segment's name, the broker splits anyway (that segment stays between the new one
 one of its name), but an interrupted split's completion at the next start would delete it: ``--like-broker``
 refuses the partition with a ``split_refused`` error instead (:func:`overflow_split_refusal`).
 
+Before any split, a partition whose intact batches are out of order across its files (runs in the wrong order
+inside a file, two segments' contents swapped) is reordered as a whole (:func:`plan_reorder`, the rule in
+:mod:`kltool.storage.check.reorder`): each run becomes or joins the segment named for its first offset, the new
+segments swapped in the same way, unless a batch there is one whose offset field its neighbours make out to be
+damaged (then the split and the batch walk below decide, as before).
+
 kltool plans the same split for a segment whose batches below its base come in runs of at least two, or alone
 where the batches around it do not read in order without it (at the end of the file after a higher batch, or
-before a lower one: batches written in reverse order); a single batch below the base between neighbours in
+before a lower one: batches written in reverse order), but not at the end of a segment that is not the last
+(:func:`~kltool.storage.check.segment_name.last_out_of_line`: the next segment's name says where it belongs); a single batch below the base between neighbours in
 order is a damaged offset field, which the batch walk restores or cuts (:func:`~kltool.storage.check.
 segment_name.split_by_runs`); a segment whose whole content fits between its neighbours is renamed instead
 (:mod:`kltool.storage.check.segment_name`, where that rule lives). Batches whose offsets another segment (or an

@@ -5,7 +5,8 @@ field its neighbours contradict, 20..24 as below the base), whether or not the s
 last. A lone batch below the base is a damaged field only when its neighbours read in order without it; at the
 end of the file (after a batch above it) or followed by a lower batch it is content, and repair splits the
 segment the broker's way, keeping every intact batch whose offsets no other segment holds (an exact copy
-elsewhere stays there, this one in the backup). When its offsets are held by another segment with other
+elsewhere stays there, this one in the backup); but not at the end of a segment that is not the last, where the
+next segment's name says where it belongs (the walk restores its field). When its offsets are held by another segment with other
 bytes, the batch walk still decides, and verify says why the segment is not split."""
 
 from __future__ import annotations
@@ -53,7 +54,6 @@ ALL = {(0, 5), (10, 14), (20, 24), (30, 37)}
 LAYOUTS = {
     "last-segment": {0: "AB", 30: "DC"},  # the reported case
     "only-segment": {30: "DC"},
-    "middle-segment": {0: "A", 20: "CB", 30: "D"},
     "all-reversed": {30: "DCBA"},
     "last-two-reversed": {0: "A", 30: "DCB"},
     "copy-elsewhere": {0: "ABC", 30: "DC"},  # 20..24 also in segment 0, the same bytes: that copy stays
@@ -92,9 +92,33 @@ def test_batches_in_reverse_order_are_split_and_kept(tmp_path, name):
     assert _tree(part) == before
 
 
+# The last batch of a segment that is not the last, alone below the batch before it: no longer split (it was, at
+# the offsets its field says). Its neighbours (the batch before it and the next segment's name, where the broker
+# rolled the log on) fix its offsets, and Kafka never serves it where the field puts it (the broker does not
+# start on it: tests/broker/test_broker_split.py), so the field is taken as the damage, as for a flipped bit
+# (tests/test_segment_split_reorder.py): the batch walk restores it to 25..29, which it fills exactly.
+MIDDLE = {0: "A", 20: "CB", 30: "D"}
+
+
+def test_the_last_batch_of_a_middle_segment_below_the_one_before_it_is_a_damaged_field(tmp_path):
+    part = _layout(tmp_path, MIDDLE)
+    before = _tree(part)
+    found = _errors(part)
+    assert not [f for f in found if f.kind == "segment_split"], found
+    result = repair(open_path(part), backup_dir=tmp_path / "bk")
+    plan = [a.describe() for a in result.plan.actions]
+    assert [a.op for a in result.plan.actions if a.op in ("truncate", "excise", "create")] == [], plan
+    (fix,) = {a.reason for a in result.plan.actions if a.op == "fix_field"}
+    assert "says 10; its neighbours fix it at 25: restored" in fix, fix
+    assert _offsets(part) == {(0, 5), (20, 24), (25, 29), (30, 37)}, plan
+    assert not _errors(part), plan
+    restore(result.manifests[0])
+    assert _tree(part) == before
+
+
 @pytest.mark.parametrize("name", ["last-segment", "middle-segment"])
 def test_the_dry_run_prints_what_the_repair_does(tmp_path, name):
-    part = _layout(tmp_path, LAYOUTS[name])
+    part = _layout(tmp_path, LAYOUTS.get(name, MIDDLE))
     dry, acts, wet = dry_run_then_repair(part, tmp_path / "bk")
     assert dry == acts
     summary = [o for o in map(json.loads, wet.out.splitlines()) if o.get("type") == "summary"]

@@ -6,7 +6,9 @@ a middle segment gets a copy of the previous segment's last batches in front and
 (a misnamed segment whose content collides); in another, a middle segment's batches are written in three
 runs in descending order into one file named after its first batch (batches below its base: Kafka's overflow
 case); in the third, the same with one batch below the base zeroed and another's magic byte hit (the split
-cuts the first, mends the second: every record but the zeroed batch's is served); in a fourth, the last segment's first batch is moved to its end and the file named after its second batch (intact batches in reverse order, one alone below the base). kltool repairs them; the broker then starts with the clean-shutdown marker and again without it and
+cuts the first, mends the second: every record but the zeroed batch's is served); in a fourth, the last segment's first batch is moved to its end and the file named after its second batch (intact batches in reverse order, one alone below the base); in a fifth, two middle segments' contents swapped between their
+file names; in a sixth, a middle segment's two halves written in the wrong order under its name (the last two:
+intact runs out of order across files, which repair reorders). kltool repairs them; the broker then starts with the clean-shutdown marker and again without it and
 with the recovery point at 0 (its recovery runs over every segment): it must log no truncation and serve every
 original record, each as it was. The broker alone, its recovery run over the unrepaired copies, does not start.
 """
@@ -103,7 +105,38 @@ def reverse_last(pdir):
     _rename_to(seg, bs[1]["base_offset"]).write_bytes(data[bs[1]["position"]:] + first)
 
 
-DAMAGE = {"collide": collide, "overflow": overflow, "overflow_damaged": overflow_damaged, "reverse_last": reverse_last}
+def _drop_indexes(pdir, base):
+    for f in pdir.glob(f"{base:020d}.*"):
+        if f.suffix in (".index", ".timeindex", ".txnindex"):
+            f.unlink()
+
+
+def swap_contents(pdir):
+    """Two middle segments' .log bytes swapped between their file names (the old walk cut the batches of the
+    file named after the second, all below its name; now each run goes back under the name of its first
+    offset)."""
+    a, b = _segs(pdir)[1], _segs(pdir)[2]
+    da, db = a.read_bytes(), b.read_bytes()
+    for seg in (a, b):
+        _drop_indexes(pdir, int(seg.name.split(".")[0]))
+    a.write_bytes(db)
+    b.write_bytes(da)
+
+
+def runs_swapped(pdir):
+    """A middle segment's second half of batches written before its first half, under the same name: no batch
+    below the name, but the first half out of order after the second (the old walk cut it)."""
+    seg = _segs(pdir)[1]
+    bs = _batches(seg)
+    assert len(bs) >= 4, len(bs)
+    data = seg.read_bytes()
+    cut = bs[len(bs) // 2]["position"]
+    _drop_indexes(pdir, int(seg.name.split(".")[0]))
+    seg.write_bytes(data[cut:] + data[:cut])
+
+
+DAMAGE = {"collide": collide, "overflow": overflow, "overflow_damaged": overflow_damaged, "reverse_last": reverse_last,
+          "swap_contents": swap_contents, "runs_swapped": runs_swapped}
 
 
 @pytest.fixture(scope="module")

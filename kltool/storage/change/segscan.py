@@ -16,6 +16,7 @@ from ...format.records import BatchHeader
 from ..check import batch_rules as rules
 from ..check import mend
 from ..check.index_check import IndexChecker
+from ..check.segment_name import last_out_of_line
 from ..epochs import epoch_out_of_line
 from ..index_builder import IndexBuilder, TxnIndexBuilder
 from ..scan import Damage, open_segment_file, walk
@@ -323,7 +324,8 @@ class SegScan:
         repair cuts them; the epoch rule skips them the same way; one that a magic or length fix mends is
         taken as mended), nor is a batch whose own offset field its successor contradicts, when it does not
         follow ``h`` either, or when the batch after that successor agrees with it, or when ``h`` and it fill the
-        gap up to that successor exactly (both jumped);
+        gap up to that successor exactly (both jumped), nor the segment's last batch when it is out of line with
+        the batch before it and the next segment's name (segment_name.last_out_of_line);
         past the segment's last batch, the next segment's name is."""
         la = self.lookahead
         if la is None:
@@ -344,6 +346,12 @@ class SegScan:
                 # before; only legacy segments overflow, KAFKA-6264): its own field is out of line
                 skipped.append(v)
                 continue
+            if i + 1 == len(ahead) and v.end == self.size and \
+                    last_out_of_line((ahead[i - 1] if i else h).last_offset, v, lo, self.next_base):
+                # the segment's last batch, out of line with the batch before it and the next segment's name (the
+                # split does not take it either): its own field is the damaged one, the next name the witness
+                skipped.append(v)
+                return self.next_base, skipped, damaged
             after = ahead[i + 1] if i + 1 < len(ahead) else None
             if after is None or v.last_offset < rules.first_offset(after):
                 return lo, skipped, damaged

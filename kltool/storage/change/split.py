@@ -21,9 +21,16 @@ segment's name, the broker splits anyway (that segment stays between the new one
 one of its name), but an interrupted split's completion at the next start would delete it: ``--like-broker``
 refuses the partition with a ``split_refused`` error instead (:func:`overflow_split_refusal`).
 
+Before any split, a partition whose intact batches are out of order across its files (runs in the wrong order
+inside a file, two segments' contents swapped) is reordered as a whole (:func:`plan_reorder`, the rule in
+:mod:`kltool.storage.check.reorder`): each run becomes or joins the segment named for its first offset, the new
+segments swapped in the same way, unless a batch there is one whose offset field its neighbours make out to be
+damaged (then the split and the batch walk below decide, as before).
+
 kltool plans the same split for a segment whose batches below its base come in runs of at least two, or alone
 where the batches around it do not read in order without it (at the end of the file after a higher batch, or
-before a lower one: batches written in reverse order); a single batch below the base between neighbours in
+before a lower one: batches written in reverse order), but not at the end of a segment that is not the last
+(:func:`~kltool.storage.check.segment_name.last_out_of_line`: the next segment's name says where it belongs); a single batch below the base between neighbours in
 order is a damaged offset field, which the batch walk restores or cuts (:func:`~kltool.storage.check.
 segment_name.split_by_runs`); a segment whose whole content fits between its neighbours is renamed instead
 (:mod:`kltool.storage.check.segment_name`, where that rule lives). Batches whose offsets another segment (or an
@@ -63,6 +70,7 @@ from ...errors import KltoolError
 from ...format import names as fn
 from ...format.index import encode_aborted_txn
 from ...format.records import BatchHeader
+from ..check.reorder import Layout, out_of_order, plan_layout
 from ..check.segment_name import SplitPlan, SplitRule, describe_dups
 from ..findings import Finding
 from ..index_builder import IndexBuilder
@@ -98,30 +106,36 @@ class Split:
     def advance(self, ctx) -> None:
         """What the batch walk would have carried on from the kept batches (offset order): the last offset kept,
         the leader epochs and the producer state (the transactions each new segment's ``.txnindex`` lists)."""
-        for p in self.pieces:
-            for h in p:
-                ctx.close_pending(h, self.plan.first(h))  # the first batch kept bounds a damage cut before it
-                if ctx.last is None or h.last_offset > ctx.last:
-                    ctx.last = h.last_offset
-                if h.magic != 2:
-                    continue
-                ple = h.partition_leader_epoch
-                ctx.last_epoch = ple
-                if ple >= 0 and (not ctx.epochs or ple > ctx.epochs[-1][0]):
-                    ctx.epochs.append((ple, h.base_offset))
-                if h.producer_id >= 0 and ctx.txn_ok:
-                    try:
-                        ctx.txn.on_batch(h, self.plan.markers.get(h.position) if h.is_control else None)
-                    except KltoolError as e:
-                        ctx.txn_ok = False
-                        ctx.txn_error = e.message
-            entries = ctx.txn.take() if ctx.txn_ok else []
-            a = self.txn.get(self.plan.first(p[0]))
-            if a is not None:
-                a.data = b"".join(encode_aborted_txn(t.producer_id, t.first_offset, t.last_offset,
-                                                     t.last_stable_offset) for t in entries)
-                a.new_size = len(a.data)
-                a.entries = len(entries)
+        _advance(ctx, self.pieces, self.plan.first, lambda h: self.plan.markers.get(h.position), self.txn)
+
+
+def _advance(ctx, pieces: list[list[BatchHeader]], first, marker, txn: dict[int, Action]) -> None:
+    """:meth:`Split.advance` over ``pieces`` (offset order); ``marker(h)``: a control batch's marker type;
+    ``txn``: the ``.txnindex`` create action of each piece, by its first offset."""
+    for p in pieces:
+        for h in p:
+            ctx.close_pending(h, first(h))  # the first batch kept bounds a damage cut before it
+            if ctx.last is None or h.last_offset > ctx.last:
+                ctx.last = h.last_offset
+            if h.magic != 2:
+                continue
+            ple = h.partition_leader_epoch
+            ctx.last_epoch = ple
+            if ple >= 0 and (not ctx.epochs or ple > ctx.epochs[-1][0]):
+                ctx.epochs.append((ple, h.base_offset))
+            if h.producer_id >= 0 and ctx.txn_ok:
+                try:
+                    ctx.txn.on_batch(h, marker(h) if h.is_control else None)
+                except KltoolError as e:
+                    ctx.txn_ok = False
+                    ctx.txn_error = e.message
+        entries = ctx.txn.take() if ctx.txn_ok else []
+        a = txn.get(first(p[0]))
+        if a is not None:
+            a.data = b"".join(encode_aborted_txn(t.producer_id, t.first_offset, t.last_offset,
+                                                 t.last_stable_offset) for t in entries)
+            a.new_size = len(a.data)
+            a.entries = len(entries)
 
 
 def _ranges(piece: list[BatchHeader], first) -> list[Cut]:
@@ -232,12 +246,116 @@ def _split_actions(sp: Split, interval: int) -> list[Action]:
     return acts
 
 
+class Reorder:
+    """A partition's segments ``region`` rewritten in offset order (:func:`~kltool.storage.check.reorder.
+    plan_layout`): :meth:`advance` of the first carries the state on over every new segment, the others' do
+    nothing (the batch walk skips them all)."""
+
+    def __init__(self, layout: Layout, segs: list[Seg], markers: dict[int, str]):
+        self.layout = layout
+        self.segs = segs
+        self.markers = markers  # id(batch) -> marker type of a transaction control batch
+        self.txn: dict[int, Action] = {}
+        self.done = False
+
+    @property
+    def pieces(self) -> list[list[BatchHeader]]:
+        return [[x.h for x in p] for p in self.layout.pieces]
+
+    def first(self, h: BatchHeader) -> int:
+        return self._firsts[id(h)]
+
+    def advance(self, ctx) -> None:
+        if self.done:
+            return
+        self.done = True
+        self._firsts = {id(x.h): x.first for p in self.layout.pieces for x in p}
+        _advance(ctx, self.pieces, self.first, lambda h: self.markers.get(id(h)), self.txn)
+
+
+def _reorder_actions(ro: Reorder, interval: int) -> list[Action]:
+    """The new segments of a reordered region, swapped in as :func:`_split_actions` swaps a split's."""
+    lay, segs = ro.layout, ro.segs
+    d = segs[lay.region[0]].log.parent
+    bases = lay.names
+    why = ("the partition's intact batches are out of order across its files (runs of batches in the wrong "
+           "order, or segment contents swapped): each run becomes or joins the segment named for its first "
+           "offset, no intact batch left out")
+    acts: list[Action] = []
+    kinds: dict[int, tuple[str, ...]] = {}
+    firsts = {id(x.h): x.first for p in lay.pieces for x in p}
+    for p, base in zip(lay.pieces, bases, strict=True):
+        hs = [x.h for x in p]
+        src = segs[p[0].seg].log
+        kinds[base] = ("log", "index", "timeindex", "txnindex") if any(
+            ro.markers.get(id(h)) == "ABORT" for h in hs) else ("log", "index", "timeindex")
+        acts.append(Action("create", d / fn.segment_file(base, "log", "cleaned"), f"new segment {base}.."
+                           f"{hs[-1].last_offset} ({len(hs)} batches) from {src.name}: {why}",
+                           new_size=sum(h.size for h in hs), source=src, ranges=_ranges(hs, lambda h: firsts[id(h)]),
+                           first_offset=base, last_offset=hs[-1].last_offset))
+        oi, ti = _indexes(hs, base, interval)
+        for kind, data in (("index", oi), ("timeindex", ti)):
+            acts.append(Action("create", d / fn.segment_file(base, kind, "cleaned"), f"the index of the new segment "
+                               f"{base} (the broker's recovery rule)", data=data, new_size=len(data)))
+        if "txnindex" in kinds[base]:
+            ro.txn[base] = Action("create", d / fn.segment_file(base, "txnindex", "cleaned"), f"the transaction "
+                                  f"index of the new segment {base} (its aborted transactions, rebuilt as the "
+                                  f"broker's recovery rebuilds it)", data=b"", new_size=0)
+            acts.append(ro.txn[base])
+    for base in reversed(bases):
+        for kind in kinds[base]:
+            acts.append(Action("rename", d / fn.segment_file(base, kind, "cleaned"), "new segment complete: "
+                               ".cleaned -> .swap (descending offsets, as the broker renames)",
+                               target=d / fn.segment_file(base, kind, "swap")))
+    names = ", ".join(fn.segment_file(b, "log") for b in bases)
+    for i in lay.region:
+        s = segs[i]
+        reason = f"replaced by {names}: {why}"
+        dups = [(x.h, segs[o.seg].log.name if o.seg != i else f"{s.log.name} at byte {o.h.position}")
+                for x, o in lay.dups if x.seg == i]
+        if dups:
+            reason += (f"; {len(dups)} batch(es) whose offsets are held twice stay only in the backup with this "
+                       f"file, the other copy stays in the log: {describe_dups(dups, lambda h: firsts.get(id(h), h.base_offset))}")
+        acts.append(Action("quarantine", s.log, reason, old_size=_size(s.log)))
+        for k in INDEX_KINDS:
+            cur = getattr(s, k)
+            if cur is not None:
+                acts.append(Action("quarantine", cur, f"index of the reordered segment {s.base}", old_size=_size(cur)))
+    for base in bases:
+        for kind in kinds[base]:
+            acts.append(Action("rename", d / fn.segment_file(base, kind, "swap"), "swap the new segment in",
+                               target=d / fn.segment_file(base, kind)))
+    return acts
+
+
+def plan_reorder(segs: list[Seg], acts: list[Action], rule: SplitRule, *, interval: int) -> dict[int, Reorder]:
+    """Plan the reordering of a partition whose intact batches are out of order across its files (appending to
+    ``acts``); returns {id(seg): Reorder} of the segments rewritten (the batch walk skips them), or {}."""
+    lay = plan_layout(rule)
+    if lay is None or any(segs[i].log != segs[i].final for i in lay.region):
+        return {}
+    markers = {}
+    for i in lay.region:
+        c = rule.contents(segs[i].log)
+        markers.update({id(h): c.markers[h.position] for h in c.batches if h.position in c.markers})
+    ro = Reorder(lay, segs, markers)
+    acts.extend(_reorder_actions(ro, interval))
+    return {id(segs[i]): ro for i in lay.region}
+
+
 def plan_splits(view: View, segs: list[Seg], acts: list[Action], *,
-                interval: int) -> dict[int, Split]:
-    """Plan the split of every segment that needs one (appending to ``acts``); returns {id(seg): Split} of
-    the segments split (the batch walk skips them; :meth:`Split.advance` carries its state on)."""
+                interval: int) -> dict[int, Split | Reorder]:
+    """Plan the split of every segment that needs one (appending to ``acts``), or the reordering of the
+    partition's runs of batches (:func:`plan_reorder`) when its batches are out of order across files; returns
+    {id(seg): Split or Reorder} of the segments split (the batch walk skips them; ``advance`` carries its state
+    on)."""
     rule = SplitRule([(s.base, s.log) for s in segs])
     out: dict[int, Split] = {}
+    if not out_of_order(rule.segs):  # (no batch below its base either: nothing to split)
+        return out
+    reordered = plan_reorder(segs, acts, rule, interval=interval)
+    if reordered:
+        return reordered
     for i, s in enumerate(segs):
         if s.log != s.final:  # renamed (segment_name.misnamed_base)
             continue

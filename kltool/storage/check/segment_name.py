@@ -28,7 +28,7 @@ from . import mend
 from .batch_rules import first_offset
 
 __all__ = ["first_batches", "last_offset_of", "misnamed_base", "below_base", "any_below_base", "runs_below_base",
-           "split_by_runs", "last_overflows", "SplitRule", "SplitPlan", "Mends", "describe_split", "describe_dups"]
+           "split_by_runs", "last_out_of_line", "last_overflows", "SplitRule", "SplitPlan", "Mends", "describe_split", "describe_dups"]
 
 
 def first_batches(path, n: int = 2, end: int | None = None) -> list[BatchHeader]:
@@ -118,24 +118,41 @@ def runs_below_base(batches: list[BatchHeader], base: int) -> list[list[BatchHea
     return runs
 
 
-def split_by_runs(batches: list[BatchHeader], base: int) -> bool:
+def split_by_runs(batches: list[BatchHeader], base: int, next_base: int | None = None) -> bool:
     """Is a segment (its CRC-valid batches, in file order) one to split as the broker splits an overflowed
     segment? Batches lie below its base, in runs of at least two batches or in runs the batches around them
     do not explain: one batch alone below the base between neighbours that read in order without it (the
     batch before it and the one after it; for the file's first batch, the name and the one after it) is a
     damaged offset field (the batch walk restores or cuts it), not content that belongs elsewhere. One at the
     end of the file, after a batch above it (batches written in reverse order), or followed by a batch lower
-    still, is content: the split keeps it."""
+    still, is content: the split keeps it; but not at the end of a segment that is not the last (``next_base``,
+    the next segment's name, where the broker rolled the log on), when it fits between the batch before it and
+    that name (:func:`last_out_of_line`: Kafka never serves it where its field puts it)."""
     runs = runs_below_base(batches, base)
-    return bool(runs) and all(len(r) >= 2 or not _lone_field(batches, r[0], base) for r in runs)
+    return bool(runs) and all(len(r) >= 2 or not _lone_field(batches, r[0], base, next_base) for r in runs)
 
 
-def _lone_field(batches: list[BatchHeader], h: BatchHeader, base: int) -> bool:
+def last_out_of_line(prev_last: int, h: BatchHeader, first: int, next_base: int | None) -> bool:
+    """Is ``h`` (first offset ``first``), the last batch of a segment after a batch ending at ``prev_last``,
+    a damaged offset field: the segment is not the last (``next_base``: the next one's name), ``h`` lies below
+    the batch before it, or at or past ``next_base`` while that batch lies below it, and its offsets fit between
+    the two (where the field would have moved it from)? Kafka does not serve such a batch at its field's
+    offsets: below the base, ``LogSegment.recover`` throws and the split the loader tries is refused (only a last
+    batch past Int.MAX is split), so the broker does not start; at or past the next segment's name, every fetch
+    of those offsets reads the next segment."""
+    if next_base is None:
+        return False
+    out = first <= prev_last or (h.last_offset >= next_base and prev_last < next_base)
+    return out and next_base - prev_last - 1 >= h.last_offset - first + 1
+
+
+def _lone_field(batches: list[BatchHeader], h: BatchHeader, base: int, next_base: int | None = None) -> bool:
     """Is ``h``, alone below ``base``, a damaged offset field: do its neighbours in the file read in order
-    without it? (None after it, the last batch: nothing says the log went on past the one before it.)"""
+    without it? (None after it, the last batch: nothing says the log went on past the one before it, unless
+    the next segment's name does, :func:`last_out_of_line`.)"""
     k = next(k for k, x in enumerate(batches) if x is h)
-    if k + 1 == len(batches):
-        return k == 0  # a segment of one batch: the file name is what is wrong (misnamed_base), or its field
+    if k + 1 == len(batches):  # a segment of one batch: the file name is what is wrong (misnamed_base), or its field
+        return k == 0 or last_out_of_line(batches[k - 1].last_offset, h, first_offset(h), next_base)
     after = first_offset(batches[k + 1])
     return after > (batches[k - 1].last_offset if k else base - 1)
 
@@ -388,7 +405,7 @@ class SplitRule:
         if not any_below_base(log, base):
             return None
         c = self.contents(log)
-        if not c.clean or not split_by_runs(c.batches, base):
+        if not c.clean or not split_by_runs(c.batches, base, self.segs[i + 1][0] if i + 1 < len(self.segs) else None):
             return None
         others = [(b, lg, *self.span(b, lg)) for k, (b, lg) in enumerate(self.segs) if k != i]
         placed = self._place(base, log, c, others)

@@ -26,6 +26,7 @@ from ..scan import HOLD, BatchRun, Damage, records_of, walk
 from ..segment import Segment
 from . import batch_rules as rules
 from .index_check import IndexChecker
+from .reorder import Layout, describe_reorder, plan_layout
 from .segment_name import SplitRule, describe_split, first_batches, last_offset_of, misnamed_base
 
 
@@ -339,6 +340,9 @@ class _Splits:
     def plan(self, i: int):
         if self.rule is None:
             self.rule = SplitRule([(s.base_offset, s.log_path) for s in self.segs])
+            self.layout = plan_layout(self.rule)  # (runs out of order across files: reordered, check/reorder.py)
+        if self.layout is not None and i in self.layout.region:
+            return self.layout
         return self.rule.plan(i)
 
     def refusal(self, i: int) -> str | None:
@@ -366,9 +370,9 @@ class _SegSplit:
         if self.plan is None:
             return None
         seg = self.splits.segs[self.i]
-        return _err("segment_split", seg.log_path, describe_split(self.plan, seg.base_offset,
-                                                                  lambda b: fn.segment_file(b, "log")),
-                    offset=seg.base_offset)
+        name_of = lambda b: fn.segment_file(b, "log")  # noqa: E731
+        return _err("segment_split", seg.log_path, describe_reorder(self.plan, name_of) if isinstance(
+            self.plan, Layout) else describe_split(self.plan, seg.base_offset, name_of), offset=seg.base_offset)
 
 
 def _unless_split(walked: Generator[Finding, None, LogEnd], split: _SegSplit | None) -> Generator[Finding, None, LogEnd]:

@@ -234,3 +234,33 @@ def test_the_c_walker_takes_a_batch_into_a_run_only_when_no_rule_fires(tmp_path,
     runs = [x for x in walk(log, runs=True, base_offset=0) if type(x) is BatchRun]
     assert any(r.position <= pos[1] < r.end for r in runs) == in_run
 
+
+# -- a compressed v0/v1 wrapper whose offset (its last inner offset, not covered by the CRC) lies --------------
+
+@pytest.mark.parametrize("src", ["v1-gzip-0", "v0-gzip-0"])
+@pytest.mark.parametrize("lie", [4100, 9, 1 << 40])
+def test_a_wrapper_offset_past_the_next_wrapper_is_the_one_cut(tmp_path, kafka_oracle, src, lie):
+    """Two gzip wrappers, offsets 0..4 (wrapper offset 4) and 5..8 (v0: 5..7); the first's offset field says ``lie``.
+    The repair kept the liar and cut the intact wrapper after it (its offset 8 'did not follow' the lie) while
+    verify blamed the liar: now both name the liar (its true offsets are inside the compressed value, which the
+    neighbours do not fix: cut, backed up) and the intact wrapper keeps its records at 5..8."""
+    from .conftest import ORACLE
+
+    part = tmp_path / "kafka-logs" / "t-0"
+    part.mkdir(parents=True)
+    data = bytearray((ORACLE / src / "00000000000000000000.log").read_bytes())
+    assert struct.unpack_from(">q", data, 0)[0] == 4
+    first = struct.unpack_from(">i", data, 8)[0] + 12
+    struct.pack_into(">q", data, 0, lie)
+    (part / "00000000000000000000.log").write_bytes(data)
+    errors = _errors(part)
+    assert [(e["kind"], e["position"]) for e in errors] == [("offset_field", 0)], errors
+    dry = run_kltool("--json", "verify", "--repair", "--dry-run", part)
+    cuts = [(c["start"], c["end"], c["kind"]) for a in dry.json() if a["type"] == "action"
+            for c in a.get("ranges") or []]
+    assert cuts == [(0, first, "offset_field")], dry
+    second = [r["offset"] for r in run_kltool("--json", "dump", "--records", ORACLE / src).json()
+              if r["type"] == "record" and r["offset"] > 4]
+    records = _repair(part, tmp_path / "bk")
+    assert [r["offset"] for r in records] == second
+    assert _oracle_offsets(kafka_oracle, part)[-1][1] == second[-1]

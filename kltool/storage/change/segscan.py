@@ -338,8 +338,9 @@ class SegScan:
             ahead, damaged = self.items.valid_ahead(_WITNESSES)[0], True
         skipped: list[BatchHeader] = []
         for i, v in enumerate(ahead):
-            if v.magic != 2 and v.compression != 0:
-                return None, skipped, damaged  # a compressed v0/v1 wrapper: no upper bound from it
+            if v.magic != 2 and v.compression != 0:  # a compressed v0/v1 wrapper: its first offset is inside it
+                first = rules.wrapper_first(self.seg.log, v) if v.last_offset <= h.last_offset else None
+                return (first if first is not None and first >= self._low() else None), skipped, damaged
             lo = rules.first_offset(v)
             if lo < self._low() or (v.magic == 2 and v.last_offset - self.seg.base > rules.INT32_MAX):
                 # below the log kept so far, or past what a v2 segment can hold (a broker rolls a segment long

@@ -44,7 +44,7 @@ __all__ = ["Rule", "Violation", "RULES", "CRC_MISMATCH", "NEGATIVE_DELTA", "NEGA
            "BELOW_BASE", "OFFSET_OVERFLOW", "UNREADABLE_MARKER", "BAD_MARKER", "COUNT_PAST_RANGE",
            "RANGE_PAST_RECORDS", "INT32_MAX", "header_violations", "control_violation", "crc_violation",
            "computed_crc", "damage_rule", "range_violation", "records_end", "first_after",
-           "fits_between"]
+           "fits_between", "wrapper_first"]
 
 INT32_MAX = 2**31 - 1
 
@@ -270,3 +270,14 @@ def fits_between(nb: BatchHeader, last: int, after: int | None) -> bool:
         return False
     return last + 1 + (nb.last_offset - first_offset(nb)) + 1 == after
 
+
+def wrapper_first(path, h: BatchHeader) -> int | None:
+    """The first inner offset of a compressed v0/v1 wrapper ``h`` (its header names only its last), read from
+    ``path``; None when its records cannot be read."""
+    try:
+        for cols in records_of(h, path):
+            if len(cols):
+                return min(cols.offsets)
+    except CorruptDataError:
+        return None
+    return None

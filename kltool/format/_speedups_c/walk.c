@@ -79,7 +79,7 @@ PyObject *walk_v2(PyObject *self, PyObject *args) {
         int32_t lod = be32(p + 23);
         int64_t pid = be64(p + 43);
         int32_t count = be32(p + 57);
-        if (base < 0 || lod < 0 || count < 0) break;
+        if (base < 0 || lod < 0 || count < 0 || (int64_t)count > (int64_t)lod + 1) break;  /* batch_rules */
         int64_t last;
         if (__builtin_add_overflow(base, (int64_t)lod, &last)) break;
         if (have_prev && base <= prev) break;

@@ -338,8 +338,9 @@ class SegScan:
             ahead, damaged = self.items.valid_ahead(_WITNESSES)[0], True
         skipped: list[BatchHeader] = []
         for i, v in enumerate(ahead):
-            if v.magic != 2 and v.compression != 0:
-                return None, skipped, damaged  # a compressed v0/v1 wrapper: no upper bound from it
+            if v.magic != 2 and v.compression != 0:  # a compressed v0/v1 wrapper: its first offset is inside it
+                first = rules.wrapper_first(self.seg.log, v) if v.last_offset <= h.last_offset else None
+                return (first if first is not None and first >= self._low() else None), skipped, damaged
             lo = rules.first_offset(v)
             if lo < self._low() or (v.magic == 2 and v.last_offset - self.seg.base > rules.INT32_MAX):
                 # below the log kept so far, or past what a v2 segment can hold (a broker rolls a segment long
@@ -423,6 +424,12 @@ class SegScan:
             # the next batch starts inside this one: either may be the damaged one. This one is, only when
             # the gap to the next fits it exactly at another offset (or its .index entry says so); else keep
             # it, and the next batch is judged in its turn.
+            nb = la if type(la) is BatchHeader and la.crc_valid and rules.first_offset(la) == nlo else None
+            v = rules.range_violation(h, low, nlo, lambda: rules.records_end(self.seg.log, h), None if nb is None else (
+                lambda: rules.fits_between(nb, h.last_offset, rules.first_after(self.seg.log, nb.end, self.next_base))))
+            if v is not None:  # its lastOffsetDelta (CRC-covered) runs past its records: cut, the rest kept
+                self._cut(h.position, h.end, v.kind, v.message, h.base_offset, nlo - 1, h.count, intact=True)
+                return None
             idx = self._index_offset_at(h.position)
             exact = delta is not None and nlo - low == delta + 1 and low != lo
             by_index = idx is not None and delta is not None and idx - delta != h.base_offset

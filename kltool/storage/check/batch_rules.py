@@ -9,7 +9,12 @@ same damaged inputs through both and compares).
 The rules follow Kafka's recovery (``LogSegment.recover``, ``LogLoader``, ``DefaultRecordBatch.ensureValid``):
 
 * ``crc_mismatch`` (error): the stored CRC is not the CRC of the batch's bytes; recovery truncates there.
-* ``invalid_batch`` (error): a v2 batch with a negative lastOffsetDelta or record count (``ensureValid``).
+* ``invalid_batch`` (error): a v2 batch with a negative lastOffsetDelta or record count (``ensureValid``);
+  one that holds more records than the offsets it spans (``recordsCount > lastOffsetDelta + 1``: no writer
+  makes one, ``LogValidator`` refuses it on a client's append, Kafka's reader finds records past the batch's
+  last offset or hits "premature EOF"); and one whose range runs past the next batch's first offset while its
+  own records end before it (:func:`range_violation`: its lastOffsetDelta, covered by the CRC, lies; a fetch
+  inside that range would be served this batch and skip the intact batches it swallows).
 * ``offset_order`` (error), two rules: a batch whose offsets are not above the previous batch's last
   offset, or below its segment's base offset. (The offset field is not covered by the CRC.)
 * ``offset_overflow`` (warning): a last offset more than 2^31-1 past the segment's base offset. Kafka's
@@ -27,15 +32,19 @@ severity.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 
+from ...errors import CorruptDataError
 from ...format.records import BatchHeader
 from ...format.speedups import crc32c
 from ...plain import FrozenPlain
-from ..scan import FileSpan
+from ..scan import FileSpan, records_of, walk
 
 __all__ = ["Rule", "Violation", "RULES", "CRC_MISMATCH", "NEGATIVE_DELTA", "NEGATIVE_COUNT", "NOT_FOLLOWING",
-           "BELOW_BASE", "OFFSET_OVERFLOW", "UNREADABLE_MARKER", "BAD_MARKER", "INT32_MAX", "header_violations",
-           "control_violation", "crc_violation", "computed_crc", "damage_rule"]
+           "BELOW_BASE", "OFFSET_OVERFLOW", "UNREADABLE_MARKER", "BAD_MARKER", "COUNT_PAST_RANGE",
+           "RANGE_PAST_RECORDS", "INT32_MAX", "header_violations", "control_violation", "crc_violation",
+           "computed_crc", "damage_rule", "range_violation", "records_end", "first_after",
+           "fits_between", "wrapper_first"]
 
 INT32_MAX = 2**31 - 1
 
@@ -102,8 +111,18 @@ BAD_MARKER = Rule("bad_marker", "invalid_control", "error",
                   "transactional control batch {base} holds a {ctype} record, not COMMIT/ABORT: the broker's log "
                   "load fails on it")
 
+COUNT_PAST_RANGE = Rule("count_past_range", "invalid_batch", "error",
+                        "batch {base}..{last} declares {count} records, more than the offsets it spans (its "
+                        "lastOffsetDelta or its recordsCount, both covered by the CRC, is false): Kafka's reader "
+                        "serves records past its last offset or fails on it")
+RANGE_PAST_RECORDS = Rule("range_past_records", "invalid_batch", "error",
+                          "batch {base}..{last} claims offsets up to {last} (lastOffsetDelta {delta}), past where "
+                          "the log goes on at {next}, but its records end at {end}: its lastOffsetDelta (covered "
+                          "by the CRC, so written with it) is false, and a fetch inside that range would be served "
+                          "this batch and skip the batches after it; cut (backed up), the batches after it kept")
+
 RULES = (CRC_MISMATCH, NEGATIVE_DELTA, NEGATIVE_COUNT, NOT_FOLLOWING, BELOW_BASE, OFFSET_OVERFLOW,
-         UNREADABLE_MARKER, BAD_MARKER)
+         UNREADABLE_MARKER, BAD_MARKER, COUNT_PAST_RANGE, RANGE_PAST_RECORDS)
 
 _DAMAGE_KINDS = ("torn_tail", "zero_run", "invalid_size", "bad_magic", "garbage")
 
@@ -160,14 +179,68 @@ def order_violation(h: BatchHeader, prev_last: int | None, seg_base: int | None)
 
 def field_violations(h: BatchHeader) -> list[Violation]:
     """The v2 header fields ``ensureValid`` and the record iterator reject: a negative lastOffsetDelta or
-    record count."""
+    record count; and more records than the offsets the batch spans (``LogValidator``'s "Inconsistent batch
+    offset range", which only a client's append checks: fewer is what compaction leaves)."""
     out = []
     if h.magic == 2 and h.last_offset < h.base_offset:
         out.append(Violation(NEGATIVE_DELTA, NEGATIVE_DELTA.text(delta=h.last_offset - h.base_offset),
                              h.base_offset))
     if h.magic == 2 and h.count is not None and h.count < 0:
         out.append(Violation(NEGATIVE_COUNT, NEGATIVE_COUNT.text(count=h.count), h.base_offset))
+    elif h.magic == 2 and h.count is not None and h.last_offset >= h.base_offset and \
+            h.count > h.last_offset - h.base_offset + 1:
+        out.append(Violation(COUNT_PAST_RANGE, COUNT_PAST_RANGE.text(base=h.base_offset, last=h.last_offset,
+                                                                     count=h.count), h.base_offset))
     return out
+
+
+def records_end(path, h: BatchHeader) -> int | None:
+    """The highest offset among the records of v2 batch ``h`` (read from ``path``; None: it holds none), or its
+    last offset when they cannot be read (then they tell nothing against it)."""
+    end = None
+    try:
+        for cols in records_of(h, path):
+            if len(cols):
+                top = max(cols.offsets)
+                end = top if end is None or top > end else end
+    except CorruptDataError:
+        return h.last_offset
+    return end
+
+
+def first_after(path, pos: int, next_base: int | None) -> int | None:
+    """The first offset of the CRC-valid batch at byte ``pos`` of ``path``; ``next_base`` (the next segment's
+    base offset, None: none) when the file ends there; None when damage starts there."""
+    item = next(iter(walk(path, start=pos)), None)
+    if item is None:
+        return next_base
+    if isinstance(item, BatchHeader) and item.crc_valid and item.position == pos:
+        return first_offset(item)
+    return None
+
+
+def range_violation(h: BatchHeader, low: int, nxt: int | None, end: Callable[[], int | None],
+                    moved_next: Callable[[], bool] | None = None) -> Violation | None:
+    """A CRC-valid v2 batch that starts in order (at or after ``low``, the first offset the log may go on at)
+    but whose range runs past ``nxt`` (the first offset of the batch to trust after it, or the next segment's
+    base) while its records (``end()``: :func:`records_end`) end before ``nxt``: its lastOffsetDelta lies, and
+    the batches after it, not it, hold those offsets. Not so when a field no CRC covers explains the overlap as
+    well, which repair restores instead: the gap from ``low`` up to ``nxt`` fits this batch's span exactly at
+    another first offset (its baseOffset moved), or the next batch fits exactly between this one's last offset
+    and the batch after it (``moved_next()``: its baseOffset moved, into the tail of a compacted batch)."""
+    if h.magic != 2 or not h.crc_valid or nxt is None or not (low <= h.base_offset < nxt <= h.last_offset):
+        return None
+    delta = h.last_offset - h.base_offset
+    if nxt - low == delta + 1 and h.base_offset != low:
+        return None
+    if moved_next is not None and moved_next():
+        return None
+    last = end()
+    if last is not None and last >= nxt:
+        return None
+    return Violation(RANGE_PAST_RECORDS, RANGE_PAST_RECORDS.text(
+        base=h.base_offset, last=h.last_offset, delta=delta, next=nxt,
+        end="nowhere (it holds none)" if last is None else last), h.base_offset)
 
 
 def header_violations(h: BatchHeader, prev_last: int | None, seg_base: int | None) -> list[Violation]:
@@ -187,4 +260,24 @@ def control_violation(h: BatchHeader, ctype: str | None, error: str | None = Non
         return Violation(UNREADABLE_MARKER, UNREADABLE_MARKER.text(base=h.base_offset, error=error), h.base_offset)
     if ctype is not None and ctype not in ("COMMIT", "ABORT"):
         return Violation(BAD_MARKER, BAD_MARKER.text(base=h.base_offset, ctype=ctype), h.base_offset)
+    return None
+
+
+def fits_between(nb: BatchHeader, last: int, after: int | None) -> bool:
+    """Does batch ``nb`` (its CRC-covered span) fit exactly between offset ``last`` and ``after`` (the first offset
+    of the batch after it)?"""
+    if after is None or (nb.magic != 2 and nb.compression != 0):
+        return False
+    return last + 1 + (nb.last_offset - first_offset(nb)) + 1 == after
+
+
+def wrapper_first(path, h: BatchHeader) -> int | None:
+    """The first inner offset of a compressed v0/v1 wrapper ``h`` (its header names only its last), read from
+    ``path``; None when its records cannot be read."""
+    try:
+        for cols in records_of(h, path):
+            if len(cols):
+                return min(cols.offsets)
+    except CorruptDataError:
+        return None
     return None

@@ -97,13 +97,13 @@ class LogEnd(Plain):
 def verify_log_file(path: Path, *, base_offset: int | None, deep: bool, stats: VerifyStats,
                     progress: Callable[[int], None] | None = None, prev_last: int | None = None,
                     index_check: IndexChecker | None = None, live_tail: bool = False,
-                    epochs: EpochWatch | None = None) -> Generator[Finding, None, LogEnd]:
+                    epochs: EpochWatch | None = None, next_base: int | None = None) -> Generator[Finding, None, LogEnd]:
     """Findings for one ``.log`` file, by the batch rules (:mod:`kltool.storage.check.batch_rules`); returns
     (the generator's value, ``end = yield from verify_log_file(...)``) a :class:`LogEnd`. ``prev_last`` is
     the last offset before the file; ``epochs`` follows the partition's leader epochs across its segments
-    (a file alone: its own)."""
+    (a file alone: its own); ``next_base`` is the next segment's base offset (None: none)."""
     check = _LogCheck(path, base_offset, deep, stats, index_check, live_tail,
-                      epochs if epochs is not None else EpochWatch(), prev_last)
+                      epochs if epochs is not None else EpochWatch(), prev_last, next_base)
     for item in walk(path, with_data=deep, progress=progress, runs=True, prev_last=prev_last, base_offset=base_offset,
                      deep=deep, want_cols=index_check is not None and index_check.pending, hold_limit=HOLD):
         if type(item) is BatchRun:  # batches the C walker checked: nothing to report, only to count
@@ -121,9 +121,11 @@ class _LogCheck:
     """The state of one file's check, in file order: the last offset so far and the previous valid batch
     (position, first offset, last offset, the last offset before it)."""
 
-    __slots__ = ("path", "base_offset", "deep", "stats", "index_check", "live_tail", "epochs", "last", "prev")
+    __slots__ = ("path", "base_offset", "deep", "stats", "index_check", "live_tail", "epochs", "last", "prev",
+                 "next_base")
 
-    def __init__(self, path, base_offset, deep, stats, index_check, live_tail, epochs, last):
+    def __init__(self, path, base_offset, deep, stats, index_check, live_tail, epochs, last, next_base=None):
+        self.next_base = next_base
         self.path = path
         self.base_offset = base_offset
         self.deep = deep
@@ -187,8 +189,9 @@ class _LogCheck:
         lo = rules.first_offset(h)
         odd = _odd_one_out(self.prev, lo, self.last)
         if odd is not None:
-            # the previous batch, not this one, is out of line: its offset field (not covered by the CRC)
-            yield _odd_field_finding(path, odd, lo)
+            # the previous batch, not this one, is out of line: its offset field (not covered by the CRC), or
+            # its lastOffsetDelta when its records end before this batch
+            yield _odd_finding(path, odd, lo, self.base_offset, h, self.next_base)
             self.last = odd[3]
         for v in rules.header_violations(h, self.last, self.base_offset):
             yield _finding(path, v, h.position)
@@ -248,6 +251,23 @@ def _check_records(path: Path, h: BatchHeader, deep: bool, stats: VerifyStats) -
         stats.records += n
 
 
+def _odd_finding(path, odd, lo: int, seg_base: int | None, nb: BatchHeader | None = None,
+                 next_base: int | None = None) -> Finding:
+    """The finding for the batch ``odd`` (position, first offset, last offset, the last offset before it) that the
+    batch ``nb`` (None: the next segment) starting at ``lo`` contradicts: a lastOffsetDelta that runs past its own
+    records (rules.range_violation, the rule repair cuts by), else its offset field."""
+    pos, _base, _plast, before = odd
+    h = next((x for x in walk(path, start=pos) if isinstance(x, BatchHeader)), None)
+    if h is not None and h.position == pos:
+        low = before + 1 if before is not None else (seg_base if seg_base is not None else h.base_offset)
+        moved = None if nb is None else \
+            (lambda: rules.fits_between(nb, h.last_offset, rules.first_after(path, nb.end, next_base)))
+        v = rules.range_violation(h, low, lo, lambda: rules.records_end(path, h), moved)
+        if v is not None:
+            return _finding(path, v, pos, length=h.size)
+    return _odd_field_finding(path, odd, lo)
+
+
 def _odd_field_finding(path, odd, lo: int) -> Finding:
     pos, base, _plast, before = odd
     return _err("offset_field", path, f"batch at byte {pos} has offset field {base} (not covered by the CRC) that its "
@@ -282,7 +302,7 @@ def verify_partition(p: Partition, *, deep: bool = False, stats: VerifyStats,
         last = end.last
         odd = _odd_one_out(end.batch, seg.base_offset, last) if i else None
         if odd is not None:  # the previous segment's last batch jumped past this segment's base offset
-            yield _odd_field_finding(segs[i - 1].log_path, odd, seg.base_offset)
+            yield _odd_finding(segs[i - 1].log_path, odd, seg.base_offset, segs[i - 1].base_offset)
             last = odd[3]
         elif last is not None and seg.base_offset <= last:
             yield _err("offset_order", seg.log_path, f"segment base offset {seg.base_offset} is not above the "
@@ -301,7 +321,8 @@ def verify_partition(p: Partition, *, deep: bool = False, stats: VerifyStats,
         yield from _check_txn_index(seg)
         walked = verify_log_file(seg.log_path, base_offset=content_base, deep=deep, stats=stats,
                                  live_tail=is_active and _broker_running(p), progress=progress,
-                                 prev_last=last, index_check=ic, epochs=epochs)
+                                 prev_last=last, index_check=ic, epochs=epochs,
+                                 next_base=segs[i + 1].base_offset if i + 1 < len(segs) else None)
         split = splits.of(i) if named is None else None
         seg_end = yield from _unless_split(walked, split)
         if not split:  # (a split segment's indexes are rebuilt for its new segments)

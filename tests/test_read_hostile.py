@@ -1,0 +1,94 @@
+"""Hostile input for the read commands (found by bench/read_campaign.py): what Kafka's own reader reads
+kltool reads too, and damage is reported as damage, by file and position."""
+
+from __future__ import annotations
+
+import struct
+
+from kltool.format import build_batch
+from kltool.format.compression import GZIP, SNAPPY, compress
+from kltool.format.legacy import encode_legacy_message
+from kltool.format.speedups import crc32c
+
+
+def _v2_batch(base_offset: int, payload: bytes, count: int, attrs: int = 0) -> bytes:
+    ts = 1_700_000_000_000
+    body = struct.pack(">hiqqqhii", attrs, count - 1, ts, ts, -1, -1, -1, count) + payload
+    return struct.pack(">qiib", base_offset, 9 + len(body), 0, 2) + struct.pack(">I", crc32c(body)) + body
+
+
+def _segment(tmp_path, data: bytes, topic: str = "t-0"):
+    d = tmp_path / topic
+    d.mkdir(parents=True)
+    f = d / "00000000000000000000.log"
+    f.write_bytes(data)
+    return f
+
+
+def _wrapper_with_torn_tail(magic: int, tail: bytes) -> bytes:
+    """A gzip wrapper (offset 12) of three inner messages (offsets 10..12), then ``tail`` in the compressed
+    data: what Kafka's iterator reads as the three messages and then the end."""
+    inner = b"".join(encode_legacy_message(o if magic == 1 else 10 + o, magic, 0, 1_700_000_000_000, b"k%d" % o,
+                                           b"v%d" % o) for o in range(3))
+    return encode_legacy_message(12, magic, GZIP, 1_700_000_000_000, None, compress(GZIP, inner + tail, magic=magic))
+
+
+def test_legacy_wrapper_inner_messages_before_a_partial_one_are_read(kl, tmp_path):
+    """Kafka (kafka-clients 3.9.1, through the oracle) serves offsets 10, 11, 12 of such a wrapper and ignores
+    the partial entry after them (one that claims more bytes than are left, or a torn last message). kltool
+    lost all three (record_corrupt, no records, the wrapper's offset as base offset)."""
+    for magic in (0, 1):
+        for tail in (struct.pack(">qi", 0, 1 << 28) + bytes(20), encode_legacy_message(3, magic, 0, 0, b"k", b"v")[:20]):
+            f = _segment(tmp_path / f"m{magic}-{len(tail)}", _wrapper_with_torn_tail(magic, tail))
+            r = kl("--json", "dump", "--records", f)
+            assert r.code == 1, r
+            got = r.json()
+            assert [o["offset"] for o in got if o["type"] == "record"] == [10, 11, 12], got
+            (batch,) = [o for o in got if o["type"] == "batch"]
+            assert batch["base_offset"] == 10 and batch["last_offset"] == 12
+            (finding,) = [o for o in got if o["type"] == "finding"]
+            assert finding["kind"] == "record_corrupt" and finding["position"] == 0, finding
+            assert "inner message" in finding["message"]
+            # the batch line alone (no --records) names the exact base offset too
+            assert [o["base_offset"] for o in kl("--json", "dump", f).json() if o["type"] == "batch"] == [10]
+            # verify --deep still names the damage
+            v = kl("--json", "verify", "--deep", f)
+            assert v.code == 1 and any(o.get("kind") == "record_corrupt" for o in v.json()), v
+
+
+def test_legacy_inner_message_below_the_minimum_size_is_still_corrupt(kl, tmp_path):
+    """Kafka fails the whole wrapper for an inner size below 14 (CorruptRecordException): no records."""
+    f = _segment(tmp_path, _wrapper_with_torn_tail(1, struct.pack(">qi", 0, 3) + bytes(20)))
+    r = kl("--json", "dump", "--records", f)
+    assert r.code == 1
+    assert not [o for o in r.json() if o["type"] == "record"]
+    assert [o["kind"] for o in r.json() if o["type"] == "finding"] == ["record_corrupt"]
+
+
+def test_snappy_garbage_claiming_a_huge_size_is_corrupt_not_too_large(kl, tmp_path):
+    """A snappy payload of garbage whose length varint claims 20 GB was reported as record_too_large: dump
+    exited 2 ("more than --max-record-bytes", as for a real large record). No snappy block of 62 bytes can
+    hold that much (an element of 3 bytes copies at most 64): it is corrupt (exit 1, record_corrupt), and the
+    batches after it are dumped."""
+    garbage = b"\xaa\xbb\xcc\xd8\x4c" + bytes(range(57))
+    good = build_batch([(0, 1_700_000_000_000, b"k", b"v", ())], base_offset=0)
+    after = build_batch([(0, 1_700_000_000_000, b"k2", b"v2", ())], base_offset=5)
+    f = _segment(tmp_path, good + _v2_batch(1, garbage, 3, attrs=SNAPPY) + after)
+    r = kl("--json", "dump", "--records", f)
+    assert r.code == 1, r
+    (finding,) = [o for o in r.json() if o["type"] == "finding"]
+    assert finding["kind"] == "record_corrupt" and finding["position"] == len(good), finding
+    assert [o["offset"] for o in r.json() if o["type"] == "record"] == [0, 5]
+    t = kl("dump", "--records", f)
+    assert t.code == 1 and "record_corrupt" in t.out, t
+
+
+def test_snappy_block_that_may_really_be_large_is_still_too_large(kl, tmp_path):
+    """The limit stays: a real (highly compressible) block over --max-record-bytes is record_too_large."""
+    from kltool.format.batch import encode_v2_record
+
+    rec = encode_v2_record(0, 0, b"k", bytes(2 << 20), ())
+    f = _segment(tmp_path, _v2_batch(0, compress(SNAPPY, rec), 1, attrs=SNAPPY))
+    r = kl("--json", "dump", "--records", "--max-record-bytes", "1048576", f)
+    assert r.code == 2, r
+    assert [o["kind"] for o in r.json() if o["type"] == "finding"] == ["record_too_large"]

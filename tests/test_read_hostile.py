@@ -92,3 +92,35 @@ def test_snappy_block_that_may_really_be_large_is_still_too_large(kl, tmp_path):
     r = kl("--json", "dump", "--records", "--max-record-bytes", "1048576", f)
     assert r.code == 2, r
     assert [o["kind"] for o in r.json() if o["type"] == "finding"] == ["record_too_large"]
+
+
+def test_a_partition_dir_whose_name_is_not_utf8(tmp_path):
+    """A directory name that is not UTF-8 (bytes from another system's locale): --json dump --records failed
+    with exit 70 (the C formatter's suffix could not be encoded), and with a strict UTF-8 stdout (the usual
+    locale) every command did. Now JSON lines are valid UTF-8 with the name's JSON escape (decoded back to
+    the same str, whose os.fsencode is the original name); text lines carry the original bytes."""
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from .conftest import ORACLE
+
+    root = os.fsencode(tmp_path)
+    part = os.path.join(root, b"t\xff-0")
+    os.makedirs(part)
+    shutil.copyfile(ORACLE / "v2-none-0" / "00000000000000000000.log", os.path.join(part, b"00000000000000000000.log"))
+    env = dict(os.environ, PYTHONIOENCODING="utf-8:strict")
+    for args in (["--json", "dump", "--records"], ["--json", "dump"], ["--json", "info"], ["--json", "verify"],
+                 ["--json", "offsets", "--count"], ["dump", "--records"], ["info"], ["verify"]):
+        r = subprocess.run([sys.executable, "-m", "kltool", *args, os.fsdecode(root)], capture_output=True, env=env)
+        assert r.returncode in (0, 1), (args, r.returncode, r.stderr[-500:])
+        if args[0] == "--json":
+            objs = [json.loads(line.decode("utf-8")) for line in r.stdout.splitlines()]
+            files = {o["file"] for o in objs if "file" in o}
+            if args[1] == "dump":
+                assert files == {os.fsdecode(os.path.join(part, b"00000000000000000000.log"))}, files
+                assert {o["topic"] for o in objs if o["type"] in ("record", "batch")} == {os.fsdecode(b"t\xff")}
+        else:
+            assert b"t\xff" in r.stdout or args == ["verify"], r.stdout[:300]

@@ -56,7 +56,7 @@ ORACLE_DIR = Path("/work/shared/oracle")
 TIMEOUT = 20.0
 MAX_RSS_KB = 600 * 1024
 LOG_KINDS = {"torn_tail", "zero_run", "invalid_size", "bad_magic", "garbage", "crc_mismatch", "record_corrupt",
-             "record_too_large", "offset_order", "invalid_control"}
+             "record_too_large", "invalid_control"}  # (byte damage: always with a position)
 
 
 # ---------------------------------------------------------------- running kltool
@@ -639,7 +639,7 @@ def read_commands(root: Path, part: Path, log: Path | None, other: Path | None, 
 
 
 ODD_TOPICS = ["topic", "__consumer_offsets", "__transaction_state", "__cluster_metadata", "__remote_log_metadata",
-              "we.ird_topic", "t%20x", "tøpic", "a-b-c", "x" * 200]
+              "we.ird_topic", "t%20x", "tøpic", "a-b-c", "x" * 200, os.fsdecode(b"t\xff\xfe"), "new\nline"]
 ODD_FILE_NAMES = ["123.log", "abc.log", "00000000000000000000.log.deleted", "00000000000000000000.log.swap",
                   "000000000000000000001.log", "-0000000000000000001.log", "00000000000000000000.LOG",
                   "99999999999999999999.log"]
@@ -659,6 +659,23 @@ def prepare(rng, src_part: Path, work: Path, k: int):
     orig = root.with_name(f"run{k}-orig") / part.name
     shutil.copytree(part, orig)
     label = f"run{k} {src_part}"
+    aux = [f for f in part.iterdir() if not f.name.endswith(".log")]
+    if aux and rng.random() < 0.2:  # an index, snapshot or checkpoint file damaged too
+        f = rng.choice(aux)
+        b = bytearray(f.read_bytes())
+        how = rng.choice(["trunc", "flip", "garbage", "neg", "empty"])
+        if how == "trunc" and b:
+            b = b[:rng.randrange(len(b))]
+        elif how == "flip" and b:
+            b[rng.randrange(len(b))] ^= 1 << rng.randrange(8)
+        elif how == "garbage":
+            b += rng.randbytes(rng.randint(1, 64))
+        elif how == "neg" and len(b) >= 4:
+            struct.pack_into(">i", b, rng.randrange(0, len(b) - 3), rng.choice([-1, -(1 << 31), (1 << 31) - 1]))
+        else:
+            b = bytearray()
+        f.write_bytes(bytes(b))
+        label += f" aux:{how}:{f.name}"
     if rng.random() < 0.06:
         name = rng.choice(ODD_FILE_NAMES)
         src = logs[0] if logs else None

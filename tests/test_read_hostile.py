@@ -124,3 +124,26 @@ def test_a_partition_dir_whose_name_is_not_utf8(tmp_path):
                 assert {o["topic"] for o in objs if o["type"] in ("record", "batch")} == {os.fsdecode(b"t\xff")}
         else:
             assert b"t\xff" in r.stdout or args == ["verify"], r.stdout[:300]
+
+
+def test_segment_named_past_long_max(kl, tmp_path):
+    """A segment named 99999999999999999999.log (its offset past Long.MAX_VALUE: Kafka's offsetFromFileName
+    cannot parse it): verify exited 70 (OverflowError: the C walker got the base offset); now its batches are
+    errors by position and every read command goes on."""
+    import shutil
+
+    from .conftest import ORACLE
+
+    part = tmp_path / "t-0"
+    part.mkdir()
+    src = ORACLE / "v2-none-0" / "00000000000000000000.log"
+    shutil.copyfile(src, part / "00000000000000000000.log")
+    shutil.copyfile(src, part / "99999999999999999999.log")
+    for args in (["--json", "verify"], ["verify", "--deep"], ["--json", "dump", "--records"], ["info"],
+                 ["--json", "offsets", "--count"], ["transactions"], ["producers"]):
+        r = kl(*args, tmp_path)
+        assert r.code in (0, 1), (args, r)
+    r = kl("--json", "verify", tmp_path)
+    assert r.code == 1
+    errors = [f for f in r.json() if f.get("severity") == "error"]
+    assert errors and all(f["file"].endswith("99999999999999999999.log") and f["position"] is not None for f in errors)

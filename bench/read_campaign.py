@@ -545,12 +545,8 @@ def compare(expected: list[dict], got: list[dict], label: str) -> list[tuple[str
                 out.append(("oracle", f"{label}: Kafka cannot read the records of the batch at {p} ({rec_err}); "
                                       f"kltool reports no error there"))
             continue
-        if any(f.get("kind") in ("record_corrupt", "record_too_large") and f.get("position") is not None
-               and p <= f["position"] < p + e["sizeInBytes"] for f in findings):
-            out.append(("oracle", f"{label}: Kafka reads the {len(erecs)} records of the batch at {p}; kltool "
-                                  f"reports them corrupt: "
-                                  f"{[f['message'] for f in findings if p <= f['position'] < p + e['sizeInBytes']][:1]}"))
-            continue
+        # (kltool may name damage Kafka's iterator passes over in silence, e.g. a partial inner message after a
+        # v0/v1 wrapper's last whole one, as long as it reads every record Kafka reads)
         if len(grecs) != len(erecs):
             out.append(("oracle", f"{label}: batch at {p}: Kafka {len(erecs)} records, kltool {len(grecs)}"))
             continue

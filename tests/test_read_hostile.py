@@ -147,3 +147,20 @@ def test_segment_named_past_long_max(kl, tmp_path):
     assert r.code == 1
     errors = [f for f in r.json() if f.get("severity") == "error"]
     assert errors and all(f["file"].endswith("99999999999999999999.log") and f["position"] is not None for f in errors)
+
+
+def test_records_count_past_the_records_is_reported_at_the_batch(kl, tmp_path):
+    """A batch whose records count (CRC made right) claims more records than it holds: Kafka's reader fails
+    that batch ("premature EOF"). dump named the position where the next record would start: the end of the
+    batch, i.e. the start of the (valid) batch after it; now the damaged batch's own position."""
+    rec = build_batch([(0, 1_700_000_000_000, b"k", b"v", ())], base_offset=0)
+    body = bytearray(rec[21:])
+    struct.pack_into(">i", body, 57 - 21, 3)  # records count 3, one record present
+    bad = rec[:17] + struct.pack(">I", crc32c(bytes(body))) + bytes(body)
+    after = build_batch([(0, 1_700_000_000_000, b"k2", b"v2", ())], base_offset=1)
+    f = _segment(tmp_path, bad + after)
+    r = kl("--json", "dump", "--records", f)
+    assert r.code == 1, r
+    (finding,) = [o for o in r.json() if o["type"] == "finding"]
+    assert finding["kind"] == "record_corrupt" and 0 <= finding["position"] < len(bad), finding
+    assert [o["offset"] for o in r.json() if o["type"] == "record"][-1:] == [1]  # the batch after it is read

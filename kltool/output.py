@@ -13,6 +13,32 @@ SCHEMA_VERSION = 1
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 
+# A path (or topic) that is not UTF-8 arrives as a str with lone surrogates (os.fsdecode): in a JSON line each
+# is written as its JSON escape ("\udcff"), which JSON readers decode back to the same str (Python's
+# os.fsencode then gives the original bytes); UTF-8 cannot hold it as it is. Text lines write the original
+# bytes back (surrogateescape). Costs nothing unless such a character is written.
+JSON_ERRORS = "kltool-json-escape"
+
+
+def _escape_surrogates(err: UnicodeError):
+    if not isinstance(err, UnicodeEncodeError):
+        raise err
+    return "".join(f"\\u{ord(c):04x}" for c in err.object[err.start:err.end]), err.end
+
+
+import codecs  # noqa: E402
+
+codecs.register_error(JSON_ERRORS, _escape_surrogates)
+
+
+def json_text(s: str) -> str:
+    """``s`` (a piece of JSON) with any lone surrogate as its JSON escape: safe to encode as UTF-8."""
+    try:
+        s.encode("utf-8")
+        return s
+    except UnicodeEncodeError:
+        return s.encode("utf-8", JSON_ERRORS).decode("utf-8")
+
 from .jsonl import decode_bytes, encode_bytes  # noqa: E402,F401  (the record schema lives in jsonl.py)
 
 
@@ -98,6 +124,12 @@ class Output:
             color = "NO_COLOR" not in os.environ
         self.color = color
         self._stdout = sys.stdout
+        reconfigure = getattr(sys.stdout, "reconfigure", None)
+        if reconfigure is not None:  # (a non-UTF-8 name never stops a command: see JSON_ERRORS)
+            try:
+                reconfigure(errors=JSON_ERRORS if json_mode else "surrogateescape")
+            except (ValueError, OSError):
+                pass
         self._raw: list = []  # UTF-8 blocks from write_bytes(), written together once ~1 MiB is pending
         self._raw_size = 0
         self._err_console = None

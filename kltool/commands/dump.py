@@ -22,7 +22,7 @@ from ..kafka_text import (
     txn_entry_text,
 )
 from ..kcat_format import compile_format
-from ..output import _dumps, text_bytes
+from ..output import JSON_ERRORS, _dumps, json_text, text_bytes
 from ..storage.findings import Finding
 from ..storage.fs import read_index_file, read_txn_index_file
 from ..storage.logdir import unreadable
@@ -286,8 +286,8 @@ class Dumper:
         if js and self.topic is not None:
             cached = self.__dict__.get("_suffix")
             if cached is None or cached[0] != (self.topic, self.partition):
-                cached = self._suffix = ((self.topic, self.partition),
-                                         f',"topic":{_dumps(self.topic)},"partition":{_dumps(self.partition)}}}')
+                cached = self._suffix = ((self.topic, self.partition), json_text(
+                    f',"topic":{_dumps(self.topic)},"partition":{_dumps(self.partition)}}}'))
             suffix = cached[1]
         flt = self.flt
         got = c.format_v2(data, h.count, h.base_offset, h.first_timestamp, h.timestamp_type == "log_append",
@@ -300,7 +300,8 @@ class Dumper:
             return False
         blob, n = got
         if flt.key is None:
-            self.out.write_bytes((batch_json_line(h, file, suffix) if js else batch_text(h) + "\n").encode("utf-8"))
+            self.out.write_bytes((batch_json_line(h, file, suffix) if js else batch_text(h) + "\n")
+                                 .encode("utf-8", JSON_ERRORS))
         if not h.crc_valid:
             self.errors += 1
         self.emitted += n

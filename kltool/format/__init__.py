@@ -59,7 +59,18 @@ def record_groups(header: BatchHeader, batch=None):
                                     size=header.size - 12, offset=header.last_offset)
     if hasattr(batch, "read"):
         batch = bytes(_compression._read_exact(batch, header.size))
-    return (decode_legacy_records(header, batch),)
+    try:
+        return (decode_legacy_records(header, batch),)
+    except CorruptDataError as e:
+        partial = getattr(e, "partial", None)
+        if partial is None:
+            raise
+        return _then_raise(partial, e)  # (the inner messages Kafka reads, then the damage after them)
+
+
+def _then_raise(cols: RecordColumns, err: CorruptDataError):
+    yield cols
+    raise err
 
 
 def build_batch(records, *, base_offset: int, magic: int = 2, **kw) -> bytes:

@@ -75,6 +75,14 @@ def _bad(msg: str, pos: int) -> CorruptDataError:
     return CorruptDataError(msg, position=pos)
 
 
+def _within(h: BatchHeader, e: CorruptDataError) -> CorruptDataError:
+    """``e`` with a position inside the batch: records that end with the batch where more are declared
+    ("premature EOF") are the batch's fault, not that of the batch after it, which starts there."""
+    if e.position is not None and e.position >= h.position + h.size:
+        e.position = h.position
+    return e
+
+
 def decode_v2_records(h: BatchHeader, batch, limit: int | None = None) -> RecordColumns:
     """Decode the records of a v2 batch (``batch`` holds exactly the batch's bytes), all at once: the
     columns API. A compressed batch whose records decompress to more than ``limit`` bytes (default
@@ -89,7 +97,10 @@ def decode_v2_records(h: BatchHeader, batch, limit: int | None = None) -> Record
         raise _bad(f"Found invalid record count {count} in magic v2 batch", h.position + 57)
     payload = batch[V2_OVERHEAD:h.size]
     if h.compression == NONE:
-        return _decode_v2_data(h, bytes(payload), count, h.position + V2_OVERHEAD)
+        try:
+            return _decode_v2_data(h, bytes(payload), count, h.position + V2_OVERHEAD)
+        except CorruptDataError as e:
+            raise _within(h, e) from None
     # Compressed: decompress only as far as the declared records need, as Kafka's reader does (it reads
     # ``count`` records, then one more byte must not exist): a valid-CRC batch declaring 1 record followed by
     # gigabytes of zeros costs a few steps, not gigabytes; and never more than the limit (TooLarge).
@@ -240,9 +251,14 @@ def _stream_v2(h: BatchHeader, batch, group_bytes: int, group_records: int):
             need = max(hdr + length, min(len(buf) + group_bytes, limit))
         grown = fill(buf, need) if need > len(buf) else buf
         if len(grown) == len(buf):  # the stream ends inside the record (or the record is malformed)
-            _decode_v2_data(h, buf, 1, None if where is None else where + consumed)  # raises Kafka's error
-            raise _bad("Incorrect declared batch size, premature EOF reached",
-                       h.position if where is None else where + consumed)
+            at = h.position if where is None else where + consumed
+            if at >= h.position + h.size:
+                at = h.position  # (the records end with the batch: the batch is at fault, not the one after it)
+            try:
+                _decode_v2_data(h, buf, 1, None if where is None else where + consumed)  # raises Kafka's error
+            except CorruptDataError as e:
+                raise _within(h, e) from None
+            raise _bad("Incorrect declared batch size, premature EOF reached", at)
         buf = grown
     if buf or read(1):  # every declared record read: nothing else may follow (Kafka's rule)
         raise _bad("Incorrect declared batch size, records still remaining in file",

@@ -267,9 +267,16 @@ def _gzip_chunks(src, step):
             return
 
 
+_SNAPPY_MAX_RATIO = 22  # the most a raw snappy block expands: a 3-byte copy element gives 64 bytes
+
+
 def _snappy_chunks(src, step, limit):
     def block(raw, where):
         n = _varint_len(raw)
+        if n is not None and n > _SNAPPY_MAX_RATIO * len(raw) + 32:
+            # (a snappy element of 3 bytes copies at most 64: no block expands more; garbage, not a large record)
+            raise CorruptDataError(f"snappy block of {len(raw)} bytes claims to decompress to {n} bytes, more than "
+                                   f"snappy can encode in it: corrupt", position=where)
         if n is not None and n > limit:
             raise TooLarge(f"snappy block decompresses to {n} bytes, more than --max-record-bytes ({limit})",
                            position=where, size=n)

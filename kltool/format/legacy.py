@@ -87,7 +87,7 @@ def decode_legacy_records(h: BatchHeader, entry) -> RecordColumns:
     except CorruptDataError as e:
         raise CorruptDataError(e.message, position=h.position) from None
     try:
-        cols = _inner_messages(h, data)
+        cols, torn = _inner_messages(h, data)
     except struct.error:
         raise CorruptDataError("Found an inner message shorter than its header", position=h.position) from None
     except CorruptDataError as e:
@@ -98,6 +98,12 @@ def decode_legacy_records(h: BatchHeader, entry) -> RecordColumns:
         cols.offsets = _absolute_v1_offsets(h, cols.offsets)
     h.base_offset = cols.offsets[0]
     h.base_offset_exact = True
+    if torn is not None:
+        # Kafka's reader serves the whole inner messages before a partial one and stops there without a
+        # word; kltool has the same records (``partial``, for a reader that shows them) and names the damage.
+        err = CorruptDataError(torn, position=h.position)
+        err.partial = cols
+        raise err
     return cols
 
 
@@ -115,16 +121,20 @@ def message_crcs(cols: RecordColumns) -> list[tuple[bool, int]]:
     return out
 
 
-def _inner_messages(h: BatchHeader, data: bytes) -> RecordColumns:
-    """The inner messages of a decompressed wrapper, with their offsets as stored."""
+def _inner_messages(h: BatchHeader, data: bytes) -> tuple[RecordColumns, str | None]:
+    """The inner messages of a decompressed wrapper, with their offsets as stored, and what is wrong with a
+    partial entry after them (None: nothing, or fewer than 12 bytes, which Kafka's iterator ignores too)."""
     cols = RecordColumns(data)
     n = len(data)
     p = 0
     lat = h.magic >= 1 and h.timestamp_type == "log_append"
     while p + LOG_OVERHEAD <= n:  # (a partial trailing entry is ignored, like Kafka's iterator)
         off, msize = _ENTRY.unpack_from(data, p)
-        if msize < RECORD_OVERHEAD[0] or p + LOG_OVERHEAD + msize > n:
+        if msize < RECORD_OVERHEAD[0]:
             raise CorruptDataError(f"Found invalid inner message of size {msize}")
+        if p + LOG_OVERHEAD + msize > n:  # Kafka's iterator: the end of the inner messages
+            return cols, (f"Found an inner message of size {msize} at byte {p} of the {n} decompressed bytes, "
+                          f"past their end (the {len(cols.offsets)} inner messages before it are read)")
         magic = data[p + 16]
         if data[p + 17] & 0x07:
             raise CorruptDataError("Inner messages must not be compressed")
@@ -139,7 +149,7 @@ def _inner_messages(h: BatchHeader, data: bytes) -> RecordColumns:
         cols.headers.append(None)
         cols.sizes.append(LOG_OVERHEAD + msize)
         p += LOG_OVERHEAD + msize
-    return cols
+    return cols, None
 
 
 def _absolute_v1_offsets(h: BatchHeader, inner: list[int]) -> list[int]:

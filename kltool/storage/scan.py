@@ -34,6 +34,7 @@ _I = struct.Struct(">i")
 _FIRST = struct.Struct(">q4xi7xi")  # v2: baseOffset, partitionLeaderEpoch (12), lastOffsetDelta (23)
 _U = struct.Struct(">I")
 _NONZERO = re.compile(rb"[^\x00]")
+_LONG_MAX = (1 << 63) - 1
 V2_MIN_SIZE_FIELD = V2_OVERHEAD - LOG_OVERHEAD  # 49
 LEGACY_MIN_SIZE_FIELD = RECORD_OVERHEAD  # {0: 14, 1: 22}
 
@@ -514,7 +515,9 @@ def open_segment_file(path) -> int:
 def _walk(path, start, end, with_data, resync, chunk_size, progress, runs, prev_last, base_offset, deep, want_cols,
           hold_limit):
     c_walk = speedups.C.walk_v2 if runs and speedups.C is not None else None
-    seg_base = -1 if base_offset is None or base_offset < 0 else base_offset
+    # (a base offset from a file name past Long.MAX_VALUE, e.g. 99999999999999999999.log, is no base the C walker
+    # can hold, nor can a last offset past it (an offset field near the top): the Python walk takes those)
+    seg_base = -1 if base_offset is None or not 0 <= base_offset <= _LONG_MAX else base_offset
     fd = open_segment_file(path)
     r = None
     try:
@@ -529,7 +532,7 @@ def _walk(path, start, end, with_data, resync, chunk_size, progress, runs, prev_
                 progress(pos - reported)
                 reported = pos
             rem = end - pos
-            if c_walk is not None and rem >= 61:
+            if c_walk is not None and rem >= 61 and (prev_last is None or -_LONG_MAX <= prev_last <= _LONG_MAX):
                 i = r.ensure(pos, 61)
                 j, nb, nrec, last, cols, ti, tbase, before = c_walk(r.buf, i, r.stop - r.start, prev_last, seg_base,
                                                                      deep, want_cols)

@@ -216,6 +216,31 @@ def test_plain_load_and_planner_errors(spark):
     assert isinstance(err, UsageError) and "startingOffsets" in str(err)
 
 
+def test_a_timestamp_past_sparks_range_is_one_line_naming_the_record(spark, tmp_path):
+    """A record whose timestamp (ms) does not fit a Spark timestamp (us, int64): Spark's Kafka source fails on
+    it (millisToMicros overflows); so does the read, with one line naming the segment and the offset (was
+    pyarrow's "ArrowInvalid: overflow", an internal error). A schema without the timestamp still reads."""
+    import subprocess
+    import sys
+
+    from kltool.spark import spark_error
+
+    ld = tmp_path / "ld"
+    kl = [sys.executable, "-m", "kltool"]
+    subprocess.run(kl + ["create", str(ld), "t", "--partitions", "1"], check=True, capture_output=True)
+    for ts in ("1700000000000", str(1 << 62)):
+        subprocess.run(kl + ["append", str(ld), "t", "-p", "0", "--key", "k", "--value", "v", "--timestamp", ts],
+                       check=True, capture_output=True)
+    with pytest.raises(Exception) as ei:
+        load(spark, [ld]).collect()
+    err = str(spark_error(ei.value))
+    assert "the record at offset 1 has timestamp 4611686018427387904 ms" in err and "t-0" in err, err
+    assert "\n" not in err and "ArrowInvalid" not in err, err
+    assert spark.read.format("kafka-log").schema("offset LONG, value BINARY").load(str(ld)).count() == 2
+    r = subprocess.run(kl + ["spark-report", "counts", str(ld)], capture_output=True, text=True)
+    assert r.returncode == 2 and "offset 1 has timestamp" in r.stderr and "internal error" not in r.stderr, r.stderr
+
+
 def test_pushed_down_filters_read_less_and_answer_the_same(spark):
     import datetime as dt
 

@@ -27,6 +27,7 @@ SEGMENT_SCHEMA = ("topic string, partition int, segment long, bytes long, file s
 SCHEMAS = {"records": RECORD_SCHEMA, "batches": BATCH_SCHEMA, "damage": DAMAGE_SCHEMA, "segments": SEGMENT_SCHEMA}
 
 TIMESTAMP_TYPE_IDS = {"create": 0, "log_append": 1, "none": -1}  # Kafka's TimestampType.id
+_MAX_MS = (1 << 63) // 1000  # the largest timestamp (ms) a Spark timestamp (us, int64) holds
 _TS = pa.timestamp("us", tz="UTC")  # what Spark's to_arrow_schema(timezone="UTC") gives
 _HEADER = pa.struct([("key", pa.string()), ("value", pa.binary())])
 _HEADERS = pa.list_(_HEADER)
@@ -165,7 +166,7 @@ class _RecordChunk:
             "topic": lambda: pa.repeat(pa.scalar(topic, pa.string()), n),
             "partition": lambda: pa.repeat(pa.scalar(partition, pa.int32()), n),
             "offset": lambda: ints(_OFF, pa.int64()),
-            "timestamp": lambda: pc.multiply_checked(ints(_TSS, pa.int64()), 1000).cast(_TS),
+            "timestamp": lambda: self._timestamps(ints(_TSS, pa.int64()), ints(_OFF, pa.int64()), where),
             "timestampType": lambda: ints(_TYPES, pa.int32()),
             "headers": lambda: self._headers(n) if b[_HE] is not None and len(b[_HKE]) > 4 else pa.nulls(n, _HEADERS),
             "_metadata": lambda: pa.StructArray.from_arrays(
@@ -176,6 +177,21 @@ class _RecordChunk:
             return pa.RecordBatch.from_arrays([make[f.name]() for f in ARROW_RECORD_SCHEMA], schema=ARROW_RECORD_SCHEMA)
         schema = pa.schema([METADATA_FIELD if c == "_metadata" else ARROW_RECORD_SCHEMA.field(c) for c in columns])
         return pa.RecordBatch.from_arrays([make[c]() for c in columns], schema=schema)
+
+    @staticmethod
+    def _timestamps(ms: pa.Array, offsets: pa.Array, where) -> pa.Array:
+        """Milliseconds as Spark's timestamps (microseconds): a record whose timestamp does not fit fails the
+        read with one line naming it, as Spark's Kafka source fails (its ``millisToMicros`` overflows)."""
+        try:
+            return pc.multiply_checked(ms, 1000).cast(_TS)
+        except pa.ArrowInvalid:
+            bad = pc.or_(pc.greater(ms, _MAX_MS), pc.less(ms, -_MAX_MS))
+            i = pc.index(bad, True).as_py()
+            from ..errors import KltoolError
+
+            raise KltoolError(f"{where[1] if where else 'a segment'}: the record at offset {offsets[i].as_py()} has timestamp "
+                              f"{ms[i].as_py()} ms, past what a Spark timestamp holds (Spark's Kafka source fails "
+                              "on it too)") from None
 
     def _headers(self, n: int) -> pa.Array:
         """list<struct<key string, value binary>>: null for the rows without headers."""

@@ -311,6 +311,30 @@ def _quarantine_segment(seg: Seg, reason: str, acts: list[Action]) -> None:
             acts.append(a)
 
 
+def _salvage_overflow_splits(view, segs, p, overflowed, splits, acts, probs, n_probs, *, interval, only_bases):
+    """Salvage: batches past what their segment can index that no neighbour puts back (a burst of offset fields
+    that jumped together) are kept where the broker's recovery keeps them, in a segment of their own (the
+    broker's overflow split), rather than leaving the segment's indexes unrebuilt, when the segment changes or
+    its indexes are wrong (what verify reports as errors; else the broker's own split at load is left to it). (splits, scans, later, ctx) of
+    the partition scanned again with the splits, or None when no split is planned (one that would cover another
+    segment's name is not)."""
+    at = {id(s): i for i, s in enumerate(segs)}
+    idx = [at[id(s)] for s in overflowed if id(s) not in splits]
+    if not idx or overflow_split_refusal(segs, idx) is not None:
+        return None
+    n_acts = len(acts)
+    more = plan_overflow_splits(segs, idx, acts, interval=interval)
+    if not more:
+        del acts[n_acts:]
+        return None
+    del probs[n_probs:]
+    splits = {**splits, **more}
+    ctx = _new_ctx(view, segs, p)
+    scans, later = _scan_segments(segs, ctx, probs, like_broker=False, interval=interval, only_bases=only_bases,
+                                  progress=None, splits=splits)
+    return splits, scans, later, ctx
+
+
 def _plan_partition(g: Group, p: Partition, *, like_broker: bool, interval: int, only_bases: set[int] | None,
                     force_index: bool, indexes_only: bool, progress=None) -> None:
     acts, probs = g.actions, g.problems
@@ -354,6 +378,11 @@ def _plan_partition(g: Group, p: Partition, *, like_broker: bool, interval: int,
             ctx = _new_ctx(view, segs, p)
             scans, later = _scan_segments(segs, ctx, probs, like_broker=True, interval=interval, only_bases=None,
                                           progress=None, splits=splits)
+    elif full and not indexes_only and (overflowed := [sc.seg for sc in scans if sc.overflow is not None and (
+            sc.cuts or sc.existing.index_problems or sc.existing.time_problems)]):
+        splits, scans, later, ctx = _salvage_overflow_splits(view, segs, p, overflowed, splits, acts, probs,
+                                                             n_probs, interval=interval, only_bases=only_bases) or (
+            splits, scans, later, ctx)
     for s in reversed(later):
         _quarantine_segment(s, f"after the truncation in {scans[-1].seg.final.name}: the broker's recovery deletes "
                                f"every later segment", acts)

@@ -66,12 +66,21 @@ class ByteSource:
     as bytes, and :meth:`prefix`. Never read whole here: the functions of this module take it a chunk at a
     time."""
 
-    __slots__ = ()
+    __slots__ = ("size",)
 
     def __len__(self) -> int:
-        raise NotImplementedError
+        return self.size
 
     def __getitem__(self, key) -> bytes:
+        if not isinstance(key, slice):
+            raise TypeError(f"{type(self).__name__} takes slices only")
+        start, stop, step = key.indices(self.size)
+        if step != 1:
+            raise ValueError(f"{type(self).__name__} slices take no step")
+        return self._read(start, stop) if stop > start else b""
+
+    def _read(self, start: int, stop: int) -> bytes:
+        """Bytes [start, stop) (0 <= start < stop <= size), all of them."""
         raise NotImplementedError
 
     def prefix(self, n: int) -> ByteSource:

@@ -439,13 +439,10 @@ class FileBytes(fidx.ByteSource):
     the file is opened for each read (a partition of many big indexes holds no descriptors), and a file
     that is no longer the one first opened (replaced, or changed size) is an OSError, never mixed bytes."""
 
-    __slots__ = ("path", "size", "_ident")
+    __slots__ = ("path", "_ident")
 
     def __init__(self, path, size: int, ident: tuple):
         self.path, self.size, self._ident = path, size, ident
-
-    def __len__(self) -> int:
-        return self.size
 
     def __repr__(self) -> str:
         return f"FileBytes({str(self.path)!r}, {self.size})"
@@ -453,14 +450,7 @@ class FileBytes(fidx.ByteSource):
     def prefix(self, n: int) -> FileBytes:
         return FileBytes(self.path, max(0, min(n, self.size)), self._ident)
 
-    def __getitem__(self, key) -> bytes:
-        if not isinstance(key, slice):
-            raise TypeError("FileBytes takes slices only")
-        start, stop, step = key.indices(self.size)
-        if step != 1:
-            raise ValueError("FileBytes slices take no step")
-        if stop <= start:
-            return b""
+    def _read(self, start: int, stop: int) -> bytes:
         fd, st = _open_regular(self.path)
         try:
             if _ident(st) != self._ident:

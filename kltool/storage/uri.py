@@ -198,13 +198,10 @@ class RemoteBytes(ByteSource):
     """The first ``size`` bytes of a remote file, read when sliced with ranged reads (a
     :class:`kltool.format.index.ByteSource`, as :class:`kltool.storage.fs.FileBytes` is of a local file)."""
 
-    __slots__ = ("uri", "size", "_fs", "_path")
+    __slots__ = ("uri", "_fs", "_path")
 
     def __init__(self, uri: str, size: int, fs, path: str):
         self.uri, self.size, self._fs, self._path = uri, size, fs, path
-
-    def __len__(self) -> int:
-        return self.size
 
     def __repr__(self) -> str:
         return f"RemoteBytes({self.uri!r}, {self.size})"
@@ -212,14 +209,7 @@ class RemoteBytes(ByteSource):
     def prefix(self, n: int) -> RemoteBytes:
         return RemoteBytes(self.uri, max(0, min(n, self.size)), self._fs, self._path)
 
-    def __getitem__(self, key) -> bytes:
-        if not isinstance(key, slice):
-            raise TypeError("RemoteBytes takes slices only")
-        start, stop, step = key.indices(self.size)
-        if step != 1:
-            raise ValueError("RemoteBytes slices take no step")
-        if stop <= start:
-            return b""
+    def _read(self, start: int, stop: int) -> bytes:
         with self._fs.open_input_file(self._path) as f:
             data = f.read_at(stop - start, start)
         if len(data) != stop - start:

@@ -166,7 +166,7 @@ class _RecordChunk:
             "topic": lambda: pa.repeat(pa.scalar(topic, pa.string()), n),
             "partition": lambda: pa.repeat(pa.scalar(partition, pa.int32()), n),
             "offset": lambda: ints(_OFF, pa.int64()),
-            "timestamp": lambda: self._timestamps(ints(_TSS, pa.int64()), ints(_OFF, pa.int64()), where),
+            "timestamp": lambda: self._timestamps(ints(_TSS, pa.int64()), b[_OFF], where),
             "timestampType": lambda: ints(_TYPES, pa.int32()),
             "headers": lambda: self._headers(n) if b[_HE] is not None and len(b[_HKE]) > 4 else pa.nulls(n, _HEADERS),
             "_metadata": lambda: pa.StructArray.from_arrays(
@@ -179,9 +179,10 @@ class _RecordChunk:
         return pa.RecordBatch.from_arrays([make[c]() for c in columns], schema=schema)
 
     @staticmethod
-    def _timestamps(ms: pa.Array, offsets: pa.Array, where) -> pa.Array:
+    def _timestamps(ms: pa.Array, offsets, where) -> pa.Array:
         """Milliseconds as Spark's timestamps (microseconds): a record whose timestamp does not fit fails the
-        read with one line naming it, as Spark's Kafka source fails (its ``millisToMicros`` overflows)."""
+        read with one line naming it, as Spark's Kafka source fails (its ``millisToMicros`` overflows).
+        ``offsets``: the chunk's int64 offsets buffer, None when the read does not keep them."""
         try:
             return pc.multiply_checked(ms, 1000).cast(_TS)
         except pa.ArrowInvalid:
@@ -189,7 +190,8 @@ class _RecordChunk:
             i = pc.index(bad, True).as_py()
             from ..errors import KltoolError
 
-            raise KltoolError(f"{where[1] if where else 'a segment'}: the record at offset {offsets[i].as_py()} has timestamp "
+            at = f"the record at offset {memoryview(offsets).cast('q')[i]}" if offsets is not None else "a record"
+            raise KltoolError(f"{where[1] if where else 'a segment'}: {at} has timestamp "
                               f"{ms[i].as_py()} ms, past what a Spark timestamp holds (Spark's Kafka source fails "
                               "on it too)") from None
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import FIXTURES, ORACLE, run_kltool
+from .test_unreadable import as_nobody_cmd
 
 KLTOOL = str(Path(sys.executable).with_name("kltool"))
 SEG = "{:020d}".format
@@ -145,11 +146,8 @@ def _run(args, as_nobody: bool, subprocess_: bool):
         r = run_kltool(*args)
         return r.code, r.out, r.err
     cmd = [KLTOOL, *map(str, args)]
-    if as_nobody and os.geteuid() == 0:
-        if not shutil.which("setpriv"):
-            why = "setpriv (util-linux) is needed to drop root"
-            pytest.fail(why) if os.environ.get("CI") else pytest.skip(why)
-        cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *cmd]
+    if as_nobody:
+        cmd = as_nobody_cmd(cmd)
     env = dict(os.environ)
     env.pop("KLTOOL_DEBUG", None)
     try:

@@ -19,13 +19,18 @@ from .conftest import FIXTURES
 KLTOOL = str(Path(sys.executable).with_name("kltool"))
 
 
-def _as_nobody(*args):
-    cmd = [KLTOOL, *map(str, args)]
+def as_nobody_cmd(cmd: list[str]) -> list[str]:
+    """``cmd`` run as ``nobody`` when the tests run as root (setpriv), else as it is."""
     if os.geteuid() == 0:
         if not shutil.which("setpriv"):
             why = "setpriv (util-linux) is needed to drop root"
             pytest.fail(why) if os.environ.get("CI") else pytest.skip(why)
         cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *cmd]
+    return cmd
+
+
+def _as_nobody(*args):
+    cmd = as_nobody_cmd([KLTOOL, *map(str, args)])
     env = dict(os.environ)
     env.pop("KLTOOL_DEBUG", None)
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)

@@ -23,6 +23,10 @@ Queries, each the median of ``--runs`` after one warm-up, with records/s and rec
                    the pruned count's two columns (offset, timestamp), as many rows in as many tasks
                    and batches as the pruned count: no file is read, so this is the most any Python
                    data source can do here
+  full floor       with ``--data``: the full read's floor, the same aggregate over a trivial Python data
+                   source yielding the data set's own first Arrow batch (every column, as the reader made
+                   it) again and again, as many rows in as many tasks as the reader plans: Spark's cost of
+                   taking these rows from any Python source, nothing read or decoded
 
 Queries run interleaved (one warm-up each, then ``--runs`` rounds of every query); the machine's
 load (``uptime``) is printed before and after. With ``--data``, each query's CPU time (user + system of the
@@ -149,13 +153,15 @@ def timed(queries: dict, runs: int, cpu: dict | None = None) -> dict:
 
 
 def floor_source(rows_per_batch: int):
-    """A Python data source with nothing to read: ``rows`` rows of (offset, timestamp) in ``parts``
-    partitions, yielded as one prebuilt Arrow batch of ``rows_per_batch`` rows (sliced at the end)."""
+    """A Python data source with nothing to read: ``rows`` rows in ``parts`` partitions, yielded as one
+    prebuilt Arrow batch (sliced at the end): of ``rows_per_batch`` rows of (offset, timestamp), or, with
+    the option ``batch`` (an Arrow IPC file holding one batch) and ``schema`` (its DDL), that batch."""
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
     class FloorReader(DataSourceReader):
         def __init__(self, options):
             self.rows, self.parts = int(options["rows"]), int(options["parts"])
+            self.batch = options.get("batch")
 
         def partitions(self):
             per = -(-self.rows // self.parts)
@@ -166,11 +172,16 @@ def floor_source(rows_per_batch: int):
 
             import pyarrow as pa
 
-            k = rows_per_batch
-            off = pa.Array.from_buffers(pa.int64(), k, [None, pa.py_buffer(array("q", range(k)))])
-            ts = pa.Array.from_buffers(pa.timestamp("us", tz="UTC"), k,
-                                       [None, pa.py_buffer(array("q", range(0, 1000 * k, 1000)))])
-            batch = pa.RecordBatch.from_arrays([off, ts], names=["offset", "timestamp"])
+            if self.batch:
+                with pa.OSFile(self.batch) as f:
+                    batch = pa.ipc.open_file(f).get_batch(0)
+                k = batch.num_rows
+            else:
+                k = rows_per_batch
+                off = pa.Array.from_buffers(pa.int64(), k, [None, pa.py_buffer(array("q", range(k)))])
+                ts = pa.Array.from_buffers(pa.timestamp("us", tz="UTC"), k,
+                                           [None, pa.py_buffer(array("q", range(0, 1000 * k, 1000)))])
+                batch = pa.RecordBatch.from_arrays([off, ts], names=["offset", "timestamp"])
             left = partition.value
             while left > 0:
                 yield batch if left >= k else batch.slice(0, left)
@@ -182,12 +193,28 @@ def floor_source(rows_per_batch: int):
             return "kltool-bench-floor"
 
         def schema(self):
-            return "offset long, timestamp timestamp"
+            return self.options.get("schema", "offset long, timestamp timestamp")
 
         def reader(self, schema):
             return FloorReader(self.options)
 
     return FloorSource
+
+
+def floor_batch(pdir: Path, out: Path) -> tuple[Path, int]:
+    """The first Arrow batch the reader makes of ``pdir`` (every column), written to ``out`` for the
+    full-row floor, and the number of tasks the reader plans for ``pdir`` on 2 cores."""
+    import pyarrow as pa
+
+    from kltool.spark import datasource as ds
+
+    o = ds.normalize_options({"path": str(pdir)})
+    parts = ds.KafkaLogReader(o, None, 2).partitions()
+    batch = next(iter(ds.read_partition_rows(o, parts[0], None)))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with pa.OSFile(str(out), "wb") as f, pa.ipc.new_file(f, batch.schema) as w:
+        w.write_batch(batch)
+    return out, len(parts)
 
 
 def tasks(pdir: Path) -> tuple[int, int]:
@@ -234,12 +261,23 @@ def bench_data(master: str, sets: list[tuple[str, Path, int]], runs: int, which:
             r = r.schema(schema)
         return r.load(path)
 
+    from kltool.spark.datasource import DEFAULT_ROWS_PER_BATCH, RECORD_SCHEMA
+
+    spark.dataSource.register(floor_source(DEFAULT_ROWS_PER_BATCH))
+    full = F.count("*"), F.sum(F.length("key")), F.sum(F.length("value")), F.sum(F.size("headers"))
+
+    def floor_full(p):
+        batch, parts = floor_batch(Path(p), HERE / "out" / "floor" / f"{Path(p).name}.arrow")
+        n = next(k for label, d, k in sets if str(d) == p)
+        return lambda: spark.read.format("kltool-bench-floor").options(
+            rows=n, parts=parts, batch=str(batch), schema=RECORD_SCHEMA).load().agg(*full).collect()[0][0]
+
     make = {
         "count": lambda p: lambda: fresh(p).count(),
         "pruned count": lambda p: lambda: fresh(p, "offset LONG, timestamp TIMESTAMP").agg(
             F.count("*"), F.max("offset")).collect()[0][0],
-        "full read": lambda p: lambda: fresh(p).agg(F.count("*"), F.sum(F.length("key")), F.sum(F.length("value")),
-                                                    F.sum(F.size("headers"))).collect()[0][0],
+        "full read": lambda p: lambda: fresh(p).agg(*full).collect()[0][0],
+        "full floor": floor_full,
     }
     queries, want = {}, {}
     for label, pdir, n in sets:
@@ -313,7 +351,7 @@ def main() -> None:
     ap.add_argument("--masters", default="local[2];local-cluster[2,1,1024]", help="separated by ;")
     ap.add_argument("--data", help="existing partition dirs, comma-separated (instead of the generated segment)")
     ap.add_argument("--queries", default="count,pruned count,full read",
-                    help="with --data: the queries, comma-separated (count, pruned count, full read)")
+                    help="with --data: the queries, comma-separated (count, pruned count, full read, full floor)")
     ap.add_argument("--split-bytes", help="with --data: the reader's splitBytes (default its own, 128M; a "
                     "segment is split at its .index entries, so give the data sets one: kltool rebuild-index)")
     ap.add_argument("--tasks", type=int, help="with --data: splitBytes per data set so that its segment is read "
@@ -338,6 +376,11 @@ def main() -> None:
             for label, rows in res.items():
                 print(f"{label:12s}" + "".join(f"{n / secs / 1e6:12.2f} ({secs:5.2f} s)" for _q, secs, n, _c in rows)
                       + "".join(f"{c:10.2f} s ({n / c * 2 / 1e6:5.2f} M/s)" for _q, _s, n, c in rows))
+            for label, rows in res.items():
+                d = {q: (secs, c) for q, secs, _n, c in rows}
+                if "full read" in d and "full floor" in d:
+                    print(f"{label}: the full read takes {d['full read'][0] / d['full floor'][0]:.2f}x the full "
+                          f"floor's time, {d['full read'][1] / d['full floor'][1]:.2f}x its CPU")
         print(f"load after: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} (1, 5, 15 min)")
         return
     size = _size(args.size)

@@ -87,9 +87,10 @@ Options (all strings, as Spark passes them):
     the bytes per core), made even and in a multiple of ``minPartitions`` pieces so that no core finishes
     alone: a 138 MB segment on 2 cores is 2 tasks of 69 MB. The rows are the same either way.
 ``maxPartitionBytes`` / ``openCostInBytes`` / ``minPartitions``
-    Packing of segments (pieces) into DataFrame partitions: default 128 MiB / 4 MiB / the session's
-    ``defaultParallelism``, as Spark's ``spark.sql.files.*``; ``maxPartitionBytes=0`` gives exactly one
-    partition per segment (piece).
+    Packing of segments (pieces) into DataFrame partitions: default 512 MiB / 4 MiB / the session's
+    ``defaultParallelism``, as Spark's ``spark.sql.files.*`` but for the first (Spark's is 128 MiB: a Python
+    task costs more to start, see ``planning.DEFAULT_PARTITION_BYTES``); ``maxPartitionBytes=0`` gives
+    exactly one partition per segment (piece).
 
 Filters on ``topic``, ``partition``, ``offset`` and ``timestamp`` are pushed down where that cannot give
 a wrong answer (see :func:`register`: not on pyspark 4.3.0, which reuses a pushed plan in later scans,

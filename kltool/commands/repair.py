@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 
 from ..errors import UsageError
-from .common import human_bytes, range_records, select
+from .common import finish_run, human_bytes, range_records, select
 from .plans import plan_exit_code, run_and_print_plan
 
 
@@ -46,21 +46,17 @@ def run_repair(out, paths, topic, partition_spec, *, deep: bool = False, dry_run
         "warnings": sum(1 for p in problems if p.severity == "warning"),
         "manifests": [str(m) for m in result.manifests], "seconds": round(secs, 3),
     }
-    if out.json_mode:
-        out.emit(summary)
+    more = f" (+{unknown} damaged range(s) whose record count is unknown)" if unknown else ""
+    if spanned:
+        more += f" ({spanned} damaged range(s) counted by the offsets they span)"
+    if not acts:
+        line = (f"repair: nothing to do ({plan.mode}); {errors} problem(s) not repairable" if errors
+                else f"repair: nothing to do ({plan.mode})")
+    elif dry_run:
+        line = (f"repair: {len(acts)} action(s) planned ({plan.mode}, dry run, nothing changed); "
+                f"{human_bytes(lost_bytes)} and {lost_records} record(s) would be cut{more}")
     else:
-        more = f" (+{unknown} damaged range(s) whose record count is unknown)" if unknown else ""
-        if spanned:
-            more += f" ({spanned} damaged range(s) counted by the offsets they span)"
-        if not acts:
-            out.line(f"repair: nothing to do ({plan.mode}); {errors} problem(s) not repairable" if errors
-                     else f"repair: nothing to do ({plan.mode})")
-        elif dry_run:
-            out.line(f"repair: {len(acts)} action(s) planned ({plan.mode}, dry run, nothing changed); "
-                     f"{human_bytes(lost_bytes)} and {lost_records} record(s) would be cut{more}")
-        else:
-            out.line(f"repair: {len(acts)} action(s) applied ({plan.mode}) in {secs:.2f}s; {human_bytes(lost_bytes)} "
-                     f"and {lost_records} record(s) cut{more}, all backed up")
-            for m in result.manifests:
-                out.line(f"repair: backup manifest {m} (undo: kltool restore {m})")
+        line = (f"repair: {len(acts)} action(s) applied ({plan.mode}) in {secs:.2f}s; {human_bytes(lost_bytes)} "
+                f"and {lost_records} record(s) cut{more}, all backed up")
+    finish_run(out, "repair", summary, line, result.manifests)
     return plan_exit_code(dry_run, acts, errors)

@@ -31,6 +31,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
 from ..conftest import run_kltool
+from .harness import produce_in_waves
 from .test_broker_writes import _b64, _kltool_records
 
 SRC = "src"
@@ -266,13 +267,9 @@ def outcome(broker, tmp_path_factory):
     prod = KafkaProducer(**b.kafka_python_args(), enable_idempotence=True, linger_ms=2, batch_size=1024,
                          compression_type="lz4")
     rng = random.Random(23)
-    for i in range(N_RECORDS):
-        prod.send(SRC, key=f"k{i % 13}".encode(), value=rng.randbytes(40) + f"v{i}".encode() * 4,
-                  headers=[("i", str(i).encode())], partition=0)
-        if i % 50 == 49:
-            prod.flush()
-        if i % (N_RECORDS // WAVES) == N_RECORDS // WAVES - 1 and i + 1 < N_RECORDS:
-            time.sleep(1.2)  # past segment.ms: the next record rolls a new segment
+    produce_in_waves(prod, N_RECORDS, WAVES, lambda p, i: p.send(
+        SRC, key=f"k{i % 13}".encode(), value=rng.randbytes(40) + f"v{i}".encode() * 4,
+        headers=[("i", str(i).encode())], partition=0), flush_every=50)
     prod.close()
     original = [_row(r) for r in b.consume_all(SRC, 0)]
     assert len(original) == N_RECORDS

@@ -19,6 +19,7 @@ import pytest
 from kafka import KafkaProducer
 
 from ..conftest import run_kltool
+from .harness import produce_in_waves
 from .test_broker_recovers import (
     TRUNCATION_WORDS,
     _batches,
@@ -145,15 +146,8 @@ def outcome(broker, tmp_path_factory):
     names = [f"split-{k}" for k in DAMAGE]
     _create_all(b, [SRC, *names], CONFIG)
     prod = KafkaProducer(**b.kafka_python_args(), enable_idempotence=True, linger_ms=2, batch_size=512)
-    import time
-
-    for i in range(N_RECORDS):
-        prod.send(SRC, key=f"k{i % 13}".encode(), value=f"v{i}".encode() * 8, partition=0)
-        if i % 20 == 19:
-            prod.flush()
-        if i % (N_RECORDS // WAVES) == N_RECORDS // WAVES - 1 and i + 1 < N_RECORDS:
-            prod.flush()
-            time.sleep(1.2)  # past segment.ms: the next record rolls a new segment
+    produce_in_waves(prod, N_RECORDS, WAVES, lambda p, i: p.send(
+        SRC, key=f"k{i % 13}".encode(), value=f"v{i}".encode() * 8, partition=0), flush_every=20)
     prod.close()
     original = [_row(r) for r in b.consume_all(SRC, 0)]
     assert len(original) == N_RECORDS

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .common import finish_run, human_bytes, paths_argument, select, selection_options
+from .common import finish_run, human_bytes, paths_argument, selection_options
 from .plans import plan_exit_code, run_and_print_plan
 
 
@@ -29,10 +29,10 @@ def command(out, paths, topic, partition_spec, dry_run, backup_dir, index_interv
     """
     from ..api import Logs
 
-    logs = Logs.from_selection(select(paths, topic, partition_spec), *paths, topic=topic, partitions=partition_spec)
-    result, problems, secs = run_and_print_plan(out, logs, "rebuild-index", Logs.rebuild_index, dry_run=dry_run,
-                                                command="rebuild-index", backup_dir=backup_dir,
-                                                index_interval_bytes=index_interval_bytes, force=force)
+    result, problems, secs = run_and_print_plan(out, paths, topic, partition_spec, "rebuild-index",
+                                                Logs.rebuild_index, dry_run=dry_run, command="rebuild-index",
+                                                backup_dir=backup_dir, index_interval_bytes=index_interval_bytes,
+                                                force=force)
     plan = result.plan
     acts = plan.actions
     errors = sum(1 for p in problems if p.severity == "error")

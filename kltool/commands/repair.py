@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 
 from ..errors import UsageError
-from .common import finish_run, human_bytes, range_records, select
+from .common import finish_run, human_bytes, range_records
 from .plans import plan_exit_code, run_and_print_plan
 
 
@@ -24,9 +24,8 @@ def run_repair(out, paths, topic, partition_spec, *, deep: bool = False, dry_run
     ctx = click.get_current_context(silent=True)
     if ctx is not None and "repair" in ctx.params and not ctx.params["repair"] and not dry_run:
         raise UsageError("--backup-dir and --like-broker go with --repair (add --dry-run to see the plan first)")
-    logs = Logs.from_selection(select(paths, topic, partition_spec), *paths, topic=topic, partitions=partition_spec)
-    result, problems, secs = run_and_print_plan(out, logs, "repair: scan", Logs.repair, dry_run=dry_run,
-                                                command="verify --repair", backup_dir=backup_dir,
+    result, problems, secs = run_and_print_plan(out, paths, topic, partition_spec, "repair: scan", Logs.repair,
+                                                dry_run=dry_run, command="verify --repair", backup_dir=backup_dir,
                                                 like_broker=like_broker, index_interval_bytes=index_interval_bytes)
     plan = result.plan
     acts = plan.actions

@@ -19,13 +19,12 @@ import pytest
 from kafka import KafkaProducer
 
 from ..conftest import run_kltool
-from .harness import produce_in_waves
 from .test_broker_recovers import (
     TRUNCATION_WORDS,
     _batches,
     _copy_partition,
     _create_all,
-    _row,
+    _produce_source,
     _segs,
     _served,
     _set_checkpoint,
@@ -34,7 +33,6 @@ from .test_broker_recovers import (
 SRC = "splitsrc"
 CONFIG = {"segment.ms": "1000", "index.interval.bytes": "512"}
 N_RECORDS = 400
-WAVES = 4
 
 
 def _rename_to(path, base):
@@ -146,14 +144,8 @@ def outcome(broker, tmp_path_factory):
     names = [f"split-{k}" for k in DAMAGE]
     _create_all(b, [SRC, *names], CONFIG)
     prod = KafkaProducer(**b.kafka_python_args(), enable_idempotence=True, linger_ms=2, batch_size=512)
-    produce_in_waves(prod, N_RECORDS, WAVES, lambda p, i: p.send(
+    original, src = _produce_source(b, prod, SRC, N_RECORDS, lambda p, i: p.send(
         SRC, key=f"k{i % 13}".encode(), value=f"v{i}".encode() * 8, partition=0), flush_every=20)
-    prod.close()
-    original = [_row(r) for r in b.consume_all(SRC, 0)]
-    assert len(original) == N_RECORDS
-    b.stop()
-    src = b.partition_dir(SRC, 0)
-    assert len(_segs(src)) >= 4, _segs(src)
     for k, damage in DAMAGE.items():
         d = b.partition_dir(f"split-{k}", 0)
         _copy_partition(src, d)

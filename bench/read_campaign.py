@@ -49,6 +49,8 @@ from pathlib import Path
 WT = Path(__file__).resolve().parent.parent
 K = str(WT / ".venv/bin/kltool")
 sys.path.insert(0, str(WT))
+from adversary_campaign import batch_positions  # noqa: E402 - one home for walking a log's batch frames
+
 from kltool.format.speedups import crc32c  # noqa: E402
 
 SRC_ROOTS = [Path("/work/shared/corpus/real"), Path("/work/shared/corpus/java-oracle"), WT / "fixtures"]
@@ -219,21 +221,10 @@ def fix_crc(b: bytearray, pos: int) -> None:
         struct.pack_into(">I", b, pos + 12, zlib.crc32(bytes(b[pos + 16:end])) & 0xFFFFFFFF)
 
 
-def batch_positions(b):
-    pos, out = 0, []
-    while pos + 17 <= len(b):
-        size = struct.unpack_from(">i", b, pos + 8)[0]
-        if size < 14 or pos + 12 + size > len(b):
-            break
-        out.append((pos, pos + 12 + size, b[pos + 16]))
-        pos += 12 + size
-    return out
-
-
 def next_offset(b) -> int:
     nxt = 0
-    for pos, _end, magic in batch_positions(b):
-        if magic == 2:
+    for pos, _end in batch_positions(b):
+        if b[pos + 16] == 2:
             base, lod = struct.unpack_from(">q", b, pos)[0], struct.unpack_from(">i", b, pos + 23)[0]
             nxt = max(nxt, base + lod + 1)
         else:
@@ -394,7 +385,8 @@ def mutate(rng, data: bytes) -> tuple[str, bytes]:  # noqa: C901 - one choice pe
         op = "crafted"
     nxt = next_offset(b)
     if pos_list:
-        pos, end, magic = rng.choice(pos_list)
+        pos, end = rng.choice(pos_list)
+        magic = b[pos + 16]
     else:
         pos, end, magic = 0, 0, 2
     if op == "trunc_field":
@@ -434,7 +426,7 @@ def mutate(rng, data: bytes) -> tuple[str, bytes]:  # noqa: C901 - one choice pe
     if op == "dup_batch" and pos_list:
         return "dup_batch", bytes(b[:end]) + bytes(b[pos:end]) + bytes(b[end:])
     if op == "swap_batches" and len(pos_list) >= 2:
-        (p1, e1, _), (p2, e2, _) = pos_list[0], pos_list[-1]
+        (p1, e1), (p2, e2) = pos_list[0], pos_list[-1]
         return "swap_batches", bytes(b[p2:e2]) + bytes(b[e1:p2]) + bytes(b[p1:e1]) + bytes(b[e2:])
     maker = {"crafted": crafted_records, "compressed": compressed_junk, "legacy": nested_legacy,
              "control": control_batch}.get(op, crafted_records)

@@ -319,16 +319,25 @@ def test_append_log_append_time_topic(kl, tmp_path):
     assert (offs.offset_for_time(p, T0 + 2500).offset, offs.max_timestamp(p).offset) == (15, 25)
 
 
-def test_append_non_monotonic_create_time(kl, tmp_path):
+def append_jittered(kl, ld, topic: str, *, records: int, jitter: int, seed: int, segment_bytes: int,
+                    index_interval_bytes: int) -> list[int]:
+    """Create ``topic`` (one partition) in ``ld`` and append ``records`` records, three a batch, whose create
+    times step by a second from T0 give or take up to ``jitter`` ms (so neither monotonic within a
+    segment nor across them); returns their timestamps."""
     import random
 
-    rnd = random.Random(3)
+    rnd = random.Random(seed)
+    assert kl("create", ld, topic, "-p", "1", "--config", f"segment.bytes={segment_bytes}",
+              "--config", f"index.interval.bytes={index_interval_bytes}").code == 0
+    recs = [{"key": f"k{i}", "value": "x" * 30, "timestamp": T0 + 1000 * i + rnd.randrange(-jitter, jitter)}
+            for i in range(records)]
+    assert kl("append", ld, topic, "-p", "0", "--batch-records", "3", stdin=_jsonl(recs)).code == 0
+    return [r["timestamp"] for r in recs]
+
+
+def test_append_non_monotonic_create_time(kl, tmp_path):
     ld = tmp_path / "ld"
-    assert kl("create", ld, "nm", "-p", "1", "--config", "segment.bytes=4000",
-              "--config", "index.interval.bytes=300").code == 0
-    recs = [{"key": f"k{i}", "value": "x" * 30, "timestamp": T0 + 1000 * i + rnd.randrange(-20_000, 20_000)}
-            for i in range(400)]
-    assert kl("append", ld, "nm", "-p", "0", "--batch-records", "3", stdin=_jsonl(recs)).code == 0
+    append_jittered(kl, ld, "nm", records=400, jitter=20_000, seed=3, segment_bytes=4000, index_interval_bytes=300)
     p = open_path(ld).partitions[0]
     assert len(p.segments) > 3 and any(len(s.time_index()) > 3 for s in p.segments)
     check_partition(p)

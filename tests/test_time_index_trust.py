@@ -5,7 +5,6 @@ kafka-log planner (startingTimestamp, which a pushed timestamp filter becomes), 
 
 from __future__ import annotations
 
-import json
 import random
 import struct
 
@@ -14,21 +13,18 @@ import pytest
 from kltool.storage import open_path
 from kltool.storage.offsets import offset_for_time
 
+from .test_offsets import append_jittered
+
 T0 = 1_700_000_000_000
 
 
 def make(tmp_path, kl):
-    rnd = random.Random(5)
     ld = tmp_path / "ld"
-    assert kl("create", ld, "tt", "-p", "1", "--config", "segment.bytes=6000",
-              "--config", "index.interval.bytes=400").code == 0
-    recs = [{"key": f"k{i}", "value": "x" * 30, "timestamp": T0 + 1000 * i + rnd.randrange(-5_000, 5_000)}
-            for i in range(600)]
-    stdin = "".join(json.dumps(r) + "\n" for r in recs)
-    assert kl("append", ld, "tt", "-p", "0", "--batch-records", "3", stdin=stdin).code == 0
+    timestamps = append_jittered(kl, ld, "tt", records=600, jitter=5_000, seed=5, segment_bytes=6000,
+                                 index_interval_bytes=400)
     p = open_path(ld).partitions[0]
     assert len(p.segments) > 3 and all(len(s.time_index()) > 2 for s in p.segments[:-1])
-    return ld, [r["timestamp"] for r in recs]
+    return ld, timestamps
 
 
 def damage(ld, how: str) -> None:

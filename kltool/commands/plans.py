@@ -21,13 +21,16 @@ def emit_problems(out, problems) -> None:
             out.line(p.line())
 
 
-def run_and_print_plan(out, logs, label: str, call, *, dry_run: bool, command: str, **kw):
-    """``call(logs, dry_run=..., progress=..., on_action=..., **kw)`` (a :class:`kltool.Logs` method) under a
-    progress bar over the selection's bytes; prints the actions (as each is applied, or the plan for a dry
-    run) and then the problems (a damaged loose file the plan skipped as a ``not_repairable`` error naming
-    ``command``). Returns (the result, the problems printed, its seconds)."""
-    from .common import loose_file_findings
+def run_and_print_plan(out, paths, topic, partition_spec, label: str, call, *, dry_run: bool, command: str, **kw):
+    """``call(logs, dry_run=..., progress=..., on_action=..., **kw)`` (a :class:`kltool.Logs` method) over the
+    PATHs with --topic/--partition applied, under a progress bar over the selection's bytes; prints the
+    actions (as each is applied, or the plan for a dry run) and then the problems (a damaged loose file the
+    plan skipped as a ``not_repairable`` error naming ``command``). Returns (the result, the problems
+    printed, its seconds)."""
+    from ..api import Logs
+    from .common import loose_file_findings, select
 
+    logs = Logs.from_selection(select(paths, topic, partition_spec), *paths, topic=topic, partitions=partition_spec)
     total = sum(s.size for p in logs.partitions for s in p.segments)
     t0 = time.perf_counter()
     with out.progress(total, label) as prog:

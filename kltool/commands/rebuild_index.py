@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .common import human_bytes, paths_argument, select, selection_options
+from .common import finish_run, human_bytes, paths_argument, selection_options
 from .plans import plan_exit_code, run_and_print_plan
 
 
@@ -29,25 +29,22 @@ def command(out, paths, topic, partition_spec, dry_run, backup_dir, index_interv
     """
     from ..api import Logs
 
-    logs = Logs.from_selection(select(paths, topic, partition_spec), *paths, topic=topic, partitions=partition_spec)
-    result, problems, secs = run_and_print_plan(out, logs, "rebuild-index", Logs.rebuild_index, dry_run=dry_run,
-                                                command="rebuild-index", backup_dir=backup_dir,
-                                                index_interval_bytes=index_interval_bytes, force=force)
+    result, problems, secs = run_and_print_plan(out, paths, topic, partition_spec, "rebuild-index",
+                                                Logs.rebuild_index, dry_run=dry_run, command="rebuild-index",
+                                                backup_dir=backup_dir, index_interval_bytes=index_interval_bytes,
+                                                force=force)
     plan = result.plan
     acts = plan.actions
     errors = sum(1 for p in problems if p.severity == "error")
     written = sum(len(a.data or b"") for a in acts)
-    if out.json_mode:
-        out.emit({"type": "summary", "mode": plan.mode, "dry_run": dry_run, "actions": len(acts),
-                  "applied": sum(1 for a in acts if a.applied), "bytes": written, "errors": errors,
-                  "manifests": [str(m) for m in result.manifests], "seconds": round(secs, 3)})
+    summary = {"type": "summary", "mode": plan.mode, "dry_run": dry_run, "actions": len(acts),
+               "applied": sum(1 for a in acts if a.applied), "bytes": written, "errors": errors,
+               "manifests": [str(m) for m in result.manifests], "seconds": round(secs, 3)}
+    if not acts:
+        line = "rebuild-index: every index is valid" + ("" if force else " (--force rewrites them anyway)")
+    elif dry_run:
+        line = f"rebuild-index: {len(acts)} file(s) would be written ({human_bytes(written)}), dry run"
     else:
-        if not acts:
-            out.line("rebuild-index: every index is valid" + ("" if force else " (--force rewrites them anyway)"))
-        elif dry_run:
-            out.line(f"rebuild-index: {len(acts)} file(s) would be written ({human_bytes(written)}), dry run")
-        else:
-            out.line(f"rebuild-index: {len(acts)} file(s) written ({human_bytes(written)}) in {secs:.2f}s")
-            for m in result.manifests:
-                out.line(f"rebuild-index: backup manifest {m} (undo: kltool restore {m})")
+        line = f"rebuild-index: {len(acts)} file(s) written ({human_bytes(written)}) in {secs:.2f}s"
+    finish_run(out, "rebuild-index", summary, line, result.manifests)
     return plan_exit_code(dry_run, acts, errors)

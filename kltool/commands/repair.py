@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 
 from ..errors import UsageError
-from .common import human_bytes, range_records, select
+from .common import finish_run, human_bytes, range_records
 from .plans import plan_exit_code, run_and_print_plan
 
 
@@ -24,9 +24,8 @@ def run_repair(out, paths, topic, partition_spec, *, deep: bool = False, dry_run
     ctx = click.get_current_context(silent=True)
     if ctx is not None and "repair" in ctx.params and not ctx.params["repair"] and not dry_run:
         raise UsageError("--backup-dir and --like-broker go with --repair (add --dry-run to see the plan first)")
-    logs = Logs.from_selection(select(paths, topic, partition_spec), *paths, topic=topic, partitions=partition_spec)
-    result, problems, secs = run_and_print_plan(out, logs, "repair: scan", Logs.repair, dry_run=dry_run,
-                                                command="verify --repair", backup_dir=backup_dir,
+    result, problems, secs = run_and_print_plan(out, paths, topic, partition_spec, "repair: scan", Logs.repair,
+                                                dry_run=dry_run, command="verify --repair", backup_dir=backup_dir,
                                                 like_broker=like_broker, index_interval_bytes=index_interval_bytes)
     plan = result.plan
     acts = plan.actions
@@ -46,21 +45,17 @@ def run_repair(out, paths, topic, partition_spec, *, deep: bool = False, dry_run
         "warnings": sum(1 for p in problems if p.severity == "warning"),
         "manifests": [str(m) for m in result.manifests], "seconds": round(secs, 3),
     }
-    if out.json_mode:
-        out.emit(summary)
+    more = f" (+{unknown} damaged range(s) whose record count is unknown)" if unknown else ""
+    if spanned:
+        more += f" ({spanned} damaged range(s) counted by the offsets they span)"
+    if not acts:
+        line = (f"repair: nothing to do ({plan.mode}); {errors} problem(s) not repairable" if errors
+                else f"repair: nothing to do ({plan.mode})")
+    elif dry_run:
+        line = (f"repair: {len(acts)} action(s) planned ({plan.mode}, dry run, nothing changed); "
+                f"{human_bytes(lost_bytes)} and {lost_records} record(s) would be cut{more}")
     else:
-        more = f" (+{unknown} damaged range(s) whose record count is unknown)" if unknown else ""
-        if spanned:
-            more += f" ({spanned} damaged range(s) counted by the offsets they span)"
-        if not acts:
-            out.line(f"repair: nothing to do ({plan.mode}); {errors} problem(s) not repairable" if errors
-                     else f"repair: nothing to do ({plan.mode})")
-        elif dry_run:
-            out.line(f"repair: {len(acts)} action(s) planned ({plan.mode}, dry run, nothing changed); "
-                     f"{human_bytes(lost_bytes)} and {lost_records} record(s) would be cut{more}")
-        else:
-            out.line(f"repair: {len(acts)} action(s) applied ({plan.mode}) in {secs:.2f}s; {human_bytes(lost_bytes)} "
-                     f"and {lost_records} record(s) cut{more}, all backed up")
-            for m in result.manifests:
-                out.line(f"repair: backup manifest {m} (undo: kltool restore {m})")
+        line = (f"repair: {len(acts)} action(s) applied ({plan.mode}) in {secs:.2f}s; {human_bytes(lost_bytes)} "
+                f"and {lost_records} record(s) cut{more}, all backed up")
+    finish_run(out, "repair", summary, line, result.manifests)
     return plan_exit_code(dry_run, acts, errors)

@@ -523,6 +523,13 @@ def lookup_time(entries: Sequence[tuple[int, int]], timestamp: int, base_offset:
 # -------------------------------------------------------------------------------------------- sanity checks
 
 
+def _size_problem(what: str, path: str, size: int, entry: int) -> list[str]:
+    """The sanityCheck both index kinds share: a size that is not a whole number of entries."""
+    if size % entry:
+        return [f"{what} {path} is corrupt, found {size} bytes which is neither positive nor a multiple of {entry}"]
+    return []
+
+
 def check_offset_index(data, base_offset: int, *, path: str = "") -> list[str]:
     """``OffsetIndex.sanityCheck`` over all whole entries (zero tail included); messages as Kafka's."""
     mv = _bytes(data)
@@ -533,9 +540,7 @@ def check_offset_index(data, base_offset: int, *, path: str = "") -> list[str]:
         if last < base_offset:
             problems.append(f"Corrupt index found, index file {path} has non-zero size but the last offset "
                             f"is {last} which is less than the base offset {base_offset}")
-    if len(mv) % OFFSET_ENTRY:
-        problems.append(f"Index file {path} is corrupt, found {len(mv)} bytes which is neither positive "
-                        f"nor a multiple of {OFFSET_ENTRY}")
+    problems += _size_problem("Index file", path, len(mv), OFFSET_ENTRY)
     return problems
 
 
@@ -554,9 +559,7 @@ def check_time_index(data, base_offset: int, *, path: str = "") -> list[str]:
         if base_offset + last_rel < base_offset:
             problems.append(f"Corrupt time index found, time index file ({path}) has non-zero size but the last "
                             f"offset is {base_offset + last_rel} which is less than the first offset {base_offset}")
-    if len(mv) % TIME_ENTRY:
-        problems.append(f"Time index file {path} is corrupt, found {len(mv)} bytes which is neither positive "
-                        f"nor a multiple of {TIME_ENTRY}")
+    problems += _size_problem("Time index file", path, len(mv), TIME_ENTRY)
     return problems
 
 

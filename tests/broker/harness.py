@@ -165,6 +165,19 @@ LOG4J2 = """<?xml version="1.0" encoding="UTF-8"?>
 """
 
 
+def produce_in_waves(prod, n: int, waves: int, send, flush_every: int) -> None:
+    """``send(prod, i)`` for i in range(n), flushing every ``flush_every`` records and after each of the
+    ``waves`` waves, then sleeping past ``segment.ms`` (1 s) so that the next wave rolls a new segment."""
+    wave = n // waves
+    for i in range(n):
+        send(prod, i)
+        if i % flush_every == flush_every - 1:
+            prod.flush()
+        if i % wave == wave - 1 and i + 1 < n:
+            prod.flush()
+            time.sleep(1.2)  # past segment.ms: the next record rolls a new segment
+
+
 class Broker:
     """One KRaft node in WORKDIR: WORKDIR/data is its log dir, WORKDIR/logs/server.log its log."""
 

@@ -31,6 +31,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
 from ..conftest import run_kltool
+from .harness import produce_in_waves
 from .test_broker_writes import _b64, _kltool_records
 
 SRC = "src"
@@ -215,6 +216,19 @@ def _row(r):
             "headers": [{"key": k, "value": _b64(v)} for k, v in r.headers]}
 
 
+def _produce_source(b, prod, topic: str, records: int, send, flush_every: int):
+    """``records`` records into partition 0 of ``topic`` in WAVES waves (a segment each), then the broker
+    stopped: (the records as consumed, the partition dir, which has at least four segments)."""
+    produce_in_waves(prod, records, WAVES, send, flush_every=flush_every)
+    prod.close()
+    original = [_row(r) for r in b.consume_all(topic, 0)]
+    assert len(original) == records
+    b.stop()
+    src = b.partition_dir(topic, 0)
+    assert len(_segs(src)) >= 4, _segs(src)
+    return original, src
+
+
 def _served(b, topic, stall=6.0, timeout=40.0):
     """What a read_uncommitted consumer gets from the log start: (rows, why it stopped)."""
     tp = TopicPartition(topic, 0)
@@ -266,20 +280,9 @@ def outcome(broker, tmp_path_factory):
     prod = KafkaProducer(**b.kafka_python_args(), enable_idempotence=True, linger_ms=2, batch_size=1024,
                          compression_type="lz4")
     rng = random.Random(23)
-    for i in range(N_RECORDS):
-        prod.send(SRC, key=f"k{i % 13}".encode(), value=rng.randbytes(40) + f"v{i}".encode() * 4,
-                  headers=[("i", str(i).encode())], partition=0)
-        if i % 50 == 49:
-            prod.flush()
-        if i % (N_RECORDS // WAVES) == N_RECORDS // WAVES - 1 and i + 1 < N_RECORDS:
-            time.sleep(1.2)  # past segment.ms: the next record rolls a new segment
-    prod.close()
-    original = [_row(r) for r in b.consume_all(SRC, 0)]
-    assert len(original) == N_RECORDS
-    b.stop()
-
-    src = b.partition_dir(SRC, 0)
-    assert len(_segs(src)) >= 4, _segs(src)
+    original, src = _produce_source(b, prod, SRC, N_RECORDS, lambda p, i: p.send(
+        SRC, key=f"k{i % 13}".encode(), value=rng.randbytes(40) + f"v{i}".encode() * 4,
+        headers=[("i", str(i).encode())], partition=0), flush_every=50)
     backup = tmp_path_factory.mktemp("backup")
     for kind, damage in DAMAGE.items():
         for c in "ab":

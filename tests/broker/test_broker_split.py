@@ -24,7 +24,7 @@ from .test_broker_recovers import (
     _batches,
     _copy_partition,
     _create_all,
-    _row,
+    _produce_source,
     _segs,
     _served,
     _set_checkpoint,
@@ -33,7 +33,6 @@ from .test_broker_recovers import (
 SRC = "splitsrc"
 CONFIG = {"segment.ms": "1000", "index.interval.bytes": "512"}
 N_RECORDS = 400
-WAVES = 4
 
 
 def _rename_to(path, base):
@@ -145,21 +144,8 @@ def outcome(broker, tmp_path_factory):
     names = [f"split-{k}" for k in DAMAGE]
     _create_all(b, [SRC, *names], CONFIG)
     prod = KafkaProducer(**b.kafka_python_args(), enable_idempotence=True, linger_ms=2, batch_size=512)
-    import time
-
-    for i in range(N_RECORDS):
-        prod.send(SRC, key=f"k{i % 13}".encode(), value=f"v{i}".encode() * 8, partition=0)
-        if i % 20 == 19:
-            prod.flush()
-        if i % (N_RECORDS // WAVES) == N_RECORDS // WAVES - 1 and i + 1 < N_RECORDS:
-            prod.flush()
-            time.sleep(1.2)  # past segment.ms: the next record rolls a new segment
-    prod.close()
-    original = [_row(r) for r in b.consume_all(SRC, 0)]
-    assert len(original) == N_RECORDS
-    b.stop()
-    src = b.partition_dir(SRC, 0)
-    assert len(_segs(src)) >= 4, _segs(src)
+    original, src = _produce_source(b, prod, SRC, N_RECORDS, lambda p, i: p.send(
+        SRC, key=f"k{i % 13}".encode(), value=f"v{i}".encode() * 8, partition=0), flush_every=20)
     for k, damage in DAMAGE.items():
         d = b.partition_dir(f"split-{k}", 0)
         _copy_partition(src, d)

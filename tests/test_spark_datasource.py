@@ -424,3 +424,32 @@ def test_a_wrapper_ending_in_a_partial_inner_message_serves_the_whole_ones_as_ka
         assert by_time[0][2] == min(w[0] for w in want if w[1] >= ts) <= first_of_torn
     v = run_kltool("--json", "verify", "--deep", str(d))
     assert v.code == 1 and any(o.get("kind") == "record_corrupt" for o in v.json()), v
+
+
+def test_a_subscribed_topic_no_path_holds_fails_as_in_sparks_source():
+    """Spark's Kafka source fails a subscribe naming a topic the cluster does not have
+    (UnknownTopicOrPartitionException, found by tests/broker/test_spark_kafka_campaign.py); kafka-log read the
+    others."""
+    paths = json.dumps([str(ORACLE / n) for n in ("v2-txn-0", "v1-gzip-0")])
+    with pytest.raises(UsageError) as e:
+        read_all({"paths": paths, "subscribe": "v2-txn, nope"})
+    assert "option subscribe names nope, which no path read holds" in str(e.value)
+    assert len(str(e.value).splitlines()) == 1
+    assert len(rows_of(read_all({"paths": paths, "subscribe": "v2-txn"}))) > 0
+
+
+def test_a_start_after_its_end_fails_before_an_end_past_the_log_end():
+    """Spark's Kafka source resolves every partition's range before it reads (a start after its end fails
+    there) and finds an endingOffsets offset past the log end only as it reads: kafka-log failed on the
+    past-the-end offset of a partition planned earlier instead (the campaign's c09)."""
+    paths = json.dumps([str(ORACLE / n) for n in ("v1-gzip-0", "v2-txn-0")])
+    opts = {"paths": paths, "subscribe": "v1-gzip,v2-txn",
+            "startingOffsets": json.dumps({"v1-gzip": {"0": 0}, "v2-txn": {"0": 5}}),
+            "endingOffsets": json.dumps({"v1-gzip": {"0": 10_000}, "v2-txn": {"0": 3}})}
+    with pytest.raises(UsageError) as e:
+        read_all(opts)
+    assert "v2-txn-0: the resolved start offset 5 (startingOffsets) is greater than the resolved end offset 3" \
+        in str(e.value)
+    opts["startingOffsets"] = json.dumps({"v1-gzip": {"0": 0}, "v2-txn": {"0": 1}})
+    with pytest.raises(UsageError, match="v1-gzip-0: endingOffsets 10000 is past the log end offset"):
+        read_all(opts)

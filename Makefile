@@ -42,7 +42,7 @@ test: $(BIN)/.installed broker-jars spark-pair
 	$(BIN)/python -m pytest -q
 	@if [ '$(KLTOOL_SPARK_PAIR)' = 1 ]; then \
 	  echo "the Spark parity module with the matching pair: pyspark $(SPARK_KAFKA_VERSION) and its Kafka source ($(PAIR_VENV))"; \
-	  $(PAIR_BIN)/python -m pytest -q -p no:cacheprovider tests/broker/test_spark_kafka_parity.py; \
+	  $(PAIR_BIN)/python -m pytest -q -p no:cacheprovider tests/broker/test_spark_kafka_parity.py tests/broker/test_spark_kafka_campaign.py; \
 	fi
 
 # The matching pair's venv (see PAIR_VENV): made once, again when pyproject.toml or the pom changes.

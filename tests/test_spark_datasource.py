@@ -15,7 +15,7 @@ pa = pytest.importorskip("pyarrow")
 pytest.importorskip("pyspark")
 
 from kltool.errors import CorruptDataError, UsageError  # noqa: E402
-from kltool.format import build_batch  # noqa: E402
+from kltool.format import build_batch, decode_records  # noqa: E402
 from kltool.format.compression import LZ4, ZSTD  # noqa: E402
 from kltool.spark import datasource as ds  # noqa: E402
 
@@ -346,3 +346,110 @@ def test_spark_bounds_resolve_as_spark_does():
         read_all({"path": str(d), "startingOffsetsByTimestamp": json.dumps({topic: {"0": t0 + 600_500}}),
                   "endingOffsetsByTimestamp": json.dumps({topic: {"0": t0 + 600_100}})})
     assert offsets(startingTimestamp=str(t0 + 600_500), endingTimestamp=str(t0 + 600_100)) == []
+
+
+def _torn_last_wrapper(src, dst, how: str) -> list[int]:
+    """``src``'s segment with its last compressed v0/v1 wrapper rebuilt so that its inner message stream ends
+    in a partial message: ``body`` cuts the last inner message 5 bytes short, ``claims`` appends an entry
+    header claiming more bytes than are left. Returns the wrapper's position and how many inner messages stay
+    whole."""
+    import struct as st
+
+    from kltool.format import parse_header
+    from kltool.format.compression import compress, decompress
+    from kltool.format.legacy import encode_legacy_message
+
+    data = (src / "00000000000000000000.log").read_bytes()
+    pos = [h.position for h in (parse_header(data, p) for p in _positions(data))]
+    last = max(p for p in pos if data[p + 16] < 2 and data[p + 17] & 0x07)
+    h = parse_header(data, last)
+    cols = decode_records(h, data[last:last + h.size])
+    ks = st.unpack_from(">i", data, last + 18 + (8 if h.magic else 0))[0]
+    key = None if ks < 0 else data[last + 22 + (8 if h.magic else 0):][:ks]
+    vstart = last + 22 + (8 if h.magic else 0) + max(ks, 0) + 4
+    inner = decompress(h.compression, data[vstart:last + h.size], h.magic)
+    tail = inner[:-5] if how == "body" else inner + st.pack(">qi", 99, 1 << 20) + bytes(30)
+    wrapper = encode_legacy_message(h.last_offset, h.magic, data[last + 17], h.max_timestamp, key,
+                                    compress(h.compression, tail, magic=h.magic))
+    dst.mkdir(parents=True)
+    (dst / "00000000000000000000.log").write_bytes(data[:last] + wrapper + data[last + h.size:])
+    return last, len(cols) - (how == "body")
+
+
+def _positions(data: bytes) -> list[int]:
+    import struct as st
+
+    out, p = [], 0
+    while p + 12 <= len(data):
+        out.append(p)
+        p += 12 + st.unpack_from(">i", data, p + 8)[0]
+    return out
+
+LEGACY_COMPRESSED = ["v0-gzip-0", "v0-snappy-0", "v0-lz4-0", "v1-gzip-0", "v1-snappy-0", "v1-lz4-0",
+                     "v1-logappend-0", "v2-mixed-magic-0"]
+
+
+@pytest.mark.parametrize("how", ["body", "claims"])
+@pytest.mark.parametrize("name", LEGACY_COMPRESSED)
+def test_a_wrapper_ending_in_a_partial_inner_message_serves_the_whole_ones_as_kafka(tmp_path, kafka_oracle, name,
+                                                                                     how):
+    """Kafka's legacy deep iterator (AbstractLegacyRecordBatch.DeepRecordsIterator over DataLogInputStream)
+    ends the inner messages at one whose 12-byte entry header or body the decompressed stream does not hold
+    whole: its consumer, so Spark's Kafka source, serves the whole ones before it and nothing is lost. The
+    Spark reader failed the query there (failOnDataLoss) or warned of the batch as skipped (false), its
+    batches level counted nothing and a lookup by time passed the wrapper. Every compressed v0/v1 wrapper
+    of the Java corpus, its last one torn: the rows are Kafka's (its own reader, run here), and verify
+    still names the damage."""
+    import base64
+
+    from .conftest import run_kltool
+
+    d = tmp_path / "logs" / f"{name.rsplit('-', 1)[0]}-0"
+    at, whole = _torn_last_wrapper(ORACLE / name, d, how)
+    code, oracle = kafka_oracle(sorted(d.glob("*.log")), records=True)
+    assert code == 0, oracle
+    want = [(r["offset"], r["timestamp"], r["key"] and base64.b64decode(r["key"]),
+             r["value"] and base64.b64decode(r["value"])) for r in oracle if r["type"] == "record"]
+    (torn,) = [i for i, r in enumerate(oracle) if r["type"] == "batch" and r["position"] == at]
+    assert oracle[torn]["count"] == whole  # (v1: the inner offsets are relative to the last one read)
+    for fail in ("true", "false"):
+        got = [(r[2], r[3], r[5], r[6]) for r in rows_of(read_all({"path": str(d), "failOnDataLoss": fail}))]
+        assert got == want
+    # the batches level counts them, a lookup by time finds them
+    bats = [r for b in read_all({"path": str(d), "level": "batches"}) for r in b.to_pylist()]
+    assert sum(r["count"] for r in bats) == len(want)
+    first_of_torn, ts = oracle[torn + 1]["offset"], oracle[torn + 1]["timestamp"]
+    if ts >= 0:  # (v0 has no timestamps)
+        by_time = rows_of(read_all({"path": str(d), "startingTimestamp": str(ts)}))
+        assert by_time[0][2] == min(w[0] for w in want if w[1] >= ts) <= first_of_torn
+    v = run_kltool("--json", "verify", "--deep", str(d))
+    assert v.code == 1 and any(o.get("kind") == "record_corrupt" for o in v.json()), v
+
+
+def test_a_subscribed_topic_no_path_holds_fails_as_in_sparks_source():
+    """Spark's Kafka source fails a subscribe naming a topic the cluster does not have
+    (UnknownTopicOrPartitionException, found by tests/broker/test_spark_kafka_campaign.py); kafka-log read the
+    others."""
+    paths = json.dumps([str(ORACLE / n) for n in ("v2-txn-0", "v1-gzip-0")])
+    with pytest.raises(UsageError) as e:
+        read_all({"paths": paths, "subscribe": "v2-txn, nope"})
+    assert "option subscribe names nope, which no path read holds" in str(e.value)
+    assert len(str(e.value).splitlines()) == 1
+    assert len(rows_of(read_all({"paths": paths, "subscribe": "v2-txn"}))) > 0
+
+
+def test_a_start_after_its_end_fails_before_an_end_past_the_log_end():
+    """Spark's Kafka source resolves every partition's range before it reads (a start after its end fails
+    there) and finds an endingOffsets offset past the log end only as it reads: kafka-log failed on the
+    past-the-end offset of a partition planned earlier instead (the campaign's c09)."""
+    paths = json.dumps([str(ORACLE / n) for n in ("v1-gzip-0", "v2-txn-0")])
+    opts = {"paths": paths, "subscribe": "v1-gzip,v2-txn",
+            "startingOffsets": json.dumps({"v1-gzip": {"0": 0}, "v2-txn": {"0": 5}}),
+            "endingOffsets": json.dumps({"v1-gzip": {"0": 10_000}, "v2-txn": {"0": 3}})}
+    with pytest.raises(UsageError) as e:
+        read_all(opts)
+    assert "v2-txn-0: the resolved start offset 5 (startingOffsets) is greater than the resolved end offset 3" \
+        in str(e.value)
+    opts["startingOffsets"] = json.dumps({"v1-gzip": {"0": 0}, "v2-txn": {"0": 1}})
+    with pytest.raises(UsageError, match="v1-gzip-0: endingOffsets 10000 is past the log end offset"):
+        read_all(opts)

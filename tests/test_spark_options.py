@@ -106,6 +106,38 @@ def test_a_format_kafka_jobs_options_are_accepted():
         "kafka.isolation.level": "read_committed", "fetchOffset.numRetries": "3", "storage.region": "x"}))
 
 
+@pytest.mark.parametrize("opts,words", [  # found by tests/broker/test_spark_kafka_campaign.py
+    ({"minPartitions": "0"}, "option minPartitions must be positive, not 0"),
+    ({"minPartitions": "-2"}, "option minPartitions must be positive, not -2"),
+    ({"maxRecordsPerPartition": "0"}, "option maxRecordsPerPartition must be positive, not 0"),
+    ({"kafka.auto.offset.reset": "earliest"}, "Kafka option 'auto.offset.reset' is not supported"),
+    ({"kafka.key.deserializer": "x"}, "Kafka option 'key.deserializer' is not supported"),
+    ({"kafka.value.deserializer": "x"}, "Kafka option 'value.deserializer' is not supported"),
+    ({"kafka.enable.auto.commit": "true"}, "Kafka option 'enable.auto.commit' is not supported"),
+    ({"kafka.interceptor.classes": ""}, "Kafka option 'interceptor.classes' is not supported"),
+    ({"subscribe": " , "}, "no topics to subscribe to: option subscribe is ' , '"),
+    ({"subscribe": ""}, "no topics to subscribe to"),
+    ({"subscribePattern": " "}, "the pattern to subscribe is empty"),
+    ({"assign": "[]"}, "no topic partitions to assign: option assign is '[]'"),
+    ({"assign": "", "subscribe": "a"}, "only one of assign, subscribe and subscribePattern"),
+    ({"kafka.isolation.level": "READ_COMMITTED"}, "Invalid value READ_COMMITTED for configuration isolation.level"),
+])
+def test_what_sparks_kafka_source_refuses_before_reading_is_refused(opts, words):
+    """Spark's Kafka source checks these before it reads (validateGeneralOptions); kafka-log took a subscription
+    given empty as none (every topic), refused maxRecordsPerPartition as unknown and let the rest through."""
+    with pytest.raises(UsageError) as e:
+        o.check_options(o.normalize_options({"path": "/p", **opts}))
+    assert words in str(e.value) and len(str(e.value).splitlines()) == 1
+
+
+def test_what_sparks_kafka_source_takes_in_any_case_is_taken():
+    o.check_options(o.normalize_options({"path": "/p", "maxRecordsPerPartition": "7", "minPartitions": "1",
+                                         "subscribePattern": " cg-.* ", "startingOffsets": " EARLIEST ",
+                                         "endingOffsets": "Latest"}))
+    assert o._spark_offsets(" EARLIEST ", "x") == o.EARLIEST and o._spark_offsets("Latest", "x") == o.LATEST
+    assert o.topic_matcher({"subscribepattern": " cg-.* "})("cg-a")
+
+
 def test_subscribe_and_subscribe_pattern_match_whole_topic_names():
     m = o.topic_matcher({"subscribe": "orders, audit"})
     assert m("orders") and m("audit") and not m("orders2")

@@ -743,7 +743,11 @@ def _add_batch(out: _Rows, h, flt, start, end, include_control):
                 if out.full():
                     yield out.flush()
     except CorruptDataError as e:  # an undecodable batch (the records before the damage are kept)
-        out.loss.batch(h, f"does not decode ({e.message})")
+        if getattr(e, "partial", None) is None:
+            out.loss.batch(h, f"does not decode ({e.message})")
+        # else a v0/v1 wrapper whose inner messages end in a partial one: Kafka's deep iterator serves the
+        # whole ones before it and stops there (the end of its stream), so its consumer, and Spark's Kafka
+        # source, lose nothing: neither does kafka-log (verify and dump name the damage)
     return 0
 
 
@@ -765,8 +769,10 @@ def _legacy_count(path: str, h) -> tuple[int | None, int]:
         data = os.pread(f.fileno(), h.size, h.position)
     try:
         cols = decode_records(h, data)
-    except CorruptDataError:
-        return None, h.base_offset
+    except CorruptDataError as e:
+        cols = getattr(e, "partial", None)  # the whole inner messages before a partial one: Kafka's records
+        if cols is None:
+            return None, h.base_offset
     return len(cols), cols.offsets[0]
 
 

@@ -90,7 +90,13 @@ Options (all strings, as Spark passes them):
     Packing of segments (pieces) into DataFrame partitions: default 512 MiB / 4 MiB / the session's
     ``defaultParallelism``, as Spark's ``spark.sql.files.*`` but for the first (Spark's is 128 MiB: a Python
     task costs more to start, see ``planning.DEFAULT_PARTITION_BYTES``); ``maxPartitionBytes=0`` gives
-    exactly one partition per segment (piece).
+    exactly one partition per segment (piece). ``minPartitions`` must be positive, as in Spark's Kafka source.
+``maxRecordsPerPartition``, ``kafka.*``, ``fetchOffset.*``, ...
+    Spark's Kafka-source options about splitting and reaching a broker: accepted, nothing to do (a
+    ``maxRecordsPerPartition`` must be positive). What Spark's Kafka source refuses before it reads is
+    refused the same way: ``kafka.auto.offset.reset``, ``kafka.key.deserializer``/``value.deserializer``,
+    ``kafka.enable.auto.commit``, ``kafka.interceptor.classes``, a ``kafka.isolation.level`` not in lower
+    case (Kafka's consumer refuses it), and ``assign``/``subscribe``/``subscribePattern`` given empty.
 
 Filters on ``topic``, ``partition``, ``offset`` and ``timestamp`` are pushed down where that cannot give
 a wrong answer (see :func:`register`: not on pyspark 4.3.0, which reuses a pushed plan in later scans,

@@ -35,7 +35,8 @@ BOOL_OPTIONS = {"respectlogstartoffset", "includecontrol", "includeheaders", "al
                 "includemetadata"}
 INT_OPTIONS = {"startingoffset", "endingoffset", "startingtimestamp", "endingtimestamp", "maxrecordsperbatch",
                "splitbytes", "maxpartitionbytes", "opencostinbytes", "minpartitions",
-               "maxoffsetspertrigger", "minoffsetspertrigger"}  # (readStream only: kltool/spark/streaming.py)
+               "maxoffsetspertrigger", "minoffsetspertrigger",  # (readStream only: kltool/spark/streaming.py)
+               "maxrecordsperpartition"}  # (Spark's: how its Kafka source splits a partition; rows are the same)
 OPTIONS = BOOL_OPTIONS | INT_OPTIONS | {
     "path", "paths", "topic", "partition", "assign", "subscribe", "subscribepattern", "level", "startingoffsets",
     "endingoffsets", "startingoffsetsbytimestamp", "endingoffsetsbytimestamp", "kafka.isolation.level",
@@ -43,6 +44,12 @@ OPTIONS = BOOL_OPTIONS | INT_OPTIONS | {
 # Spark's Kafka-source options about reaching a broker: meaningless for files, accepted so that a
 # format("kafka") job runs by changing one line (with every kafka.* consumer setting but the isolation level).
 IGNORED = {"kafkaconsumer.polltimeoutms", "fetchoffset.numretries", "fetchoffset.retryintervalms", "groupidprefix"}
+# ... but not the consumer settings Spark's Kafka source refuses (its validateGeneralOptions): the same job fails
+# the same way on both sources.
+REFUSED_KAFKA = {"kafka.auto.offset.reset": "instead set the source option startingOffsets to earliest or latest",
+                 "kafka.key.deserializer": "keys are byte arrays: deserialize them with DataFrame operations",
+                 "kafka.value.deserializer": "values are byte arrays: deserialize them with DataFrame operations",
+                 "kafka.enable.auto.commit": "", "kafka.interceptor.classes": ""}
 LEVELS = ("records", "batches", "damage", "segments")
 
 
@@ -65,10 +72,11 @@ def check_options(opts: dict) -> None:
     level = str(opts.get("level") or "records").lower()
     if level not in LEVELS:
         raise UsageError(f"kafka-log: option level must be one of {', '.join(LEVELS)}, not {level!r}")
-    iso = str(opts.get("kafka.isolation.level") or "read_uncommitted").lower()
-    if iso not in ("read_uncommitted", "read_committed"):
+    iso = str(opts.get("kafka.isolation.level") or "read_uncommitted").strip()
+    if iso not in ("read_uncommitted", "read_committed"):  # (in lower case: Kafka's consumer refuses another)
         raise UsageError(f"kafka-log: option kafka.isolation.level must be read_uncommitted or read_committed, "
-                         f"not {opts['kafka.isolation.level']!r}")
+                         f"not {opts['kafka.isolation.level']!r} (Kafka's consumer in Spark's Kafka source: Invalid "
+                         f"value {iso} for configuration isolation.level)")
     strategy = str(opts.get("startingoffsetsbytimestampstrategy") or "error").lower()
     if strategy not in ("error", "latest"):
         raise UsageError(f"kafka-log: option startingOffsetsByTimestampStrategy must be error or latest, not "
@@ -79,9 +87,10 @@ def check_options(opts: dict) -> None:
     time_ms(opts.get("maxtriggerdelay"), "maxTriggerDelay")
     if str(opts.get("replicas") or "all").lower() not in ("all", "one"):
         raise UsageError(f"kafka-log: option replicas must be all or one, not {opts['replicas']!r}")
-    given = [k for k in ("assign", "subscribe", "subscribepattern") if opts.get(k)]
+    given = [k for k in ("assign", "subscribe", "subscribepattern") if opts.get(k) is not None]
     if len(given) > 1:  # Spark's rule
         raise UsageError(f"kafka-log: give only one of assign, subscribe and subscribePattern, not {' and '.join(given)}")
+    _check_as_spark(opts)
     topic_matcher(opts)
     _assigned(opts)
     _spark_offsets(opts.get("startingoffsets"), "startingOffsets")
@@ -111,6 +120,30 @@ def time_ms(v, name: str, default: str = "15m") -> int:
     return int(n * unit) if unit >= 1 else int(n / 1000)
 
 
+def _check_as_spark(opts: dict) -> None:
+    """The checks of Spark's Kafka source (KafkaSourceProvider.validateGeneralOptions) on options it shares
+    with kafka-log, so that a job fails (or not) the same way on both: a subscription given empty, a
+    minPartitions or maxRecordsPerPartition not positive, a consumer setting it refuses."""
+    from ..errors import UsageError
+
+    if opts.get("assign") is not None and not str(opts["assign"]).strip().startswith("{"):
+        raise UsageError(f"kafka-log: no topic partitions to assign: option assign is {opts['assign']!r} "
+                         '(JSON like {"topic":[0,1]})')
+    if opts.get("subscribe") is not None and not [t for t in str(opts["subscribe"]).split(",") if t.strip()]:
+        raise UsageError(f"kafka-log: no topics to subscribe to: option subscribe is {opts['subscribe']!r}")
+    if opts.get("subscribepattern") is not None and not str(opts["subscribepattern"]).strip():
+        raise UsageError(f"kafka-log: the pattern to subscribe is empty: option subscribePattern is "
+                         f"{opts['subscribepattern']!r}")
+    for k, name in (("minpartitions", "minPartitions"), ("maxrecordsperpartition", "maxRecordsPerPartition")):
+        v = _int(opts, k)
+        if v is not None and v <= 0:
+            raise UsageError(f"kafka-log: option {name} must be positive, not {v} (as in Spark's Kafka source)")
+    for k in sorted(REFUSED_KAFKA.keys() & opts.keys()):
+        why = REFUSED_KAFKA[k]
+        raise UsageError(f"kafka-log: Kafka option '{k[len('kafka.'):]}' is not supported"
+                         f"{f' ({why})' if why else ''}, as in Spark's Kafka source")
+
+
 def topic_matcher(opts: dict):
     """Spark's ``subscribe`` (topic names, comma-separated) or ``subscribePattern`` (a regular expression
     the whole topic name matches, as Java's Pattern.matches) as a predicate on topic names; None when
@@ -122,7 +155,7 @@ def topic_matcher(opts: dict):
         import re
 
         try:
-            rx = re.compile(str(opts["subscribepattern"]))
+            rx = re.compile(str(opts["subscribepattern"]).strip())  # (Spark trims it)
         except re.error as e:
             from ..errors import UsageError
 
@@ -173,9 +206,9 @@ def _spark_offsets(spec: str | None, name: str) -> dict | int | None:
     if spec is None:
         return None
     s = str(spec).strip()
-    if s == "earliest":
+    if s.lower() == "earliest":  # (any case, as Spark's Kafka source)
         return EARLIEST
-    if s == "latest":
+    if s.lower() == "latest":
         return LATEST
     try:
         d = json.loads(s)

@@ -99,6 +99,7 @@ def plan_segments(opts, pushed: Pushed | None = None, parallelism: int | None = 
     local = [q for p in all_paths if not is_remote(p) for q in _expand(os.path.abspath(local_path(p)), p)]
     out: list[SegmentRead] = []
     found = [_local_partitions(opts, local), _remote_partitions(opts, remote)]
+    _check_subscribed(opts, {p.topic for parts, _lone in found for p in parts})
     check_named(bounds, {(p.topic, p.partition) for parts, _lone in found for p in parts})
     for parts, lone in found:
         for p in parts:
@@ -107,9 +108,29 @@ def plan_segments(opts, pushed: Pushed | None = None, parallelism: int | None = 
         for r in lone:
             if pushed is None or pushed.wants(r.topic, r.partition):
                 out.append(r)
+    # Spark's Kafka source resolves every partition's range (and fails on a start after its end) before it
+    # reads, and finds an endingOffsets offset past the log end only as it reads: after, as here.
+    for parts, _lone in found:
+        for p in parts:
+            if pushed is None or pushed.wants(p.topic, p.partition):
+                _check_spark_offsets(p, bounds, opts)
     if records:
         out = split_segments(out, split_target(opts, out, parallelism))
     return out
+
+
+def _check_subscribed(opts, topics: set) -> None:
+    """Spark's Kafka source fails a ``subscribe`` naming a topic the cluster does not have (the Admin
+    client's UnknownTopicOrPartitionException): so does kafka-log for one that no path read holds."""
+    if not opts.get("subscribe"):
+        return
+    missing = sorted({t.strip() for t in str(opts["subscribe"]).split(",") if t.strip()} - topics)
+    if missing:
+        from ..errors import UsageError
+
+        raise UsageError(f"kafka-log: option subscribe names {', '.join(missing)}, which no path read holds "
+                         "(Spark's Kafka source fails too: UnknownTopicOrPartitionException, This server does not "
+                         "host this topic-partition)")
 
 
 def _expand(path: str, given: str) -> list[str]:
@@ -374,7 +395,6 @@ def _spark_range(p: _Planned, b: _Bounds, opts) -> tuple[int | None, int | None]
     log end; a resolved start after the resolved end fails the query. Object stores (no log end, no time
     lookup) take the offsets as given."""
     key = (p.topic, p.partition)
-    _check_spark_offsets(p, b, opts)
     specs = b.spark(key, True), b.spark(key, False)
     if (all(sp is not None and sp[2].endswith("OffsetsByTimestamp") and sp[1] >= 0 for sp in specs)
             and specs[0][1] > specs[1][1]):

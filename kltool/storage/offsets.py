@@ -92,9 +92,10 @@ def _scan_records(seg: Segment, h: BatchHeader, warnings: list[str], start_offse
                         found = (off, ts)
                         break
     except CorruptDataError as e:
-        warnings.append(f"{seg.log_path}: batch {h.base_offset}..{h.last_offset} at byte {h.position} "
-                        f"cannot be decoded ({e.message}); skipped")
-        return None
+        if getattr(e, "partial", None) is None:  # (else a v0/v1 wrapper's whole inner messages before a
+            warnings.append(f"{seg.log_path}: batch {h.base_offset}..{h.last_offset} at byte {h.position} "
+                            f"cannot be decoded ({e.message}); skipped")  # partial one: Kafka's records)
+            return None
     return n, first, found
 
 

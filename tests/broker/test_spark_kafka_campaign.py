@@ -46,8 +46,6 @@ CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 TOPIC_CONFIG = {"segment.ms": "1000", "index.interval.bytes": "256"}
 AFTER_ALL = BASE_TS + 7 * 24 * 3600 * 1000  # after every record and every marker (stamped by the broker's clock)
 
-pytestmark = pytest.mark.skipif(not parity.FULL, reason="the campaign runs with the matching pair (make test: "
-                                                       ".venv-spark-pair), or KLTOOL_PARITY_FULL=1")
 
 
 def _ts(i: int) -> int:

@@ -410,11 +410,22 @@ class SegScan:
         nlo, skipped, damaged = self._witness(h)
         below = lo < low
         past = nlo is not None and nlo >= low and h.last_offset >= nlo
+        delta = self._delta(h)
+        if below and nlo is None and delta is not None and self._last_of_log(h, la):
+            # the log's last batch, below the log so far: its field is damaged (Kafka would take the log's end
+            # from it and hand out its offsets again), unless it copies an earlier batch. The log so far (the
+            # previous batch's last offset + 1, or the segment's name) and the .index entry at its position are
+            # the witnesses; with no entry, it goes on right after the log so far (an active segment has no gaps)
+            idx = self._index_offset_at(h.position)
+            new = idx - delta if idx is not None else low
+            if new >= low and not self._copies_earlier(h):
+                return self._restore_offset(h, new, delta)
         if below and (nlo is None or nlo < low):
             # going back with nothing after it to say the log goes on (a duplicate, say), or the whole rest out
             # of order (not one batch's field): _reject decides as before
             return h
-        delta = h.last_offset - h.base_offset if h.magic == 2 else (0 if h.compression == 0 else None)
+        if h.magic != 2 and h.compression != 0:
+            delta = None  # (a wrapper: the rules below take a v0/v1 field as a one-message batch's)
         if not (below or past):
             told = self._in_order_contradicted(h, low, nlo, delta)
             if told is None:
@@ -449,6 +460,36 @@ class SegScan:
                f"offsets cannot be told, so only this batch is cut")
         self._cut(h.position, h.end, "offset_field", why, None, None, h.count, intact=True)
         return None
+
+    def _delta(self, h: BatchHeader) -> int | None:
+        """The CRC-covered span of ``h``'s offsets (last - first): a v2 batch's lastOffsetDelta, 0 for a v0/v1
+        message, a v1 wrapper's inner relative offsets (its field names its last); None for a v0 wrapper (its
+        inner offsets are absolute: the field's own witness) or one whose messages do not read."""
+        if h.magic == 2:
+            return h.last_offset - h.base_offset
+        if h.compression == 0:
+            return 0
+        if h.magic != 1:
+            return None
+        first = rules.wrapper_first(self.seg.log, h)
+        return None if first is None or first > h.last_offset else h.last_offset - first
+
+    def _last_of_log(self, h: BatchHeader, la) -> bool:
+        """Is ``h`` the log's last batch: of the last segment, with nothing CRC-valid after it (damage after
+        it is cut), and after a batch kept or at the segment's start (the segment's name is its witness)?"""
+        if self.next_base is not None or not (self.ctx.last is not None or h.position == 0):
+            return False
+        if la is None:
+            return True
+        return isinstance(la, Damage) and self._mended(la) is None and not self.items.valid_ahead(1)[0]
+
+    def _copies_earlier(self, h: BatchHeader) -> bool:
+        """Does an earlier batch of the segment have ``h``'s CRC-covered bytes (its size and CRC): a copy
+        written again, not a batch whose field was damaged?"""
+        for v in walk(self.seg.log, end=h.position):
+            if isinstance(v, BatchHeader) and v.crc_valid and (v.size, v.crc, v.magic) == (h.size, h.crc, h.magic):
+                return True
+        return False
 
     def _held_later(self, h: BatchHeader, first: int, delta: int) -> bool:
         """Does an intact batch further on in the segment (as far as the look-ahead goes) hold exactly the offsets
@@ -502,7 +543,7 @@ class SegScan:
                     f"the batch at byte {h.position} is valid (its CRC checks) but its {field} field (not "
                     f"covered by the CRC) says {h.base_offset if h.magic == 2 else h.last_offset}; its "
                     f"neighbours fix it at {new if h.magic == 2 else new + delta}: restored")
-        h.base_offset, h.last_offset = (new, new + delta) if h.magic == 2 else (new, new)
+        h.base_offset, h.last_offset = (new, new + delta) if h.magic == 2 else (new + delta, new + delta)
         return h
 
     def _reject(self, h: BatchHeader) -> tuple[rules.Violation | None, str | None]:

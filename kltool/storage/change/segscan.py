@@ -145,6 +145,10 @@ class SegScan:
         self.existing = IndexChecker(seg.base, seg.index, seg.timeindex, log_size=self.size, is_active=is_active)
         self.kept = 0
         self.kept_last: int | None = None
+        self.kept_span: tuple[int, int] | None = None  # the last kept batch's first and last offsets
+        # the batches kept after an overlap where either one's offset field could be the damaged one: the next
+        # batch's position -> (the kept one's position, first and last offset)
+        self.ambiguous: dict[int, tuple[int, int, int]] = {}
         self.kept_markers: set[int] = set()
         self.stopped = False  # like-broker: truncated here
         self.overflow: rules.Violation | None = None  # the first batch the broker splits the segment at
@@ -316,7 +320,13 @@ class SegScan:
         if mine and not theirs:
             return True
         # both could be: a segment's first batch starts at the segment's base offset (its file name) as a rule
-        return bool(mine and self.ctx.last is None and self.seg.base in mine)
+        if mine and self.ctx.last is None and self.seg.base in mine:
+            return True
+        if mine and (nxt.count or 0) > (h.count or 0):
+            return True  # either one's field: blame the one whose cut loses fewer records
+        if mine:
+            self.ambiguous[nxt.position] = (h.position, h.base_offset, h.last_offset)
+        return False
 
     def _witness(self, h: BatchHeader) -> tuple[int | None, list[BatchHeader], bool]:
         """What bounds batch ``h``'s offsets from above: (the first offset of the next batch to trust, the
@@ -411,7 +421,8 @@ class SegScan:
         below = lo < low
         past = nlo is not None and nlo >= low and h.last_offset >= nlo
         delta = self._delta(h)
-        if below and nlo is None and delta is not None and self._last_of_log(h, la):
+        if below and nlo is None and delta is not None and self._last_of_log(h, la) and \
+                (self.kept_span is None or h.last_offset < self.kept_span[0]) and h.position not in self.ambiguous:
             # the log's last batch, below the log so far: its field is damaged (Kafka would take the log's end
             # from it and hand out its offsets again), unless it copies an earlier batch. The log so far (the
             # previous batch's last offset + 1, or the segment's name) and the .index entry at its position are
@@ -572,7 +583,13 @@ class SegScan:
         if why is not None:
             if self.fixes and self.fixes[-1][0] == h.position + 16:
                 self.fixes.pop()  # the batch goes anyway
-            self._cut(h.position, h.end, why.kind, why.message, h.base_offset, h.last_offset, h.count, intact=True)
+            msg = why.message
+            if h.position in self.ambiguous:
+                at, lo, hi = self.ambiguous[h.position]
+                msg += (f"; ambiguous: the batch before it (at byte {at}, offsets {lo}..{hi}) overlaps it and a "
+                        f"one-bit change of either's offset field fits, with as many records: that one is kept, "
+                        f"this one is cut (in the backup)")
+            self._cut(h.position, h.end, why.kind, msg, h.base_offset, h.last_offset, h.count, intact=True)
             return
         self._keep(h, ctype)
 
@@ -601,6 +618,7 @@ class SegScan:
         self.kept += 1
         if ctx.last is None or last > ctx.last:
             ctx.last = last
+        self.kept_span = (rules.first_offset(h), last)
         if self.kept_last is None or last > self.kept_last:
             self.kept_last = last
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Adversary campaign: mutate real partition dirs, run every kltool command, check invariants.
 
-usage: bench/adversary_campaign.py SEED RUNS [OUTDIR]   (the adversary campaign of stop 18; seeds 101, 202, 303)
+usage: bench/adversary_campaign.py SEED RUNS [OUTDIR] [--only I,J]   (the adversary campaign of stop 18; seeds 101,
+202, 303; --only runs just those runs, the others mutated but not run, so the random stream stays the same)
 Invariants: no exit 70 / traceback / timeout; outside file untouched; writes restored byte for byte;
 after a repair a second verify has no errors and a second dry-run plans nothing; salvage repair keeps every
 CRC-valid batch (reported as 'lost_valid' for triage).
@@ -416,8 +417,11 @@ class Runner:
         self.cmds = 0
         self.fail = []
         self.by_kind = Counter()
+        self.skip = False
 
     def run(self, args, cwd=None, timeout=90):
+        if self.skip:  # replaying the rng stream up to the runs asked for (--only): nothing run
+            return 0, "", "", 0.0
         self.cmds += 1
         t = time.time()
         try:
@@ -430,6 +434,8 @@ class Runner:
         return rc, so.decode("utf-8", "replace"), se.decode("utf-8", "replace"), dt
 
     def flag(self, kind, ctx, detail):
+        if self.skip:
+            return
         self.by_kind[kind] += 1
         rec = {"kind": kind, **ctx, "detail": detail[:3000]}
         self.fail.append(rec)
@@ -602,22 +608,29 @@ def one_run(r, rng, parts, seed, i):  # noqa: C901
 
 
 def main():
-    seed = int(sys.argv[1])
-    n = int(sys.argv[2])
-    out = Path(sys.argv[3] if len(sys.argv) > 3 else f"/tmp/kltool-adversary/out-{seed}")
+    argv = sys.argv[1:]
+    only = None
+    if "--only" in argv:
+        k = argv.index("--only")
+        only = {int(x) for x in argv[k + 1].split(",")}
+        del argv[k:k + 2]
+    seed = int(argv[0])
+    n = int(argv[1])
+    out = Path(argv[2] if len(argv) > 2 else f"/tmp/kltool-adversary/out-{seed}")
     out.mkdir(parents=True, exist_ok=True)
     parts = catalogue()
     r = Runner(out)
     rng = random.Random(seed)
     t0 = time.time()
     for i in range(n):
+        r.skip = only is not None and i not in only
         try:
             one_run(r, rng, parts, seed, i)
         except Exception as e:
             import traceback
             r.flag("harness", {"seed": seed, "run": i}, traceback.format_exc())
             print("harness error", e, file=sys.stderr)
-        if i % 5 == 0:
+        if i % 5 == 0 and not r.skip:
             print(f"seed {seed} run {i} cmds {r.cmds} fails {dict(r.by_kind)} {time.time() - t0:.0f}s", flush=True)
     summ = {"seed": seed, "runs": r.runs, "commands": r.cmds, "failures": dict(r.by_kind),
             "secs": round(time.time() - t0)}

@@ -3,7 +3,7 @@
 then repair (salvage and like-broker). Checks: no exit 70; salvage keeps every distinct CRC-valid batch;
 second verify has no errors; second dry-run plans nothing; restore gives back every byte; Kafka's reader
 (kafka-oracle read) reads each repaired .log fully valid.
-usage: bench/adversary_split_campaign.py SEED RUNS (seeds 7, 8 at stop 18)"""
+usage: bench/adversary_split_campaign.py SEED RUNS [OUTDIR] (seeds 7, 8 at stop 18)"""
 import json
 import os
 import random
@@ -82,7 +82,7 @@ def build(rng, src, pdir):
 def main():  # noqa: C901
     seed, n = int(sys.argv[1]), int(sys.argv[2])
     rng = random.Random(seed)
-    out = Path(f"/tmp/kltool-adversary/split-{seed}")
+    out = Path(sys.argv[3] if len(sys.argv) > 3 else f"/tmp/kltool-adversary/split-{seed}")
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     fails = []

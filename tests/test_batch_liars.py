@@ -264,3 +264,77 @@ def test_a_wrapper_offset_past_the_next_wrapper_is_the_one_cut(tmp_path, kafka_o
     records = _repair(part, tmp_path / "bk")
     assert [r["offset"] for r in records] == second
     assert _oracle_offsets(kafka_oracle, part)[-1][1] == second[-1]
+
+
+# -- recordsCount below the records the batch holds (CRC-valid): report only, repair keeps it --------------------
+
+@pytest.mark.parametrize("lod", [None, 2], ids=["count-low", "count-and-lod-low"])
+def test_a_records_count_lying_low_is_reported_by_deep_and_kept_by_repair(tmp_path, kafka_oracle, lod):
+    """Kafka's recovery keeps the batch (LogSegment.recover runs ensureValid: size and CRC, no records parsed);
+    its consumers fail at it ("records still remaining"). Repair keeps it as the broker does: verify --deep says
+    so in its one line, with the command that cuts it; plain verify and the repair plan see nothing to cut."""
+    from kltool.storage.check.verify import kept_note
+
+    part, batches, pos = _part(tmp_path, 1, COUNT_AT, 3)
+    last = 9
+    if lod is not None:
+        log = part / "00000000000000000000.log"
+        x = bytearray(log.read_bytes())
+        x[pos[1]:pos[2]] = _set(bytes(x[pos[1]:pos[2]]), LOD_AT, lod)
+        log.write_bytes(bytes(x))
+        last = 5 + lod
+    assert _errors(part) == []
+    deep = [x for x in run_kltool("--json", "verify", "--deep", part).json()
+            if x["type"] == "finding" and x["severity"] == "error"]
+    assert [(e["kind"], e["offset"]) for e in deep] == [("record_corrupt", 5)], deep
+    assert deep[0]["message"].endswith(kept_note(last + 1)), deep
+    before = (part / "00000000000000000000.log").read_bytes()
+    r = run_kltool("--json", "verify", "--repair", "--backup-dir", tmp_path / "bk", part)
+    assert r.code == 0, r
+    assert [a for a in _actions(r) if a[0] in ("truncate", "excise", "fix_field")] == []
+    assert (part / "00000000000000000000.log").read_bytes() == before
+    # Kafka's reader: every batch passes ensureValid (recovery's check: size and CRC), the liar's records fail
+    _code, rows = kafka_oracle(sorted(part.glob("*.log")))
+    got = [(x["baseOffset"], x["lastOffset"], x["isValid"], "records still remaining" in x.get("recordsError", ""))
+           for x in rows if x["type"] == "batch"]
+    assert got == [(0, 4, True, False), (5, last, True, True), (10, 11, True, False), (12, 14, True, False)], rows
+    # the command the finding names moves the log start offset past it
+    assert run_kltool("retention", "--before-offset", str(last + 1), "--backup-dir", tmp_path / "bk2", part).code == 0
+    r = run_kltool("--json", "offsets", "--earliest", part)
+    assert [x["log_start_offset"] for x in r.json() if "log_start_offset" in x] == [last + 1], r
+
+
+# -- two overlapping batches, either one's offset field could be the damaged one ---------------------------------
+
+def _overlap_part(tmp_path: Path, d_records: int) -> Path:
+    """0..4, C 20..24 (2 records, compacted) whose baseOffset bit 3 flipped (20 -> 28: 28..32), D 30..(30 + n - 1)
+    (``d_records`` records, lastOffsetDelta 7 when n is 2: the v2-compacted-0 shape) at the end of the log."""
+    part = tmp_path / "kafka-logs" / "t-0"
+    part.mkdir(parents=True)
+    c = _set(build_batch([(0, TS, b"a", b"v", []), (4, TS, b"b", b"v", [])], base_offset=20), LOD_AT, 4)
+    c = bytearray(c)
+    c[7] ^= 8
+    d = _batch(30, d_records)
+    (part / "00000000000000000000.log").write_bytes(_batch(0, 5) + bytes(c) + d)
+    return part
+
+
+def test_an_ambiguous_overlap_cuts_the_batch_with_fewer_records(tmp_path):
+    part = _overlap_part(tmp_path, 3)
+    records = _repair(part, tmp_path / "bk")
+    assert [r["offset"] for r in records] == [0, 1, 2, 3, 4, 30, 31, 32]
+
+
+def test_an_ambiguous_overlap_with_as_many_records_says_so_and_backs_up_the_cut(tmp_path):
+    part = tmp_path / "kafka-logs" / "t-0"
+    part.parent.mkdir(parents=True)
+    src = Path(__file__).resolve().parent.parent / "fixtures" / "java-oracle" / "v2-compacted-0"
+    part.mkdir()
+    b = bytearray((src / "00000000000000000000.log").read_bytes())
+    b[154 + 7] ^= 8  # batch C's baseOffset 20 -> 28 (bit 59 of the field): 28..32 over D's 30..37
+    (part / "00000000000000000000.log").write_bytes(bytes(b))
+    dry = run_kltool("--json", "verify", "--repair", "--dry-run", part)
+    cuts = [a for a in dry.json() if a["type"] == "action" and a["op"] in ("truncate", "excise")]
+    assert len(cuts) == 1 and "ambiguous: the batch before it (at byte 154, offsets 28..32)" in cuts[0]["reason"], cuts
+    records = _repair(part, tmp_path / "bk")  # (the backup restores the cut batch byte for byte)
+    assert len(records) == 5

@@ -145,6 +145,10 @@ class SegScan:
         self.existing = IndexChecker(seg.base, seg.index, seg.timeindex, log_size=self.size, is_active=is_active)
         self.kept = 0
         self.kept_last: int | None = None
+        self.kept_span: tuple[int, int] | None = None  # the last kept batch's first and last offsets
+        # the batches kept after an overlap where either one's offset field could be the damaged one: the next
+        # batch's position -> (the kept one's position, first and last offset)
+        self.ambiguous: dict[int, tuple[int, int, int]] = {}
         self.kept_markers: set[int] = set()
         self.stopped = False  # like-broker: truncated here
         self.overflow: rules.Violation | None = None  # the first batch the broker splits the segment at
@@ -316,7 +320,13 @@ class SegScan:
         if mine and not theirs:
             return True
         # both could be: a segment's first batch starts at the segment's base offset (its file name) as a rule
-        return bool(mine and self.ctx.last is None and self.seg.base in mine)
+        if mine and self.ctx.last is None and self.seg.base in mine:
+            return True
+        if mine and (nxt.count or 0) > (h.count or 0):
+            return True  # either one's field: blame the one whose cut loses fewer records
+        if mine:
+            self.ambiguous[nxt.position] = (h.position, h.base_offset, h.last_offset)
+        return False
 
     def _witness(self, h: BatchHeader) -> tuple[int | None, list[BatchHeader], bool]:
         """What bounds batch ``h``'s offsets from above: (the first offset of the next batch to trust, the
@@ -410,11 +420,24 @@ class SegScan:
         nlo, skipped, damaged = self._witness(h)
         below = lo < low
         past = nlo is not None and nlo >= low and h.last_offset >= nlo
+        delta = self._delta(h)
+        if below and nlo is None and delta is not None and self._last_of_log(h, la) and \
+                (self.kept_span is None or h.last_offset < self.kept_span[0]) and h.position not in self.ambiguous \
+                and not 0 <= h.last_offset - delta < self.seg.base:  # (below the name: the split's, or _reject's)
+            # the log's last batch, below the log so far: its field is damaged (Kafka would take the log's end
+            # from it and hand out its offsets again), unless it copies an earlier batch. The log so far (the
+            # previous batch's last offset + 1, or the segment's name) and the .index entry at its position are
+            # the witnesses; with no entry, it goes on right after the log so far (an active segment has no gaps)
+            idx = self._index_offset_at(h.position)
+            new = idx - delta if idx is not None else low
+            if new >= low and not self._copies_earlier(h):
+                return self._restore_offset(h, new, delta)
         if below and (nlo is None or nlo < low):
             # going back with nothing after it to say the log goes on (a duplicate, say), or the whole rest out
             # of order (not one batch's field): _reject decides as before
             return h
-        delta = h.last_offset - h.base_offset if h.magic == 2 else (0 if h.compression == 0 else None)
+        if h.magic != 2 and h.compression != 0:
+            delta = None  # (a wrapper: the rules below take a v0/v1 field as a one-message batch's)
         if not (below or past):
             told = self._in_order_contradicted(h, low, nlo, delta)
             if told is None:
@@ -449,6 +472,36 @@ class SegScan:
                f"offsets cannot be told, so only this batch is cut")
         self._cut(h.position, h.end, "offset_field", why, None, None, h.count, intact=True)
         return None
+
+    def _delta(self, h: BatchHeader) -> int | None:
+        """The CRC-covered span of ``h``'s offsets (last - first): a v2 batch's lastOffsetDelta, 0 for a v0/v1
+        message, a v1 wrapper's inner relative offsets (its field names its last); None for a v0 wrapper (its
+        inner offsets are absolute: the field's own witness) or one whose messages do not read."""
+        if h.magic == 2:
+            return h.last_offset - h.base_offset
+        if h.compression == 0:
+            return 0
+        if h.magic != 1:
+            return None
+        first = rules.wrapper_first(self.seg.log, h)
+        return None if first is None or first > h.last_offset else h.last_offset - first
+
+    def _last_of_log(self, h: BatchHeader, la) -> bool:
+        """Is ``h`` the log's last batch: of the last segment, with nothing CRC-valid after it (damage after
+        it is cut), and after a batch kept or at the segment's start (the segment's name is its witness)?"""
+        if self.next_base is not None or not (self.ctx.last is not None or h.position == 0):
+            return False
+        if la is None:
+            return True
+        return isinstance(la, Damage) and self._mended(la) is None and not self.items.valid_ahead(1)[0]
+
+    def _copies_earlier(self, h: BatchHeader) -> bool:
+        """Does an earlier batch of the segment have ``h``'s CRC-covered bytes (its size and CRC): a copy
+        written again, not a batch whose field was damaged?"""
+        for v in walk(self.seg.log, end=h.position):
+            if isinstance(v, BatchHeader) and v.crc_valid and (v.size, v.crc, v.magic) == (h.size, h.crc, h.magic):
+                return True
+        return False
 
     def _held_later(self, h: BatchHeader, first: int, delta: int) -> bool:
         """Does an intact batch further on in the segment (as far as the look-ahead goes) hold exactly the offsets
@@ -502,7 +555,7 @@ class SegScan:
                     f"the batch at byte {h.position} is valid (its CRC checks) but its {field} field (not "
                     f"covered by the CRC) says {h.base_offset if h.magic == 2 else h.last_offset}; its "
                     f"neighbours fix it at {new if h.magic == 2 else new + delta}: restored")
-        h.base_offset, h.last_offset = (new, new + delta) if h.magic == 2 else (new, new)
+        h.base_offset, h.last_offset = (new, new + delta) if h.magic == 2 else (new + delta, new + delta)
         return h
 
     def _reject(self, h: BatchHeader) -> tuple[rules.Violation | None, str | None]:
@@ -531,7 +584,13 @@ class SegScan:
         if why is not None:
             if self.fixes and self.fixes[-1][0] == h.position + 16:
                 self.fixes.pop()  # the batch goes anyway
-            self._cut(h.position, h.end, why.kind, why.message, h.base_offset, h.last_offset, h.count, intact=True)
+            msg = why.message
+            if h.position in self.ambiguous:
+                at, lo, hi = self.ambiguous[h.position]
+                msg += (f"; ambiguous: the batch before it (at byte {at}, offsets {lo}..{hi}) overlaps it and a "
+                        f"one-bit change of either's offset field fits, with as many records: that one is kept, "
+                        f"this one is cut (in the backup)")
+            self._cut(h.position, h.end, why.kind, msg, h.base_offset, h.last_offset, h.count, intact=True)
             return
         self._keep(h, ctype)
 
@@ -560,6 +619,7 @@ class SegScan:
         self.kept += 1
         if ctx.last is None or last > ctx.last:
             ctx.last = last
+        self.kept_span = (rules.first_offset(h), last)
         if self.kept_last is None or last > self.kept_last:
             self.kept_last = last
 

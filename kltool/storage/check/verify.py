@@ -208,6 +208,15 @@ def _finding(path, v: rules.Violation, position: int, length: int | None = None)
     return Finding(v.severity, v.kind, str(path), v.message, position, v.offset, length)
 
 
+# What repair does with a CRC-valid batch whose records Kafka's reader rejects (its records count lying low or
+# high, a record's length, a codec frame), and why: the one line verify --deep says of it (kltool-verify(1)).
+def kept_note(after: int) -> str:
+    return (f"its CRC checks, so Kafka's recovery keeps it (it parses no records) and `kltool verify --repair` keeps "
+            f"it too (report only: nothing in it is cut or rewritten); consumers fail at this batch; `kltool "
+            f"retention --before-offset {after}` moves the log start offset past it (consumers then skip it, and "
+            f"the broker deletes it with its segment)")
+
+
 def _check_records(path: Path, h: BatchHeader, deep: bool, stats: VerifyStats) -> Iterator[Finding]:
     """Findings for the records of batch ``h``, read a bounded group at a time (records_of): a record over
     --max-record-bytes is record_too_large, anything Kafka's reader rejects record_corrupt (an unreadable
@@ -241,8 +250,9 @@ def _check_records(path: Path, h: BatchHeader, deep: bool, stats: VerifyStats) -
         elif (v := rules.control_violation(h, None, e.message)) is not None:
             yield _finding(path, v, e.position if e.position is not None else h.position)
         else:
-            yield _err("record_corrupt", path, f"batch {h.base_offset}..{h.last_offset}: {e.message}",
-                       position=e.position if e.position is not None else h.position, offset=h.base_offset)
+            yield _err("record_corrupt", path, f"batch {h.base_offset}..{h.last_offset}: {e.message}; "
+                       f"{kept_note(h.last_offset + 1)}", position=e.position if e.position is not None else h.position,
+                       offset=h.base_offset)
         return
     v = rules.control_violation(h, control)
     if v is not None:

@@ -9,7 +9,7 @@ import click
 from ..errors import CorruptDataError, UsageError
 from ..format import speedups
 from ..format.batch import V2_OVERHEAD, whole_batch_limit
-from ..format.records import CONTROL_IDS, BatchHeader
+from ..format.records import CONTROL_IDS, BatchHeader, java_long
 from ..jsonl import record_json
 from ..kafka_text import (
     TS_NAMES,
@@ -235,7 +235,7 @@ class Dumper:
         if self.skip_metadata:
             parts, prefix = [], "| "
         else:
-            parts, prefix = [f"| offset: {off} {TS_NAMES[h.timestamp_type]}: {ts} "
+            parts, prefix = [f"| offset: {java_long(off)} {TS_NAMES[h.timestamp_type]}: {ts} "
                              f"keySize: {-1 if key is None else len(key)} valueSize: {-1 if val is None else len(val)}"], " "
             if h.magic == 2:
                 parts.append(f" sequence: {seq} headerKeys: [{','.join(text_bytes(k) for k, _ in hdrs)}]")
@@ -246,7 +246,7 @@ class Dumper:
         if ctrl is not None or not self.payload:
             return "".join(parts)
         if decoded is not None or derr is not None:
-            k, v = decoded_key_payload(self.decoder(), off, decoded, derr)
+            k, v = decoded_key_payload(self.decoder(), java_long(off), decoded, derr)
         else:
             k = None if key is None else text_bytes(key, self.encoding)
             v = None if val is None else text_bytes(val, self.encoding)
@@ -450,7 +450,7 @@ def _index_mismatches(d: Dumper, path, entries) -> None:
         # (a negative position, garbage, starts no batch: not a read at a negative offset, EINVAL)
         first = next(iter(walk(log, start=position, with_data=False)), None) if position >= 0 and log.exists() \
             else None
-        found = -1 if first is None or isinstance(first, Damage) else first.last_offset
+        found = -1 if first is None or isinstance(first, Damage) else java_long(first.last_offset)
         if found == offset:
             continue
         if listed == MAX_LISTED:  # garbage: as verify, the rest is not checked (a bounded time and output)

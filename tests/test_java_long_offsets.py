@@ -1,0 +1,77 @@
+"""Offsets Kafka computes in a Java long are shown as Kafka shows them: past 2^63-1 they wrap negative.
+
+A batch at baseOffset 2^63-3 with lastOffsetDelta 5: Kafka's reader (DefaultRecordBatch, checked with the
+oracle's kafka-clients 3.9.1 ``read --records``) gives lastOffset -9223372036854775806, nextOffset
+-9223372036854775805 and the second record (offsetDelta 5) offset -9223372036854775806. dump (text, --json,
+--records, --format %o), info and offsets print those; verify still names the overflow with the true value.
+"""
+
+from __future__ import annotations
+
+from kltool.format.batch import build_v2_batch
+from kltool.format.records import java_long
+
+M = (1 << 63) - 1
+BASE = M - 2
+WRAPPED_LAST = -9223372036854775806  # Kafka's lastOffset (and the second record's offset)
+WRAPPED_NEXT = -9223372036854775805  # Kafka's nextOffset: the log end offset
+
+
+def _partition(tmp_path):
+    d = tmp_path / "t-0"
+    d.mkdir()
+    b = build_v2_batch([(0, 1000, b"k", b"v", ()), (5, 1001, b"k2", b"v2", ())], base_offset=BASE,
+                       producer_id=7, producer_epoch=0, base_sequence=0)
+    (d / "00000000000000000000.log").write_bytes(b)
+    return d
+
+
+def test_java_long():
+    assert java_long(M) == M
+    assert java_long(-(1 << 63)) == -(1 << 63)
+    assert java_long(M + 1) == -(1 << 63)
+    assert java_long(BASE + 5) == WRAPPED_LAST
+    assert java_long(-(1 << 63) - 1) == M
+
+
+def test_dump_text_prints_kafkas_wrapped_offsets(kl, tmp_path):
+    log = _partition(tmp_path) / "00000000000000000000.log"
+    r = kl("dump", "--records", log)
+    assert r.code == 0, r
+    lines = r.out.splitlines()
+    assert f"baseOffset: {BASE} lastOffset: {WRAPPED_LAST} count: 2 " in lines[2]
+    assert lines[3].startswith(f"| offset: {BASE} ")
+    assert lines[4].startswith(f"| offset: {WRAPPED_LAST} ")
+    assert "lastSequence: 5 " in lines[2]  # (incrementSequence(baseSequence, lastOffsetDelta), unaffected)
+    r = kl("dump", log)
+    assert f"lastOffset: {WRAPPED_LAST} " in r.out
+
+
+def test_dump_json_prints_kafkas_wrapped_offsets(kl, tmp_path):
+    p = _partition(tmp_path)
+    for target in (p, p / "00000000000000000000.log"):
+        rows = kl("--json", "dump", "--records", target).json()
+        batch = [x for x in rows if x["type"] == "batch"]
+        assert [(b["base_offset"], b["last_offset"], b["last_sequence"]) for b in batch] == [(BASE, WRAPPED_LAST, 5)]
+        assert [x["offset"] for x in rows if x["type"] == "record"] == [BASE, WRAPPED_LAST]
+        rows = kl("--json", "dump", target).json()
+        assert [x["last_offset"] for x in rows if x["type"] == "batch"] == [WRAPPED_LAST]
+    r = kl("dump", "--format", "%o\n", p)
+    assert r.out.splitlines() == [str(BASE), str(WRAPPED_LAST)]
+
+
+def test_info_and_offsets_show_the_wrapped_log_end(kl, tmp_path):
+    p = _partition(tmp_path)
+    d = [x for x in kl("--json", "info", tmp_path).json() if x["type"] == "partition"][0]
+    assert d["log_end_offset"] == WRAPPED_NEXT
+    assert str(WRAPPED_NEXT) in kl("info", tmp_path).out
+    d = kl("--json", "offsets", "--max-timestamp", "--latest", p).json()[0]
+    assert (d["log_end_offset"], d["max_timestamp_offset"]) == (WRAPPED_NEXT, WRAPPED_LAST)
+    assert kl("offsets", "--format", "kafka", p).out == f"t:0:{WRAPPED_NEXT}\n"
+
+
+def test_verify_still_names_the_overflow(kl, tmp_path):
+    p = _partition(tmp_path)
+    rows = kl("--json", "verify", p).json()
+    over = [x for x in rows if x.get("kind") == "offset_overflow"]
+    assert over and over[0]["offset"] == BASE + 5  # the model keeps the true value: verify names the overflow

@@ -75,3 +75,20 @@ def test_verify_still_names_the_overflow(kl, tmp_path):
     rows = kl("--json", "verify", p).json()
     over = [x for x in rows if x.get("kind") == "offset_overflow"]
     assert over and over[0]["offset"] == BASE + 5  # the model keeps the true value: verify names the overflow
+
+
+def test_index_entries_past_the_long_range_wrap(kl, tmp_path):
+    """OffsetIndex/TimeIndex.parseEntry: baseOffset + relativeOffset in a Java long."""
+    import struct
+
+    d = tmp_path / "t-0"
+    d.mkdir()
+    base = "09223372036854775800"
+    (d / f"{base}.index").write_bytes(struct.pack(">ii", 10, 0))
+    (d / f"{base}.timeindex").write_bytes(struct.pack(">qi", 1000, 10))
+    r = kl("dump", d / f"{base}.index")
+    assert r.out.splitlines()[1] == "offset: -9223372036854775806 position: 0"
+    assert kl("--json", "dump", d / f"{base}.index").json()[0]["offset"] == -9223372036854775806
+    r = kl("dump", d / f"{base}.timeindex")
+    assert r.out.splitlines()[1] == "timestamp: 1000 offset: -9223372036854775806"
+    assert kl("--json", "dump", d / f"{base}.timeindex").json()[0]["offset"] == -9223372036854775806

@@ -433,7 +433,8 @@ def _dump_index(d: Dumper, path, kind: str, base) -> None:
         if kind == "index":
             _index_mismatches(d, path, entries)
         return
-    for a, b in entries[: d.limit]:
+    for a, b in entries[: d.limit]:  # (the offset as Kafka's OffsetIndex/TimeIndex computes it: a Java long)
+        a, b = (java_long(a), b) if kind == "index" else (a, java_long(b))
         out.emit({"type": jtype, "file": f, names[0]: a, names[1]: b}) if js else \
             out.line(f"{names[0]}: {a} {names[1]}: {b}")
 
@@ -447,6 +448,7 @@ def _index_mismatches(d: Dumper, path, entries) -> None:
     log = path.with_name(segment_file(parse_segment_file(path.name)[0], "log"))
     listed = 0
     for i, (offset, position) in enumerate(entries):
+        offset = java_long(offset)
         # (a negative position, garbage, starts no batch: not a read at a negative offset, EINVAL)
         first = next(iter(walk(log, start=position, with_data=False)), None) if position >= 0 and log.exists() \
             else None

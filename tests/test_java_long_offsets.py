@@ -92,3 +92,25 @@ def test_index_entries_past_the_long_range_wrap(kl, tmp_path):
     r = kl("dump", d / f"{base}.timeindex")
     assert r.out.splitlines()[1] == "timestamp: 1000 offset: -9223372036854775806"
     assert kl("--json", "dump", d / f"{base}.timeindex").json()[0]["offset"] == -9223372036854775806
+
+
+def test_last_sequence_as_kafka_computes_it(kl, tmp_path):
+    """DefaultRecordBatch.lastSequence = incrementSequence(baseSequence, lastOffsetDelta) in Java ints, -1 only
+    for baseSequence -1 (numbers from the oracle's kafka-clients 3.9.1 reader)."""
+    d = tmp_path / "t-0"
+    d.mkdir()
+    rec = [(0, 1000, b"k", b"v", ())]
+    batches = [build_v2_batch(rec, base_offset=100, producer_id=3, producer_epoch=0, base_sequence=5,
+                              last_offset_delta=-10),
+               build_v2_batch(rec, base_offset=200, producer_id=3, producer_epoch=0, base_sequence=2147483600,
+                              last_offset_delta=100),
+               build_v2_batch(rec + [(1, 1000, b"k", b"v", ())], base_offset=300, producer_id=3, producer_epoch=0,
+                              base_sequence=-5)]
+    log = d / "00000000000000000000.log"
+    log.write_bytes(b"".join(batches))
+    want = [2147483643, 52, -4]
+    assert [x["last_sequence"] for x in kl("--json", "dump", log).json() if x["type"] == "batch"] == want
+    rows = kl("--json", "dump", "--records", d).json()
+    assert [x["last_sequence"] for x in rows if x["type"] == "batch"] == want
+    text = kl("dump", log).out
+    assert [int(t.split("lastSequence: ")[1].split()[0]) for t in text.splitlines()[2:]] == want

@@ -114,3 +114,19 @@ def test_last_sequence_as_kafka_computes_it(kl, tmp_path):
     assert [x["last_sequence"] for x in rows if x["type"] == "batch"] == want
     text = kl("dump", log).out
     assert [int(t.split("lastSequence: ")[1].split()[0]) for t in text.splitlines()[2:]] == want
+
+
+def test_offset_filters_past_the_long_range_are_no_internal_error(kl, tmp_path):
+    """--from-offset -N past a log end beyond 2^63-1, or a --to-offset past it, reached the C formatter as an
+    int it cannot take (exit 70): the Python loop reads such a batch."""
+    p = _partition(tmp_path)
+    for js in ((), ("--json",)):
+        r = kl(*js, "dump", "--from-offset", "-3", "--records", p)
+        assert r.code == 0, r
+        r = kl(*js, "dump", "--to-offset", "99999999999999999999", "--records", p)
+        assert r.code == 0, r
+    r = kl("dump", "--from-offset", "-3", "--records", p)
+    assert [ln for ln in r.out.splitlines() if ln.startswith("| offset:")] == \
+        [ln for ln in kl("dump", "--records", p).out.splitlines() if ln.startswith(f"| offset: {WRAPPED_LAST} ")]
+    r = kl("dump", "--to-offset", "99999999999999999999", "--records", p)
+    assert r.out.count("| offset:") == 2

@@ -290,6 +290,8 @@ class Dumper:
                     f',"topic":{_dumps(self.topic)},"partition":{_dumps(self.partition)}}}'))
             suffix = cached[1]
         flt = self.flt
+        if not all(v is None or -(1 << 63) <= v < (1 << 63) for v in (flt.from_offset, flt.to_offset, flt.from_time)):
+            return False  # (a filter past the long range, e.g. --from-offset -N past a wrapped log end: the Python loop)
         got = c.format_v2(data, h.count, h.base_offset, h.first_timestamp, h.timestamp_type == "log_append",
                           h.max_timestamp, h.base_sequence, json=js, encoding=_ENCODINGS[self.encoding],
                           ts_name=h.timestamp_type if js else TS_NAMES[h.timestamp_type], suffix=suffix,

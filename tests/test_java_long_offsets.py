@@ -130,3 +130,14 @@ def test_offset_filters_past_the_long_range_are_no_internal_error(kl, tmp_path):
         [ln for ln in kl("dump", "--records", p).out.splitlines() if ln.startswith(f"| offset: {WRAPPED_LAST} ")]
     r = kl("dump", "--to-offset", "99999999999999999999", "--records", p)
     assert r.out.count("| offset:") == 2
+
+
+def test_a_limit_past_the_long_range_is_no_internal_error(kl, tmp_path):
+    """--limit 99999999999999999999 reached the C formatter as a count it cannot take (exit 70)."""
+    p = _partition(tmp_path)
+    log = p / "00000000000000000000.log"
+    log.write_bytes(build_v2_batch([(0, 1000, b"k", b"v", ())], base_offset=0))  # (a batch the C formatter takes)
+    for js in ((), ("--json",)):
+        r = kl(*js, "dump", "--records", "--limit", "99999999999999999999", p)
+        assert r.code == 0, r
+        assert r.out.count('"type":"record"' if js else "| offset: 0 ") == 1

@@ -297,7 +297,7 @@ class Dumper:
                           ts_name=h.timestamp_type if js else TS_NAMES[h.timestamp_type], suffix=suffix,
                           from_offset=flt.from_offset, to_offset=flt.to_offset, from_time=flt.from_time,
                           to_time=flt.to_time, key=flt.key,
-                          max_records=-1 if self.limit is None else max(self.limit - self.emitted, 0))
+                          max_records=-1 if self.limit is None else min(max(self.limit - self.emitted, 0), 1 << 62))
         if got is None:
             return False
         blob, n = got

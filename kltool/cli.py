@@ -13,7 +13,7 @@ import click
 
 from . import __version__
 from .errors import KltoolError
-from .output import Output, silence_stdout
+from .output import Output, silence_stdout, visible
 
 # name -> (module, short help). Each module defines ``command`` (a click.Command).
 COMMANDS = {
@@ -196,7 +196,7 @@ def main(argv=None) -> None:
         if type(e).__name__ == "NoArgsIsHelpError":  # `kltool` alone: the help, as before
             e.show()
         else:
-            print(f"kltool: error: {_usage_line(e)}", file=sys.stderr)
+            print(f"kltool: error: {visible(_usage_line(e))}", file=sys.stderr)
         code = 2
     except click.exceptions.Abort:
         print("kltool: aborted", file=sys.stderr)
@@ -204,7 +204,7 @@ def main(argv=None) -> None:
     except KltoolError as e:
         if debug:
             raise
-        print(f"kltool: error: {e}", file=sys.stderr)
+        print(f"kltool: error: {visible(str(e))}", file=sys.stderr)
         code = e.exit_code
     except _StdoutClosed as e:
         silence_stdout()  # the reader went away (e.g. `| head`)
@@ -218,12 +218,12 @@ def main(argv=None) -> None:
     except OSError as e:
         if debug:
             raise
-        print(f"kltool: error: {_os_error_message(e)}", file=sys.stderr)
+        print(f"kltool: error: {visible(_os_error_message(e))}", file=sys.stderr)
         code = 2
     except Exception as e:  # a bug: still one line, with a hint to get the traceback
         if debug:
             raise
-        print(f"kltool: internal error: {type(e).__name__}: {e} (set KLTOOL_DEBUG=1 for a traceback)",
+        print(f"kltool: internal error: {type(e).__name__}: {visible(str(e))} (set KLTOOL_DEBUG=1 for a traceback)",
               file=sys.stderr)
         code = 70
     try:

@@ -20,6 +20,7 @@ from typing import Any
 
 from .errors import KltoolError
 from .format import speedups
+from .format.records import java_long  # (record offsets as Kafka shows them: a Java long's wrap)
 from .timeutil import parse_time
 
 __all__ = ["encode_bytes", "decode_bytes", "record_json", "parse_record_line", "parse_text_record", "record_blocks",
@@ -88,10 +89,11 @@ def record_json(offset: int, timestamp: int, timestamp_type: str, key: bytes | N
                 control: dict | None = None, decoded: Any = None, decode_error: str | None = None) -> dict:
     """One ``record`` object: ``headers`` is a list of (key, value) bytes pairs; header keys are always
     ``text``-encoded, as Kafka's header keys are strings."""
-    rec = {"type": "record", "offset": offset, "timestamp": timestamp, "timestamp_type": timestamp_type,
+    rec = {"type": "record", "offset": java_long(offset), "timestamp": timestamp, "timestamp_type": timestamp_type,
            "key": encode_bytes(key, encoding), "value": encode_bytes(value, encoding),
            "headers": [{"key": encode_bytes(k, "text"), "value": encode_bytes(v, encoding)} for k, v in headers],
-           "sequence": sequence, "size": size, "batch_offset": batch_offset}
+           "sequence": sequence, "size": size,
+           "batch_offset": batch_offset if batch_offset is None else java_long(batch_offset)}
     if topic is not None:
         rec["topic"] = topic
         rec["partition"] = partition

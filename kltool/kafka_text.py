@@ -10,7 +10,7 @@ import json
 
 from .errors import CorruptDataError
 from .format.compression import CODEC_NAMES
-from .format.records import CONTROL_IDS, BatchHeader
+from .format.records import CONTROL_IDS, BatchHeader, java_long
 from .output import _dumps
 
 TS_NAMES = {"create": "CreateTime", "log_append": "LogAppendTime", "none": "NoTimestampType"}
@@ -18,15 +18,45 @@ TS_NAMES = {"create": "CreateTime", "log_append": "LogAppendTime", "none": "NoTi
 
 def batch_json(h: BatchHeader, file: str) -> dict:
     return {
-        "type": "batch", "file": file, "position": h.position, "size": h.size, "base_offset": h.base_offset,
-        "last_offset": h.last_offset, "count": h.count, "magic": h.magic, "crc": h.crc, "crc_valid": h.crc_valid,
+        "type": "batch", "file": file, "position": h.position, "size": h.size, "base_offset": java_long(h.base_offset),
+        "last_offset": java_long(h.last_offset), "count": h.count, "magic": h.magic, "crc": h.crc, "crc_valid": h.crc_valid,
         "compression": h.compression_name, "timestamp_type": h.timestamp_type,
         "first_timestamp": h.first_timestamp if h.magic == 2 else h.max_timestamp,
         "max_timestamp": h.max_timestamp, "producer_id": h.producer_id, "producer_epoch": h.producer_epoch,
-        "base_sequence": h.base_sequence, "last_sequence": h.last_sequence,
+        "base_sequence": h.base_sequence, "last_sequence": last_sequence(h),
         "partition_leader_epoch": h.partition_leader_epoch, "is_transactional": h.is_transactional,
         "is_control": h.is_control, "delete_horizon_ms": h.delete_horizon_ms,
     }
+
+
+OFFSET_KEYS = ("log_start_offset", "log_end_offset", "offset", "max_timestamp_offset")
+
+
+def shown_offsets(d: dict) -> dict:
+    """An info/offsets object with its offsets as Kafka shows them (a Java long: a log end offset past
+    a last offset of 2^63-1 wraps negative, as the broker's nextOffset does), in --json and in text alike."""
+    for k in OFFSET_KEYS:
+        v = d.get(k)
+        if v is not None and not -(1 << 63) <= v < (1 << 63):
+            d = {**d, k: java_long(v)}
+    return d
+
+
+def _i32(n: int) -> int:
+    return ((n + 0x80000000) & 0xFFFFFFFF) - 0x80000000
+
+
+def last_sequence(h: BatchHeader) -> int:
+    """DefaultRecordBatch.lastSequence as Kafka shows it: -1 (NO_SEQUENCE) only for a baseSequence of -1, else
+    incrementSequence(baseSequence, lastOffsetDelta) in Java ints (a negative lastOffsetDelta wraps:
+    baseSequence 5, delta -10 gives 2147483643, where the model's last_sequence says -5)."""
+    seq = h.base_sequence
+    if h.magic < 2 or seq == -1:
+        return h.last_sequence
+    inc = h.last_offset - h.base_offset  # (lastOffsetDelta, an int32)
+    if seq > _i32(0x7FFFFFFF - inc):
+        return _i32(inc - _i32(0x7FFFFFFF - seq) - 1)
+    return _i32(seq + inc)
 
 
 _JSON_BOOL = {True: "true", False: "false", None: "null"}
@@ -44,12 +74,12 @@ def batch_json_line(h: BatchHeader, file: str, suffix: str) -> str:
     if f is None:
         f = _FILE_JSON[file] = _dumps(file)
     dh = h.delete_horizon_ms
-    return (f'{{"type":"batch","file":{f},"position":{h.position},"size":{h.size},"base_offset":{h.base_offset},'
-            f'"last_offset":{h.last_offset},"count":{h.count},"magic":{h.magic},"crc":{h.crc},'
+    return (f'{{"type":"batch","file":{f},"position":{h.position},"size":{h.size},"base_offset":{java_long(h.base_offset)},'
+            f'"last_offset":{java_long(h.last_offset)},"count":{h.count},"magic":{h.magic},"crc":{h.crc},'
             f'"crc_valid":{_JSON_BOOL[h.crc_valid]},"compression":"{_codec_name(h)}",'
             f'"timestamp_type":"{h.timestamp_type}","first_timestamp":{h.first_timestamp},'
             f'"max_timestamp":{h.max_timestamp},"producer_id":{h.producer_id},"producer_epoch":{h.producer_epoch},'
-            f'"base_sequence":{h.base_sequence},"last_sequence":{h.last_sequence},'
+            f'"base_sequence":{h.base_sequence},"last_sequence":{last_sequence(h)},'
             f'"partition_leader_epoch":{h.partition_leader_epoch},"is_transactional":{_JSON_BOOL[h.is_transactional]},'
             f'"is_control":{_JSON_BOOL[h.is_control]},"delete_horizon_ms":{"null" if dh is None else dh}'
             f'{suffix}\n')
@@ -60,13 +90,13 @@ def batch_text(h: BatchHeader) -> str:
     valid = "true" if h.crc_valid else "false"
     if h.magic == 2:
         dh = "OptionalLong.empty" if h.delete_horizon_ms is None else f"OptionalLong[{h.delete_horizon_ms}]"
-        return (f"baseOffset: {h.base_offset} lastOffset: {h.last_offset} count: {h.count} "
-                f"baseSequence: {h.base_sequence} lastSequence: {h.last_sequence} producerId: {h.producer_id} "
+        return (f"baseOffset: {java_long(h.base_offset)} lastOffset: {java_long(h.last_offset)} count: {h.count} "
+                f"baseSequence: {h.base_sequence} lastSequence: {last_sequence(h)} producerId: {h.producer_id} "
                 f"producerEpoch: {h.producer_epoch} partitionLeaderEpoch: {h.partition_leader_epoch} "
                 f"isTransactional: {str(h.is_transactional).lower()} isControl: {str(h.is_control).lower()} "
                 f"deleteHorizonMs: {dh} position: {h.position} {ts}: {h.max_timestamp} size: {h.size} "
                 f"magic: {h.magic} compresscodec: {_codec_name(h)} crc: {h.crc} isvalid: {valid}")
-    return (f"offset: {h.last_offset} position: {h.position} {ts}: {h.max_timestamp} size: {h.size} "
+    return (f"offset: {java_long(h.last_offset)} position: {h.position} {ts}: {h.max_timestamp} size: {h.size} "
             f"magic: {h.magic} compresscodec: {h.compression_name} crc: {h.crc} isvalid: {valid}")
 
 

@@ -10,7 +10,8 @@ null), %T timestamp (epoch ms), %h headers (k=v,...), %% a percent sign; escapes
 from __future__ import annotations
 
 from .errors import UsageError
-from .output import text_bytes
+from .format.records import java_long
+from .output import text_bytes, visible
 
 TOKENS = "tpokKsSTh"
 _ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\"}
@@ -27,9 +28,9 @@ def _length(b) -> str:
 
 # token -> f(topic, partition, offset, ts, key, value, headers, encoding) -> str
 _FIELDS = {
-    "t": lambda t, p, o, ts, k, v, h, e: "" if t is None else t,
+    "t": lambda t, p, o, ts, k, v, h, e: "" if t is None else visible(t),
     "p": lambda t, p, o, ts, k, v, h, e: "" if p is None else str(p),
-    "o": lambda t, p, o, ts, k, v, h, e: str(o),
+    "o": lambda t, p, o, ts, k, v, h, e: str(java_long(o)),
     "T": lambda t, p, o, ts, k, v, h, e: str(ts),
     "k": lambda t, p, o, ts, k, v, h, e: _text(k, e),
     "s": lambda t, p, o, ts, k, v, h, e: _text(v, e),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from binascii import b2a_base64  # (base64.b64encode without importing base64)
 from typing import Any
@@ -41,6 +42,34 @@ def json_text(s: str) -> str:
 
 from .jsonl import decode_bytes, encode_bytes  # noqa: E402,F401  (the record schema lives in jsonl.py)
 
+# Characters a terminal acts on instead of showing: C0 controls (ESC starts escape sequences; newline and CR
+# forge or overwrite lines; tab), DEL, C1 controls (U+0080-U+009F, and the bytes 0x80-0x9f of a name that is not
+# UTF-8, which surrogateescape would write raw), the Unicode line and paragraph separators and the bidi
+# controls (which reorder what is shown). A file name or topic may hold any of them.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\udc80-\udc9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _visible_char(m) -> str:
+    c = m.group()
+    o = ord(c)
+    if o >= 0xDC80:  # (a byte of a non-UTF-8 name)
+        return f"\\x{o - 0xDC00:02x}"
+    named = _NAMED.get(c)
+    if named is not None:
+        return named
+    return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}"
+
+
+def visible(text: str) -> str:
+    """``text`` for a human line: every character a terminal would act on rather than show (see _CONTROL)
+    written as its escape (``\\x1b``, ``\\n``, ``\\u202e``), so that no file name or topic can move the
+    cursor, recolour, or forge a line. The one home of that rule: every text line on stdout and stderr goes
+    through it (--json lines are JSON's escapes already)."""
+    if text.isprintable():
+        return text
+    return _CONTROL.sub(_visible_char, text)
+
 
 def text_bytes(b: bytes | None, encoding: str = "text", limit: int | None = None) -> str:
     """Bytes for a human line."""
@@ -71,7 +100,7 @@ def render_table(columns: list[str], rows: list[list[Any]], *, width: int | None
     rest wrapped onto lines indented by two spaces (a field longer than the width gets a line of its
     own). Nothing is ever truncated."""
     justify = justify or {}
-    cells = [["" if v is None else str(v) for v in r] for r in rows]
+    cells = [["" if v is None else visible(str(v)) for v in r] for r in rows]
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
     total = sum(widths) + len(GAP) * (len(columns) - 1)
     lines = [] if title is None else [title]
@@ -164,20 +193,25 @@ class Output:
             self._closed(e)
 
     def line(self, text: str = "") -> None:
+        """One human line (its control characters made visible: :func:`visible`)."""
         try:
             if self._raw:
                 self._flush_raw()
-            self._stdout.write(text)
+            self._stdout.write(text if text.isprintable() else visible(text))
             self._stdout.write("\n")
         except BrokenPipeError as e:
             self._closed(e)
 
-    def write_lines(self, lines) -> None:
+    def write_lines(self, lines, *, tabs: bool = False) -> None:
+        """Human lines (control characters made visible); ``tabs``: their tabs are column separators
+        (Kafka's tab-separated tables), kept as they are."""
         try:
             if self._raw:
                 self._flush_raw()
             w = self._stdout.write
             for ln in lines:
+                if not ln.isprintable():
+                    ln = "\t".join(map(visible, ln.split("\t"))) if tabs else visible(ln)
                 w(ln)
                 w("\n")
         except BrokenPipeError as e:
@@ -247,17 +281,17 @@ class Output:
 
     def info(self, msg: str) -> None:
         if not self.quiet:
-            print(msg, file=sys.stderr)
+            print(visible(msg), file=sys.stderr)
 
     def warn(self, msg: str) -> None:
-        print(f"kltool: warning: {msg}", file=sys.stderr)
+        print(f"kltool: warning: {visible(msg)}", file=sys.stderr)
 
     def error(self, msg: str) -> None:
-        print(f"kltool: error: {msg}", file=sys.stderr)
+        print(f"kltool: error: {visible(msg)}", file=sys.stderr)
 
     def progress(self, total: int | None, description: str):
         """A progress bar on stderr (only on a terminal, never with --quiet)."""
-        return Progress(self, total, description)
+        return Progress(self, total, visible(description))
 
 
 class _AboveTheBar:

@@ -9,7 +9,7 @@ import click
 from ..errors import CorruptDataError, UsageError
 from ..format import speedups
 from ..format.batch import V2_OVERHEAD, whole_batch_limit
-from ..format.records import CONTROL_IDS, BatchHeader
+from ..format.records import CONTROL_IDS, BatchHeader, java_long
 from ..jsonl import record_json
 from ..kafka_text import (
     TS_NAMES,
@@ -235,7 +235,7 @@ class Dumper:
         if self.skip_metadata:
             parts, prefix = [], "| "
         else:
-            parts, prefix = [f"| offset: {off} {TS_NAMES[h.timestamp_type]}: {ts} "
+            parts, prefix = [f"| offset: {java_long(off)} {TS_NAMES[h.timestamp_type]}: {ts} "
                              f"keySize: {-1 if key is None else len(key)} valueSize: {-1 if val is None else len(val)}"], " "
             if h.magic == 2:
                 parts.append(f" sequence: {seq} headerKeys: [{','.join(text_bytes(k) for k, _ in hdrs)}]")
@@ -246,7 +246,7 @@ class Dumper:
         if ctrl is not None or not self.payload:
             return "".join(parts)
         if decoded is not None or derr is not None:
-            k, v = decoded_key_payload(self.decoder(), off, decoded, derr)
+            k, v = decoded_key_payload(self.decoder(), java_long(off), decoded, derr)
         else:
             k = None if key is None else text_bytes(key, self.encoding)
             v = None if val is None else text_bytes(val, self.encoding)
@@ -290,12 +290,14 @@ class Dumper:
                     f',"topic":{_dumps(self.topic)},"partition":{_dumps(self.partition)}}}'))
             suffix = cached[1]
         flt = self.flt
+        if not all(v is None or -(1 << 63) <= v < (1 << 63) for v in (flt.from_offset, flt.to_offset, flt.from_time)):
+            return False  # (a filter past the long range, e.g. --from-offset -N past a wrapped log end: the Python loop)
         got = c.format_v2(data, h.count, h.base_offset, h.first_timestamp, h.timestamp_type == "log_append",
                           h.max_timestamp, h.base_sequence, json=js, encoding=_ENCODINGS[self.encoding],
                           ts_name=h.timestamp_type if js else TS_NAMES[h.timestamp_type], suffix=suffix,
                           from_offset=flt.from_offset, to_offset=flt.to_offset, from_time=flt.from_time,
                           to_time=flt.to_time, key=flt.key,
-                          max_records=-1 if self.limit is None else max(self.limit - self.emitted, 0))
+                          max_records=-1 if self.limit is None else min(max(self.limit - self.emitted, 0), 1 << 62))
         if got is None:
             return False
         blob, n = got
@@ -433,7 +435,8 @@ def _dump_index(d: Dumper, path, kind: str, base) -> None:
         if kind == "index":
             _index_mismatches(d, path, entries)
         return
-    for a, b in entries[: d.limit]:
+    for a, b in entries[: d.limit]:  # (the offset as Kafka's OffsetIndex/TimeIndex computes it: a Java long)
+        a, b = (java_long(a), b) if kind == "index" else (a, java_long(b))
         out.emit({"type": jtype, "file": f, names[0]: a, names[1]: b}) if js else \
             out.line(f"{names[0]}: {a} {names[1]}: {b}")
 
@@ -447,10 +450,11 @@ def _index_mismatches(d: Dumper, path, entries) -> None:
     log = path.with_name(segment_file(parse_segment_file(path.name)[0], "log"))
     listed = 0
     for i, (offset, position) in enumerate(entries):
+        offset = java_long(offset)
         # (a negative position, garbage, starts no batch: not a read at a negative offset, EINVAL)
         first = next(iter(walk(log, start=position, with_data=False)), None) if position >= 0 and log.exists() \
             else None
-        found = -1 if first is None or isinstance(first, Damage) else first.last_offset
+        found = -1 if first is None or isinstance(first, Damage) else java_long(first.last_offset)
         if found == offset:
             continue
         if listed == MAX_LISTED:  # garbage: as verify, the rest is not checked (a bounded time and output)

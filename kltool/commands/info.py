@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ..kafka_text import shown_offsets
 from .common import format_time, human_bytes, partitions_of_files, paths_argument, select, selection_options
 
 
@@ -40,6 +41,7 @@ def command(out, paths, topic, partition_spec, show_all):
     empty = 0
     unreadable = 0
     for d in Logs.from_selection(sel, *paths, topic=topic, partitions=partition_spec).info():
+        d = shown_offsets(d)
         if d["type"] == "finding":  # a partition or file it may not read: said, the others listed (exit 1)
             unreadable += 1
             out.emit(d) if out.json_mode else out.warn(f"{d['file']}: {d['message']}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from ..errors import UsageError
+from ..kafka_text import shown_offsets
 from .common import format_time, partitions_of_files, paths_argument, select, selection_options
 
 # ListOffsets' special timestamps and kafka-get-offsets' names for them (--time -1/latest, ...)
@@ -97,6 +98,7 @@ def command(out, paths, topic, partition_spec, time_, earliest, latest, max_time
     results = []
     for d in Logs.from_selection(sel, *paths, topic=topic, partitions=partition_spec).offsets(
             time=target, warnings=warnings, **{m: True for m in modes}):
+        d = shown_offsets(d)
         results.append(d)
         if out.json_mode:
             out.emit(d)

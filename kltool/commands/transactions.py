@@ -8,6 +8,7 @@ import time
 import click
 
 from ..errors import UsageError
+from ..output import visible
 from ..storage.transactions import DEFAULT_MAX_TRANSACTION_TIMEOUT_MS, partition_transactions
 from .common import format_time, parse_time, partitions_of_files, paths_argument, select, selection_options
 
@@ -36,6 +37,7 @@ FIND_HANGING = ("Topic", "Partition", "ProducerId", "ProducerEpoch", "Coordinato
 def kafka_table(headers, rows) -> list[str]:
     """kafka-transactions.sh's table (``TransactionsCommand.prettyPrintTable``): each cell padded to its
     column's width and followed by a tab, the header first."""
+    rows = [[visible(c) for c in r] for r in rows]  # (a tab or control character in a name: escaped)
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
     return ["".join(c.ljust(w) + "\t" for c, w in zip(r, widths, strict=True)) for r in [list(headers), *rows]]
 
@@ -116,7 +118,7 @@ def command(out, paths, topic, partition_spec, now_, scan_all, timeout_min, abor
         rows = [[t.topic, str(t.partition), str(t.producer_id), str(t.producer_epoch), str(t.coordinator_epoch),
                  str(t.first_offset), str(t.last_timestamp), str(t.idle_ms // 60000)]
                 for t in sorted(hanging, key=lambda t: (t.topic, t.partition, t.producer_id))]
-        out.write_lines(kafka_table(FIND_HANGING, rows))
+        out.write_lines(kafka_table(FIND_HANGING, rows), tabs=True)
         return 1 if hanging else 0
     if out.json_mode:
         for r in results:

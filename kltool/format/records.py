@@ -27,6 +27,18 @@ CONTROL_TYPES = {
 }
 CONTROL_IDS = {v: k for k, v in CONTROL_TYPES.items()}
 
+_LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def java_long(n: int) -> int:
+    """``n`` as Kafka shows it (display only): an offset Kafka computes in a Java long (a batch's
+    baseOffset + lastOffsetDelta, a record's baseOffset + offsetDelta, a log end offset) wraps past
+    2^63-1 to negative (DumpLogSegments prints lastOffset -9223372036854775806 for 2^63-3 + 5). The model
+    keeps the unbounded value (verify names the overflow); what is printed is this."""
+    if _LONG_MIN <= n <= _LONG_MAX:
+        return n
+    return ((n - _LONG_MIN) & 0xFFFFFFFFFFFFFFFF) + _LONG_MIN
+
 
 class BatchHeader:
     """One batch (v2) or one shallow message (v0/v1) at ``position`` in its file.

@@ -23,7 +23,7 @@ def batch_json(h: BatchHeader, file: str) -> dict:
         "compression": h.compression_name, "timestamp_type": h.timestamp_type,
         "first_timestamp": h.first_timestamp if h.magic == 2 else h.max_timestamp,
         "max_timestamp": h.max_timestamp, "producer_id": h.producer_id, "producer_epoch": h.producer_epoch,
-        "base_sequence": h.base_sequence, "last_sequence": last_sequence(h),
+        "base_sequence": h.base_sequence, "last_sequence": h.last_sequence,
         "partition_leader_epoch": h.partition_leader_epoch, "is_transactional": h.is_transactional,
         "is_control": h.is_control, "delete_horizon_ms": h.delete_horizon_ms,
     }
@@ -40,23 +40,6 @@ def shown_offsets(d: dict) -> dict:
         if v is not None and not -(1 << 63) <= v < (1 << 63):
             d = {**d, k: java_long(v)}
     return d
-
-
-def _i32(n: int) -> int:
-    return ((n + 0x80000000) & 0xFFFFFFFF) - 0x80000000
-
-
-def last_sequence(h: BatchHeader) -> int:
-    """DefaultRecordBatch.lastSequence as Kafka shows it: -1 (NO_SEQUENCE) only for a baseSequence of -1, else
-    incrementSequence(baseSequence, lastOffsetDelta) in Java ints (a negative lastOffsetDelta wraps:
-    baseSequence 5, delta -10 gives 2147483643, where the model's last_sequence says -5)."""
-    seq = h.base_sequence
-    if h.magic < 2 or seq == -1:
-        return h.last_sequence
-    inc = h.last_offset - h.base_offset  # (lastOffsetDelta, an int32)
-    if seq > _i32(0x7FFFFFFF - inc):
-        return _i32(inc - _i32(0x7FFFFFFF - seq) - 1)
-    return _i32(seq + inc)
 
 
 _JSON_BOOL = {True: "true", False: "false", None: "null"}
@@ -79,7 +62,7 @@ def batch_json_line(h: BatchHeader, file: str, suffix: str) -> str:
             f'"crc_valid":{_JSON_BOOL[h.crc_valid]},"compression":"{_codec_name(h)}",'
             f'"timestamp_type":"{h.timestamp_type}","first_timestamp":{h.first_timestamp},'
             f'"max_timestamp":{h.max_timestamp},"producer_id":{h.producer_id},"producer_epoch":{h.producer_epoch},'
-            f'"base_sequence":{h.base_sequence},"last_sequence":{last_sequence(h)},'
+            f'"base_sequence":{h.base_sequence},"last_sequence":{h.last_sequence},'
             f'"partition_leader_epoch":{h.partition_leader_epoch},"is_transactional":{_JSON_BOOL[h.is_transactional]},'
             f'"is_control":{_JSON_BOOL[h.is_control]},"delete_horizon_ms":{"null" if dh is None else dh}'
             f'{suffix}\n')
@@ -91,7 +74,7 @@ def batch_text(h: BatchHeader) -> str:
     if h.magic == 2:
         dh = "OptionalLong.empty" if h.delete_horizon_ms is None else f"OptionalLong[{h.delete_horizon_ms}]"
         return (f"baseOffset: {java_long(h.base_offset)} lastOffset: {java_long(h.last_offset)} count: {h.count} "
-                f"baseSequence: {h.base_sequence} lastSequence: {last_sequence(h)} producerId: {h.producer_id} "
+                f"baseSequence: {h.base_sequence} lastSequence: {h.last_sequence} producerId: {h.producer_id} "
                 f"producerEpoch: {h.producer_epoch} partitionLeaderEpoch: {h.partition_leader_epoch} "
                 f"isTransactional: {str(h.is_transactional).lower()} isControl: {str(h.is_control).lower()} "
                 f"deleteHorizonMs: {dh} position: {h.position} {ts}: {h.max_timestamp} size: {h.size} "

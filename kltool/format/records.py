@@ -30,6 +30,11 @@ CONTROL_IDS = {v: k for k, v in CONTROL_TYPES.items()}
 _LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
 
 
+def _i32(n: int) -> int:
+    """``n`` as a Java int (wrapped to 32 bits)."""
+    return ((n + 0x80000000) & 0xFFFFFFFF) - 0x80000000
+
+
 def java_long(n: int) -> int:
     """``n`` as Kafka shows it (display only): an offset Kafka computes in a Java long (a batch's
     baseOffset + lastOffsetDelta, a record's baseOffset + offsetDelta, a log end offset) wraps past
@@ -94,10 +99,17 @@ class BatchHeader:
 
     @property
     def last_sequence(self) -> int:
-        if self.base_sequence < 0:
+        """DefaultRecordBatch.lastSequence: -1 (NO_SEQUENCE) for a baseSequence of -1 (and below magic 2), else
+        incrementSequence(baseSequence, lastOffsetDelta) in Java ints: past 2^31-1 it goes on from 0, and a
+        damaged header's negative lastOffsetDelta wraps too (baseSequence 5, delta -10: 2147483643; baseSequence
+        -5, delta 1: -4), as the broker's producer state and DumpLogSegments have it."""
+        seq = self.base_sequence
+        if self.magic < 2 or seq == -1:
             return -1
-        s = self.base_sequence + (self.last_offset - self.base_offset)
-        return s - (1 << 31) if s > 0x7FFFFFFF else s
+        inc = self.last_offset - self.base_offset  # (lastOffsetDelta, an int32)
+        if seq > _i32(0x7FFFFFFF - inc):
+            return _i32(inc - _i32(0x7FFFFFFF - seq) - 1)
+        return _i32(seq + inc)
 
     @property
     def delete_horizon_ms(self) -> int | None:

@@ -59,6 +59,8 @@ COMMANDS = {
     "retention": ["retention", "--retention-ms", "1"],
     "retention-no-backup": ["retention", "--retention-ms", "1", "--no-backup"],
     "compact": ["compact", "--config", "cleanup.policy=compact", "--now", "2030-01-01T00:00:00Z"],
+    "compact-no-backup": ["compact", "--no-backup", "--config", "cleanup.policy=compact", "--now",
+                          "2030-01-01T00:00:00Z"],
     "append": ["append", "{ld}", "t", "-p", "0", "--key", "k", "--value", "v"],
     "create": ["create", "{ld}", "n", "--partitions", "1"],
     "restore": ["restore", "{manifest}"],
@@ -271,3 +273,34 @@ def test_a_run_that_fails_before_its_manifest_leaves_no_run_directory(tmp_path):
     with pytest.raises(UnsafeOperation, match="missing"):
         apply_changes([ChangeSet(ld, acts)], "compact", tmp_path / "bk")
     assert list((tmp_path / "bk").iterdir()) == []
+
+
+@pytest.mark.parametrize("style", ["dir", "fifo", "symlink_outside"])
+def test_compact_without_backup_checks_what_it_replaces_as_the_backup_path_does(kl, tmp_path, style):
+    """``compact --no-backup`` made no confinement or file-kind check: a segment it replaced that was a symlink
+    out of the log dir was renamed (and the file outside deleted), a directory or FIFO named like an index went
+    its way unchecked. Now the dry run and the run refuse it with the same line as the backup path, and
+    nothing changes, outside the log dir or in it."""
+    ld = tmp_path / "ld"
+    shutil.copytree(ORACLE / "v2-multi-segment-0", ld / "t-0")
+    (ld / "t-0" / "expected.jsonl").unlink()
+    (tmp_path / "elsewhere").mkdir()
+    victim = ld / "t-0" / f"{SEG(0)}.index"
+    if victim.exists():
+        victim.unlink()
+    if style == "dir":
+        victim.mkdir()
+    elif style == "fifo":
+        os.mkfifo(victim)
+    else:
+        (tmp_path / "elsewhere" / "x.index").write_bytes(b"")
+        os.symlink(tmp_path / "elsewhere" / "x.index", victim)
+    args = ["--config", "cleanup.policy=compact", "--now", "2030-01-01T00:00:00Z", ld]
+    before, outside = _tree(ld), _tree(tmp_path / "elsewhere")
+    backed = kl("compact", "--dry-run", *args)
+    dry = kl("compact", "--dry-run", "--no-backup", *args)
+    real = kl("compact", "--no-backup", *args)
+    assert backed.code in (2, 3), backed
+    assert dry.code == real.code == backed.code, (backed, dry, real)
+    assert _error_lines(dry.err) == _error_lines(real.err) == _error_lines(backed.err), (backed.err, dry.err, real.err)
+    assert _tree(ld) == before and _tree(tmp_path / "elsewhere") == outside

@@ -239,3 +239,40 @@ def test_remote_copy_straddling_the_first_local_segment_is_read_up_to_it(tmp_pat
 
     rows = rows_of(read_all({"paths": json.dumps([str(tmp_path / "logs"), str(tmp_path / "remote")])}))
     assert [r[2] for r in rows] == list(range(260))
+
+
+def test_a_small_remote_index_is_fetched_once(tmp_path):
+    """Planning a read of a remote segment read its index twice: the range read from the end that looks for
+    the zero tail, then the same bytes again from 0. Counted on the loopback S3 server's request log: one
+    GET of the object now (was two)."""
+    import logging
+
+    from kltool.format.index import encode_offset_entry
+    from kltool.storage.uri import read_remote_index
+
+    from .s3_local import s3_server
+
+    entries = b"".join(encode_offset_entry(i, i * 100) for i in range(1, 500))
+    with s3_server() as (fs, opts):
+        fs.create_dir("bkt")
+        with fs.open_output_stream("bkt/00000000000000000000.index") as f:
+            f.write(entries + b"\0" * 8 * 100)
+        gets: list[str] = []
+
+        class Count(logging.Handler):
+            def emit(self, record):
+                msg = record.getMessage()
+                if "GET /bkt/00000000000000000000.index" in msg:
+                    gets.append(msg)
+
+        log = logging.getLogger("werkzeug")
+        h, level = Count(), log.level
+        log.addHandler(h)
+        log.setLevel(logging.INFO)
+        try:
+            data = read_remote_index("s3://bkt/00000000000000000000.index", opts)
+        finally:
+            log.removeHandler(h)
+            log.setLevel(level)
+    assert bytes(data[: len(entries)]) == entries and len(data) == len(entries) + 800
+    assert len(gets) == 1, gets

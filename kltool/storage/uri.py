@@ -231,14 +231,20 @@ def read_remote_index(uri: str, options: dict | None = None, *, whole_up_to: int
     with pfs.open_input_file(path) as f:
         size = f.size()
         end = size
+        first = None  # the bytes from 0 when the tail range read reached the start (not asked for twice)
         while end > 0:
             n = min(_RANGE, end)
-            kept = len(bytes(f.read_at(n, end - n)).rstrip(b"\0"))
-            if kept:
-                end = end - n + kept
+            got = bytes(f.read_at(n, end - n)).rstrip(b"\0")
+            if got:
+                if n == end:
+                    first = got
+                end = end - n + len(got)
                 break
             end -= n
-        head = bytes(f.read_at(end, 0)) if end <= whole_up_to else RemoteBytes(uri, end, pfs, path)
+        if end > whole_up_to:
+            head = RemoteBytes(uri, end, pfs, path)
+        else:
+            head = first if first is not None else bytes(f.read_at(end, 0))
     return head if end == size else ZeroPadded(head, size - end)
 
 

@@ -526,11 +526,12 @@ def _backup_root_ok(root: Path) -> None:
         raise UsageError(f"cannot create the backup directory {root}: {why} ({p}); choose one with --backup-dir")
 
 
-def check_changes(changes: Sequence[ChangeSet], backup_dir=None) -> dict[int, Path]:
+def check_changes(changes: Sequence[ChangeSet], backup_dir=None, *, backup: bool = True) -> dict[int, Path]:
     """Every check :func:`apply_changes` makes before it changes anything, and nothing else, so that a dry run
     (which calls this on its plan) refuses what the real run refuses, with the same line and exit code: no
     tiered copy, every path confined to its log dir and a regular file kltool may read and change, every
-    backup root allowed. Returns each change set's backup root (by ``id``)."""
+    backup root allowed (``backup=False``: a run without backup, no root checked). Returns each change set's
+    backup root (by ``id``)."""
     todo = [c for c in changes if c.actions]
     from ..tiered import is_tiered_copy
 
@@ -544,6 +545,8 @@ def check_changes(changes: Sequence[ChangeSet], backup_dir=None) -> dict[int, Pa
         confine(c)
     for c in todo:
         check_files(c)
+    if not backup:
+        return roots
     if backup_dir is not None:
         check_backup_root(Path(backup_dir), changes)
     for c in todo:

@@ -537,6 +537,7 @@ def apply_compaction(plan: CompactPlan, *, backup_dir=None, backup: bool = True,
     try:
         if backup:
             return _apply_with_backup(plan, backup_dir, on_action)
+        _check(plan, None, backup=False)  # the backup path's checks, before anything is renamed or deleted
         _apply_broker_way(plan, on_action)
         return []
     finally:
@@ -546,8 +547,8 @@ def apply_compaction(plan: CompactPlan, *, backup_dir=None, backup: bool = True,
                 pc.partition.logdir.forget_checkpoint(CLEANER_CHECKPOINT)
 
 
-def _apply_with_backup(plan: CompactPlan, backup_dir, on_action, check_only: bool = False) -> list[Path]:
-    """The one coupling to the change engine: one change set per log dir, applied by ``apply_changes``."""
+def _change_sets(plan: CompactPlan) -> list[ChangeSet]:
+    """The plan as the change engine's change sets, one per log dir."""
     changes: dict[Path, ChangeSet] = {}
     for pc in plan.partitions:
         acts = pc.actions
@@ -559,10 +560,19 @@ def _apply_with_backup(plan: CompactPlan, backup_dir, on_action, check_only: boo
     for a in plan.checkpoints:
         root = a.file.parent
         changes.setdefault(root, ChangeSet(root=root)).actions.append(a)
-    if check_only:  # a dry run: refused as the real run would be (apply.check_changes), nothing changed
-        ap.check_changes(list(changes.values()), backup_dir)
-        return []
-    return ap.apply_changes(list(changes.values()), "compact", backup_dir, on_action=on_action)
+    return list(changes.values())
+
+
+def _check(plan: CompactPlan, backup_dir, backup: bool) -> None:
+    """What the change engine checks before it changes anything (``apply.check_changes``: confined to the log
+    dir, regular files kltool may read and change; the backup root when backed up), for the dry run and the
+    real run alike, with or without backup."""
+    ap.check_changes(_change_sets(plan), backup_dir, backup=backup)
+
+
+def _apply_with_backup(plan: CompactPlan, backup_dir, on_action) -> list[Path]:
+    """The one coupling to the change engine: one change set per log dir, applied by ``apply_changes``."""
+    return ap.apply_changes(_change_sets(plan), "compact", backup_dir, on_action=on_action)
 
 
 def _apply_broker_way(plan: CompactPlan, on_action) -> None:
@@ -623,8 +633,8 @@ def run_compaction(sel: Selection, policy: Policy, *, dry_run: bool = True, back
                 on_plan(plan)
             if not dry_run and plan.has_work:
                 plan.manifests = apply_compaction(plan, backup_dir=backup_dir, backup=backup, on_action=on_action)
-            elif plan.has_work and backup:
-                _apply_with_backup(plan, backup_dir, None, check_only=True)
+            elif plan.has_work:  # a dry run: refused as the real run would be, nothing changed
+                _check(plan, backup_dir, backup)
         except BaseException:
             if not dry_run and not any(a.applied for a in plan.actions):
                 plan.discard()

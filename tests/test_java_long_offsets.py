@@ -141,3 +141,13 @@ def test_a_limit_past_the_long_range_is_no_internal_error(kl, tmp_path):
         r = kl(*js, "dump", "--records", "--limit", "99999999999999999999", p)
         assert r.code == 0, r
         assert r.out.count('"type":"record"' if js else "| offset: 0 ") == 1
+
+
+def test_producer_state_holds_kafkas_wrapped_last_offset(kl, tmp_path):
+    # The broker's ProducerStateManager keeps batch.lastOffset(), a Java long: producers shows it (and a
+    # snapshot kltool writes holds it) wrapped, as kafka-producer-state dumps show it.
+    p = _partition(tmp_path)
+    rows = kl("--json", "producers", p).json()
+    assert [(x["producer_id"], x["last_offset"], x["last_sequence"]) for x in rows if x["type"] == "producer"] \
+        == [(7, WRAPPED_LAST, 5)]
+    assert str(WRAPPED_LAST) in kl("producers", p).out

@@ -22,7 +22,7 @@ from pathlib import Path
 from ..errors import CorruptDataError
 from ..format import decode_records
 from ..format.index import AbortedTxn, encode_aborted_txn
-from ..format.records import BatchHeader
+from ..format.records import BatchHeader, java_long
 from ..format.snapshot import ProducerEntry, encode_snapshot
 from .fs import read_snapshot
 
@@ -127,7 +127,7 @@ class ProducerStateManager:
             p.current_txn_first_offset = h.base_offset
             self._ongoing[h.base_offset] = p.producer_id
         p.last_sequence = h.last_sequence
-        p.last_offset = h.last_offset
+        p.last_offset = java_long(h.last_offset)  # a Java long in the broker's state (and snapshots)
         p.offset_delta = h.last_offset - h.base_offset
         p.timestamp = h.max_timestamp
 

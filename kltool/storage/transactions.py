@@ -30,7 +30,7 @@ from pathlib import Path
 from ..errors import CorruptDataError
 from ..format import names as fn
 from ..format.index import TXN_ENTRY, AbortedTxn, check_txn_index, parse_txn_index
-from ..format.records import BatchHeader
+from ..format.records import BatchHeader, java_long
 from .findings import Finding
 from .fs import read_txn_index_file
 from .producer_state import ProducerStateEntry, ProducerStateManager, latest_snapshot
@@ -380,7 +380,7 @@ def _check_snapshot_batches(p, path: Path, offset: int, entries, log_start: int)
                 out.append(Finding("warning", "snapshot_disagrees", str(path),
                                    f"producer {e.producer_id}: no batch holds its last offset {e.last_offset}",
                                    None, e.last_offset))
-            elif (h.producer_id, h.producer_epoch, h.last_offset, h.last_sequence) \
+            elif (h.producer_id, h.producer_epoch, java_long(h.last_offset), h.last_sequence) \
                     != (e.producer_id, e.producer_epoch, e.last_offset, e.last_sequence):
                 out.append(Finding("error", "snapshot_disagrees", str(path),
                                    f"producer {e.producer_id} epoch {e.producer_epoch} last offset {e.last_offset} "

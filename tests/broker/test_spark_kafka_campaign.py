@@ -99,19 +99,9 @@ def _produce_idempotent(b):
 
 def _produce_txn(b):
     b.create_topic("cg-txn", PARTS, TOPIC_CONFIG)
-    prod = _producer(b, transactional_id="kltool-campaign", compression_type="snappy", linger_ms=5)
-    prod.init_transactions()
-    i = 0
-    for outcome in ["commit", "abort", "commit", "commit", "abort", "commit"]:
-        prod.begin_transaction()
-        for _ in range(8):
-            for p in range(PARTS):
-                key, value, headers = _record(i, f"txn{p}")
-                prod.send("cg-txn", key=key, value=value, headers=headers, partition=p, timestamp_ms=_ts(i))
-            i += 1
-        prod.flush()
-        prod.commit_transaction() if outcome == "commit" else prod.abort_transaction()
-    prod.close()
+    parity.produce_transactions(b, "cg-txn", txn_id="kltool-campaign", codec="snappy",
+                                outcomes=["commit", "abort", "commit", "commit", "abort", "commit"], rounds=8,
+                                record=_record, ts=_ts, parts=PARTS)
 
 
 def _produce_console(b):
@@ -232,28 +222,27 @@ def _time_map(rng, read) -> dict:
     return out
 
 
+def _bound(rng, opts, read, layout, side: str, named: str) -> str:
+    """One side of the read (``side``: starting or ending): none, ``named``, offsets JSON, a timestamp or
+    timestamps by partition, drawn and set in ``opts``; the kind drawn."""
+    kind = rng.choice(["none", "none", named, "json", "json", "timestamp", "by-timestamp"])
+    if kind == named:
+        opts[f"{side}Offsets"] = named
+    elif kind == "json":
+        opts[f"{side}Offsets"] = json.dumps(_offset_map(rng, read, layout, side == "starting"))
+    elif kind == "timestamp":
+        opts[f"{side}Timestamp"] = str(_timestamp(rng))
+    elif kind == "by-timestamp":
+        opts[f"{side}OffsetsByTimestamp"] = json.dumps(_time_map(rng, read))
+    return kind
+
+
 def _combo(rng, topics, layout) -> dict:
     opts, read = _subscription(rng, topics, layout)
-    start = rng.choice(["none", "none", "earliest", "json", "json", "timestamp", "by-timestamp"])
-    if start == "earliest":
-        opts["startingOffsets"] = "earliest"
-    elif start == "json":
-        opts["startingOffsets"] = json.dumps(_offset_map(rng, read, layout, True))
-    elif start == "timestamp":
-        opts["startingTimestamp"] = str(_timestamp(rng))
-    elif start == "by-timestamp":
-        opts["startingOffsetsByTimestamp"] = json.dumps(_time_map(rng, read))
+    start = _bound(rng, opts, read, layout, "starting", "earliest")
     if start in ("timestamp", "by-timestamp") and rng.random() < 0.5:
         opts["startingOffsetsByTimestampStrategy"] = rng.choice(["error", "latest"])
-    end = rng.choice(["none", "none", "latest", "json", "json", "timestamp", "by-timestamp"])
-    if end == "latest":
-        opts["endingOffsets"] = "latest"
-    elif end == "json":
-        opts["endingOffsets"] = json.dumps(_offset_map(rng, read, layout, False))
-    elif end == "timestamp":
-        opts["endingTimestamp"] = str(_timestamp(rng))
-    elif end == "by-timestamp":
-        opts["endingOffsetsByTimestamp"] = json.dumps(_time_map(rng, read))
+    _bound(rng, opts, read, layout, "ending", "latest")
     if rng.random() < 0.5:
         opts["includeHeaders"] = "true" if rng.random() < 0.8 else "false"
     if rng.random() < 0.6:

@@ -101,24 +101,31 @@ def _produce(b: harness.Broker, topic: str, codec: str | None, n: int = PER_PART
     prod.close()
 
 
-def _produce_txn(b: harness.Broker):
+def produce_transactions(b: harness.Broker, topic: str, *, txn_id: str, codec: str, outcomes: list[str],
+                         rounds: int, record, ts, parts: int = PARTS) -> None:
+    """Transactions of ``rounds`` rounds of one record in each of ``parts`` partitions, committed or aborted as ``outcomes``
+    says (``record(i, tag)`` -> key, value, headers; ``ts(i)`` its timestamp)."""
     from kafka import KafkaProducer
 
-    b.create_topic("txn", PARTS, TOPIC_CONFIG)
-    prod = KafkaProducer(**b.kafka_python_args(), transactional_id="kltool-parity", compression_type="zstd",
-                         linger_ms=5)
+    prod = KafkaProducer(**b.kafka_python_args(), transactional_id=txn_id, compression_type=codec, linger_ms=5)
     prod.init_transactions()
     i = 0
-    for outcome in ["commit", "abort", "commit", "abort", "commit"]:
+    for outcome in outcomes:
         prod.begin_transaction()
-        for _ in range(12):
-            for p in range(PARTS):
-                key, value, headers = _record(i, f"txn{p}")
-                prod.send("txn", key=key, value=value, headers=headers, partition=p, timestamp_ms=_ts(i))
+        for _ in range(rounds):
+            for p in range(parts):
+                key, value, headers = record(i, f"txn{p}")
+                prod.send(topic, key=key, value=value, headers=headers, partition=p, timestamp_ms=ts(i))
             i += 1
         prod.flush()
         prod.commit_transaction() if outcome == "commit" else prod.abort_transaction()
     prod.close()
+
+
+def _produce_txn(b: harness.Broker):
+    b.create_topic("txn", PARTS, TOPIC_CONFIG)
+    produce_transactions(b, "txn", txn_id="kltool-parity", codec="zstd",
+                         outcomes=["commit", "abort", "commit", "abort", "commit"], rounds=12, record=_record, ts=_ts)
 
 
 def _produce_open_txn(b: harness.Broker):

@@ -44,7 +44,8 @@ __all__ = ["Rule", "Violation", "RULES", "CRC_MISMATCH", "NEGATIVE_DELTA", "NEGA
            "BELOW_BASE", "OFFSET_OVERFLOW", "UNREADABLE_MARKER", "BAD_MARKER", "COUNT_PAST_RANGE",
            "RANGE_PAST_RECORDS", "INT32_MAX", "header_violations", "control_violation", "crc_violation",
            "computed_crc", "damage_rule", "range_violation", "records_end", "first_after",
-           "fits_between", "wrapper_first"]
+           "fits_between", "wrapper_first", "BLAME_THIS", "BLAME_NEXT", "BLAME_EITHER", "overlap_blame",
+           "either_note"]
 
 INT32_MAX = 2**31 - 1
 
@@ -281,3 +282,63 @@ def wrapper_first(path, h: BatchHeader) -> int | None:
     except CorruptDataError:
         return None
     return None
+
+
+# -- two overlapping neighbours: whose offset field is the damaged one (verify reports it, repair cuts it) -------
+
+BLAME_THIS, BLAME_NEXT, BLAME_EITHER = "this", "next", "either"
+
+
+def _one_bit_fits(value: int, low: int, high: int | None, delta: int) -> list[int]:
+    """The values a one-bit change of offset field ``value`` gives that fit a batch spanning ``delta`` more
+    offsets at or after ``low`` and before ``high`` (None: no bound)."""
+    return [x for k in range(63) if low <= (x := value ^ (1 << k)) and (high is None or x + delta < high)]
+
+
+def _after_first(path, nxt: BatchHeader, next_base: int | None) -> int | None:
+    """What bounds ``nxt`` from above: the base offset of the batch header after it in ``path`` (None when that
+    one is damaged or not v2), or ``next_base`` (the next segment's name) when the file ends after it."""
+    after = next((i for i in walk(path, start=nxt.end) if isinstance(i, BatchHeader)), None)
+    if after is None:
+        return next_base
+    return after.base_offset if after.crc_valid and after.magic == 2 else None
+
+
+def overlap_blame(path, h: BatchHeader, nxt: BatchHeader | None, low: int, nlo: int, *, index_offset: int | None,
+                  seg_start: int | None, next_base: int | None) -> str:
+    """Batch ``h`` starts in order (at or after ``low``, the first offset the log may go on at) and the next batch
+    to trust, ``nxt`` (None: none that is CRC-valid), starts inside it at ``nlo``, with no lastOffsetDelta lying
+    (:func:`range_violation` said nothing): either one's offset field (not covered by the CRC) may be the damaged
+    one. :data:`BLAME_THIS`: ``h``'s field, when the gap from ``low`` up to ``nlo`` fits its span exactly at
+    another first offset, or its .index entry (``index_offset``, the last offset the index gives at its position)
+    says another, or a one-bit change of it fits it between its neighbours while none of ``nxt``'s fits that one
+    after it (a flipped bit is the common damage), or both do and ``h`` is the partition's first batch whose
+    change gives its segment's name (``seg_start``: the segment's base offset when nothing comes before ``h``), or
+    both do and ``nxt`` holds more records (the cut loses fewer). Else ``h`` is kept and ``nxt`` is the one out of
+    line: :data:`BLAME_EITHER` when a one-bit change of either fits, with as many records (:func:`either_note`
+    says so), :data:`BLAME_NEXT` otherwise. (``path`` and ``next_base``: what bounds ``nxt`` from above.)"""
+    lo = first_offset(h)
+    delta = h.last_offset - lo if h.magic == 2 or h.compression == 0 else None  # (a wrapper: no span to move)
+    if delta is None:
+        return BLAME_NEXT
+    if nlo - low == delta + 1 and low != lo:
+        return BLAME_THIS
+    if index_offset is not None and index_offset - delta != h.base_offset:
+        return BLAME_THIS
+    if nxt is None or not nxt.crc_valid or nxt.magic != 2:
+        return BLAME_NEXT
+    mine = _one_bit_fits(h.base_offset, low, nlo, delta)
+    if not mine:
+        return BLAME_NEXT
+    theirs = _one_bit_fits(nxt.base_offset, h.last_offset + 1, _after_first(path, nxt, next_base),
+                           nxt.last_offset - nxt.base_offset)
+    if not theirs or (seg_start is not None and seg_start in mine) or (nxt.count or 0) > (h.count or 0):
+        return BLAME_THIS
+    return BLAME_EITHER
+
+
+def either_note(at: int, lo: int, hi: int) -> str:
+    """What the finding and the cut of the next batch add when :func:`overlap_blame` says :data:`BLAME_EITHER`:
+    the batch kept before it is at byte ``at`` with offsets ``lo``..``hi``."""
+    return (f"; ambiguous: the batch before it (at byte {at}, offsets {lo}..{hi}) overlaps it and a one-bit change "
+            f"of either's offset field fits, with as many records: that one is kept, this one is cut (in the backup)")

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable
+from operator import attrgetter
 
 from ...errors import CorruptDataError
 from ...format.records import BatchHeader
@@ -51,13 +52,13 @@ INT32_MAX = 2**31 - 1
 
 
 class Rule(FrozenPlain):
-    """One batch rule: ``name`` (unique), ``kind`` (what a finding or a cut says), ``severity`` (error:
-    the batch cannot stay; warning: the broker copes with it) and ``message``, a format string over the
-    fields :meth:`text` is given."""
+    """One batch rule: ``name`` (unique), ``kind`` (what a finding or a cut says), ``message``, a format string
+    over the fields :meth:`text` is given, and ``severity`` (error, the rule: the batch cannot stay; warning: the
+    broker copes with it)."""
 
     __slots__ = _fields = ("name", "kind", "severity", "message")
 
-    def __init__(self, name: str, kind: str, severity: str, message: str):
+    def __init__(self, name: str, kind: str, message: str, severity: str = "error"):
         self.name = name
         self.kind = kind
         self.severity = severity
@@ -82,41 +83,36 @@ class Violation(FrozenPlain):
         self.message = message
         self.offset = offset
 
-    @property
-    def kind(self) -> str:
-        return self.rule.kind
-
-    @property
-    def severity(self) -> str:
-        return self.rule.severity
+    kind = property(attrgetter("rule.kind"), doc="The rule's kind (what a finding or a cut says).")
+    severity = property(attrgetter("rule.severity"), doc="The rule's severity.")
 
 
-CRC_MISMATCH = Rule("crc_mismatch", "crc_mismatch", "error",
+CRC_MISMATCH = Rule("crc_mismatch", "crc_mismatch",
                     "Record is corrupt (stored crc = {stored}, computed crc = {computed}) in batch {base}..{last}")
-NEGATIVE_DELTA = Rule("negative_delta", "invalid_batch", "error", "negative last offset delta ({delta})")
-NEGATIVE_COUNT = Rule("negative_count", "invalid_batch", "error", "Found invalid record count {count}")
-NOT_FOLLOWING = Rule("not_following", "offset_order", "error",
+NEGATIVE_DELTA = Rule("negative_delta", "invalid_batch", "negative last offset delta ({delta})")
+NEGATIVE_COUNT = Rule("negative_count", "invalid_batch", "Found invalid record count {count}")
+NOT_FOLLOWING = Rule("not_following", "offset_order",
                      "batch offsets {base}..{last} do not follow the previous batch's last offset {prev} (the offset "
                      "field is not covered by the CRC: when the batches after it follow on, only this field is "
                      "damaged)")
-BELOW_BASE = Rule("below_base", "offset_order", "error",
+BELOW_BASE = Rule("below_base", "offset_order",
                   "batch offset {base} is below the segment's base offset {seg_base}")
-OFFSET_OVERFLOW = Rule("offset_overflow", "offset_overflow", "warning",
+OFFSET_OVERFLOW = Rule("offset_overflow", "offset_overflow",
                        "offset {last} is more than 2^31-1 past the segment's base offset {seg_base}: the broker "
                        "splits this segment when it loads it (LogSegmentOffsetOverflowException) if the segment's "
                        "last batch overflows too; if a later batch is back in range, Kafka 4.4 refuses to start "
-                       "(verify --repair --like-broker says so)")
-UNREADABLE_MARKER = Rule("unreadable_marker", "invalid_control", "error",
+                       "(verify --repair --like-broker says so)", "warning")
+UNREADABLE_MARKER = Rule("unreadable_marker", "invalid_control",
                          "transactional control batch {base}: unreadable transaction marker: {error}")
-BAD_MARKER = Rule("bad_marker", "invalid_control", "error",
+BAD_MARKER = Rule("bad_marker", "invalid_control",
                   "transactional control batch {base} holds a {ctype} record, not COMMIT/ABORT: the broker's log "
                   "load fails on it")
 
-COUNT_PAST_RANGE = Rule("count_past_range", "invalid_batch", "error",
+COUNT_PAST_RANGE = Rule("count_past_range", "invalid_batch",
                         "batch {base}..{last} declares {count} records, more than the offsets it spans (its "
                         "lastOffsetDelta or its recordsCount, both covered by the CRC, is false): Kafka's reader "
                         "serves records past its last offset or fails on it")
-RANGE_PAST_RECORDS = Rule("range_past_records", "invalid_batch", "error",
+RANGE_PAST_RECORDS = Rule("range_past_records", "invalid_batch",
                           "batch {base}..{last} claims offsets up to {last} (lastOffsetDelta {delta}), past where "
                           "the log goes on at {next}, but its records end at {end}: its lastOffsetDelta (covered "
                           "by the CRC, so written with it) is false, and a fetch inside that range would be served "

@@ -236,12 +236,12 @@ class _LogCheck:
         seg_base = self.base_offset
         if d.magic == 2 and seg_base is not None and d.last_offset - seg_base > rules.INT32_MAX:
             return None  # (no witness: past what a v2 segment holds)
-        after = next((x for x in islice(walk(self.path, start=d.end), _AHEAD)
-                      if isinstance(x, BatchHeader) and x.crc_valid), None)
+        ahead = list(islice(walk(self.path, start=d.end), _AHEAD))
+        after = next((x for x in ahead if isinstance(x, BatchHeader) and x.crc_valid), None)
         if after is None:
-            if d.end == os.path.getsize(self.path) and last_out_of_line(c.last_offset, d, nlo, self.next_base):
-                return None
-            after_first = self.next_base if d.end == os.path.getsize(self.path) else None
+            if not ahead and last_out_of_line(c.last_offset, d, nlo, self.next_base):
+                return None  # (the file's last batch, out of line with the next segment's name: no witness)
+            after_first = self.next_base if not ahead else None
         elif d.last_offset >= rules.first_offset(after):
             return None  # its successor contradicts it: repair trusts the one after, and blames ``c``
         else:

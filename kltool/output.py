@@ -340,15 +340,14 @@ class Progress:
     pipe (its reader prints on that terminal too, across the bar). While the bar shows, stdout lines for the
     same terminal go above it; sizes are binary (KiB, MiB), as everywhere."""
 
+    _p = _task = _saved_stdout = None  # the rich bar, its task, and stdout while the bar shows (until __enter__)
+
     def __init__(self, out: Output, total: int | None, description: str):
         self.enabled = not out.quiet and sys.stderr.isatty() and (total is None or total > 0) \
             and not _stdout_is_a_pipe(out._stdout)
-        self._p = None
-        self._task = None
         self.out = out
         self.total = total
         self.description = description
-        self._saved_stdout = None
 
     def __enter__(self):
         if self.enabled:

@@ -319,6 +319,65 @@ def _overlap_part(tmp_path: Path, d_records: int) -> Path:
     return part
 
 
+def _bit59_part(tmp_path: Path, tail: bytes = b"") -> Path:
+    """v2-compacted-0 with batch C's baseOffset 20 -> 28 (bit 59 of the field: one flipped bit), so that C (28..32)
+    overlaps D (30..37, as many records) at the end of the log; ``tail``: batches written after D."""
+    part = tmp_path / "kafka-logs" / "t-0"
+    part.mkdir(parents=True)
+    src = Path(__file__).resolve().parent.parent / "fixtures" / "java-oracle" / "v2-compacted-0"
+    b = bytearray((src / "00000000000000000000.log").read_bytes())
+    b[154 + 7] ^= 8
+    (part / "00000000000000000000.log").write_bytes(bytes(b) + tail)
+    return part
+
+
+def _verify_and_repair(part: Path) -> tuple[list[tuple], list[tuple]]:
+    """(verify's errors, repair's cuts), each as (kind, position, message or reason)."""
+    found = [(e["kind"], e["position"], e["message"]) for e in _errors(part)]
+    dry = run_kltool("--json", "verify", "--repair", "--dry-run", part)
+    cuts = [(r["kind"], r["start"], r["reason"]) for a in dry.json() if a["type"] == "action"
+            for r in a.get("ranges", [])]
+    return found, cuts
+
+
+def test_verify_blames_the_batch_repair_cuts_on_the_bit59_overlap(tmp_path):
+    # One rule (rules.overlap_blame): repair keeps C and cuts D on the tie; verify names D, with the same reason
+    # (it used to blame C: offset_field at byte 154, the batch repair keeps)
+    found, cuts = _verify_and_repair(_bit59_part(tmp_path))
+    assert [(k, p) for k, p, _ in found] == [("offset_order", 237)], found
+    assert found == cuts, (found, cuts)
+    assert found[0][2].endswith(rules.either_note(154, 28, 32)), found
+
+
+@pytest.mark.parametrize(("after", "blamed"), [
+    (38, 154),  # E 38..40 right after D: no one-bit change of D's field fits it between C and E, so C is the one
+    (70, 237),  # E at 70: D's fits at 62 alone, as C's does (either): C kept, D's field restored to 62
+    (200, 237),  # E at 200: D's fits at 62, 94 or 158: C kept, D cut by its offset field
+])
+def test_verify_and_repair_agree_on_the_bit59_overlap_with_a_batch_after_it(tmp_path, after, blamed):
+    part = _bit59_part(tmp_path, _batch(after, 3))
+    found, cuts = _verify_and_repair(part)
+    assert [(k, p) for k, p, _ in found] == [("offset_field", blamed)], found
+    dry = run_kltool("--json", "verify", "--repair", "--dry-run", part).json()
+    fixed = sorted({a["position"] for a in dry if a["type"] == "action" and a["op"] == "fix_field"})
+    if after == 70:
+        assert cuts == [] and fixed and all(blamed <= x < blamed + 8 for x in fixed), dry
+    else:
+        assert [(k, p) for k, p, _ in cuts] == [("offset_field", blamed)], cuts
+    if after == 200:
+        assert cuts[0][2].endswith(rules.either_note(154, 28, 32)), cuts
+
+
+@pytest.mark.parametrize("d_records", [1, 2, 3])
+def test_verify_and_repair_blame_the_same_batch_of_an_overlap(tmp_path, d_records):
+    # C 28..32 (2 records) over D 30..: D with more records stays (C is cut), fewer or as many is cut (C kept)
+    part = _overlap_part(tmp_path, d_records)
+    c_at = len(_batch(0, 5))
+    d_at = c_at + len(build_batch([(0, TS, b"a", b"v", []), (4, TS, b"b", b"v", [])], base_offset=20))
+    found, cuts = _verify_and_repair(part)
+    assert [p for _, p, _ in found] == [p for _, p, _ in cuts] == [c_at if d_records > 2 else d_at], (found, cuts)
+
+
 def test_an_ambiguous_overlap_cuts_the_batch_with_fewer_records(tmp_path):
     part = _overlap_part(tmp_path, 3)
     records = _repair(part, tmp_path / "bk")

@@ -140,3 +140,27 @@ def test_a_control_marker_of_another_type_breaks_a_rule_and_commit_does_not():
     assert rules.control_violation(h, None, "short").rule is rules.UNREADABLE_MARKER
     h.producer_id = -1  # not transactional: the broker reads no marker from it
     assert rules.control_violation(h, "LEADER_CHANGE") is None
+
+
+def test_the_overlap_rule_names_whose_offset_field_to_blame(tmp_path):
+    # v2-compacted-0 with C's baseOffset 20 -> 28 (one bit): C 28..32 over D 30..37 at the end of the log
+    src = Path(__file__).resolve().parent.parent / "fixtures" / "java-oracle" / "v2-compacted-0"
+    data = bytearray((src / "00000000000000000000.log").read_bytes())
+    data[154 + 7] ^= 8
+    log = tmp_path / "00000000000000000000.log"
+    log.write_bytes(bytes(data))
+    _a, _b, c, d = [h for h in walk(log) if isinstance(h, BatchHeader)]
+
+    def blame(**kw):
+        args = {"index_offset": None, "seg_start": None, "next_base": None, **kw}
+        return rules.overlap_blame(log, c, d, 15, 30, **args)
+
+    assert blame() == rules.BLAME_EITHER  # 20 or 24 fits C, 62 (and more) fits D: as many records each
+    assert blame(index_offset=24) == rules.BLAME_THIS  # its .index entry names another base offset for C
+    assert blame(index_offset=32) == rules.BLAME_EITHER  # (the entry agrees with C's field)
+    assert blame(next_base=40) == rules.BLAME_THIS  # no one-bit change fits D between C and the next segment
+    assert blame(seg_start=20) == rules.BLAME_THIS  # C first in its segment: its change gives the segment's name
+    assert rules.overlap_blame(log, c, d, 15, 20, index_offset=None, seg_start=None, next_base=None) == \
+        rules.BLAME_THIS  # the gap 15..19 fits C's span exactly
+    assert rules.overlap_blame(log, c, None, 15, 30, index_offset=None, seg_start=None, next_base=None) == \
+        rules.BLAME_NEXT  # nothing CRC-valid to judge against: C kept

@@ -106,15 +106,14 @@ def test_a_format_kafka_jobs_options_are_accepted():
         "kafka.isolation.level": "read_committed", "fetchOffset.numRetries": "3", "storage.region": "x"}))
 
 
+_NOT_POSITIVE = [("minPartitions", "0"), ("minPartitions", "-2"), ("maxRecordsPerPartition", "0")]
+_UNSUPPORTED_KAFKA = [("auto.offset.reset", "earliest"), ("key.deserializer", "x"), ("value.deserializer", "x"),
+                      ("enable.auto.commit", "true"), ("interceptor.classes", "")]
+
+
 @pytest.mark.parametrize("opts,words", [  # found by tests/broker/test_spark_kafka_campaign.py
-    ({"minPartitions": "0"}, "option minPartitions must be positive, not 0"),
-    ({"minPartitions": "-2"}, "option minPartitions must be positive, not -2"),
-    ({"maxRecordsPerPartition": "0"}, "option maxRecordsPerPartition must be positive, not 0"),
-    ({"kafka.auto.offset.reset": "earliest"}, "Kafka option 'auto.offset.reset' is not supported"),
-    ({"kafka.key.deserializer": "x"}, "Kafka option 'key.deserializer' is not supported"),
-    ({"kafka.value.deserializer": "x"}, "Kafka option 'value.deserializer' is not supported"),
-    ({"kafka.enable.auto.commit": "true"}, "Kafka option 'enable.auto.commit' is not supported"),
-    ({"kafka.interceptor.classes": ""}, "Kafka option 'interceptor.classes' is not supported"),
+    *[({k: v}, f"option {k} must be positive, not {v}") for k, v in _NOT_POSITIVE],
+    *[({f"kafka.{k}": v}, f"Kafka option '{k}' is not supported") for k, v in _UNSUPPORTED_KAFKA],
     ({"subscribe": " , "}, "no topics to subscribe to: option subscribe is ' , '"),
     ({"subscribe": ""}, "no topics to subscribe to"),
     ({"subscribePattern": " "}, "the pattern to subscribe is empty"),

@@ -193,10 +193,12 @@ def set_limit(limit: int) -> None:
     MAX_DECOMPRESSED = int(limit)
 
 
-def _varint_len(data) -> int | None:
-    """The uncompressed length at the start of a raw snappy block (a varint), or None."""
+def snappy_block_length(data, pos: int = 0) -> int | None:
+    """The uncompressed length a raw snappy block at ``data[pos]`` starts with (an unsigned varint of at most 5
+    bytes), or None when it does not end there. (The one reader of it: the xerial decoders here and in
+    kltool/spark/arrow_rows.py.)"""
     n = shift = 0
-    for i in range(min(5, len(data))):
+    for i in range(pos, min(pos + 5, len(data))):
         b = data[i]
         n |= (b & 0x7F) << shift
         if b < 0x80:
@@ -272,7 +274,7 @@ _SNAPPY_MAX_RATIO = 22  # the most a raw snappy block expands: a 3-byte copy ele
 
 def _snappy_chunks(src, step, limit):
     def block(raw, where):
-        n = _varint_len(raw)
+        n = snappy_block_length(raw)
         if n is not None and n > _SNAPPY_MAX_RATIO * len(raw) + 32:
             # (a snappy element of 3 bytes copies at most 64: no block expands more; garbage, not a large record)
             raise CorruptDataError(f"snappy block of {len(raw)} bytes claims to decompress to {n} bytes, more than "

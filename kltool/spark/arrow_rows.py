@@ -496,7 +496,7 @@ def _fast_gzip():
 
 
 def _fast_snappy():
-    from ..format.compression import XERIAL_MAGIC, _snappy
+    from ..format.compression import XERIAL_MAGIC, _snappy, snappy_block_length
 
     raw_into = _snappy().decompress_raw_into
 
@@ -515,7 +515,7 @@ def _fast_snappy():
             p += 4
             if blen == 0 or blen >= 1 << 31 or p + blen > n:  # (a concatenated header: the reference's)
                 return None
-            size = _varint_len(payload, p)
+            size = snappy_block_length(payload, p)
             if size is None:
                 return None
             total += size
@@ -538,18 +538,6 @@ def _fast_snappy():
         return out
 
     return snappy
-
-
-def _varint_len(data, p):
-    """The unsigned varint (at most 5 bytes) at ``data[p]``: a raw snappy block's uncompressed length."""
-    n = shift = 0
-    for i in range(p, min(p + 5, len(data))):
-        b = data[i]
-        n |= (b & 0x7F) << shift
-        if b < 0x80:
-            return n
-        shift += 7
-    return None
 
 
 def _fast_zstd():

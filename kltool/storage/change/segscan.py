@@ -298,36 +298,6 @@ class SegScan:
         """The offset the existing .index gives for the batch at ``position`` (its last offset), if any."""
         return self.existing.index_offset_at(position)
 
-    def _rather_this_one(self, h: BatchHeader, nxt: BatchHeader, low: int, nlo: int, delta: int | None) -> bool:
-        """Overlapping neighbours with nothing to fix either's value (a compacted log has gaps): blame this
-        batch only when a one-bit change of its offset fits it between its neighbours while no one-bit change
-        of the next batch's fits that one after it (a flipped bit is the common damage); else keep it."""
-        if delta is None or nxt.magic != 2:
-            return False
-        after = next((i for i in walk(self.seg.log, start=nxt.end) if isinstance(i, BatchHeader)), None)
-        if after is None:
-            n2lo = self.next_base
-        elif after.crc_valid and after.magic == 2:
-            n2lo = after.base_offset
-        else:
-            n2lo = None
-
-        def fits(value: int, lo_bound: int, hi: int | None, d: int) -> list[int]:
-            return [x for k in range(63) if lo_bound <= (x := value ^ (1 << k)) and (hi is None or x + d < hi)]
-
-        mine = fits(h.base_offset, low, nlo, delta)
-        theirs = fits(nxt.base_offset, h.last_offset + 1, n2lo, nxt.last_offset - nxt.base_offset)
-        if mine and not theirs:
-            return True
-        # both could be: a segment's first batch starts at the segment's base offset (its file name) as a rule
-        if mine and self.ctx.last is None and self.seg.base in mine:
-            return True
-        if mine and (nxt.count or 0) > (h.count or 0):
-            return True  # either one's field: blame the one whose cut loses fewer records
-        if mine:
-            self.ambiguous[nxt.position] = (h.position, h.base_offset, h.last_offset)
-        return False
-
     def _witness(self, h: BatchHeader) -> tuple[int | None, list[BatchHeader], bool]:
         """What bounds batch ``h``'s offsets from above: (the first offset of the next batch to trust, the
         CRC-valid batches skipped before it, whether damage was skipped). Damaged neighbours are no witness (a
@@ -453,15 +423,19 @@ class SegScan:
             if v is not None:  # its lastOffsetDelta (CRC-covered) runs past its records: cut, the rest kept
                 self._cut(h.position, h.end, v.kind, v.message, h.base_offset, nlo - 1, h.count, intact=True)
                 return None
-            idx = self._index_offset_at(h.position)
-            exact = delta is not None and nlo - low == delta + 1 and low != lo
-            by_index = idx is not None and delta is not None and idx - delta != h.base_offset
-            nxt = self.lookahead
-            if not (isinstance(nxt, BatchHeader) and nxt.crc_valid) and nxt is not None:
-                nxt = self._mended(nxt) or nxt  # one a length or magic fix mends is judged as mended
-            if not (exact or by_index or skipped or damaged) and not (
-                    isinstance(nxt, BatchHeader) and nxt.crc_valid and self._rather_this_one(h, nxt, low, nlo, delta)):
-                return h  # (with the next batch skipped as out of line or damaged, the witness after it is trusted)
+            if not (skipped or damaged):  # (else the witness after the next batch is trusted: this one's field)
+                nxt = self.lookahead
+                if not (isinstance(nxt, BatchHeader) and nxt.crc_valid) and nxt is not None:
+                    nxt = self._mended(nxt) or nxt  # one a length or magic fix mends is judged as mended
+                nxt = nxt if isinstance(nxt, BatchHeader) and nxt.crc_valid else None
+                blame = rules.overlap_blame(self.seg.log, h, nxt, low, nlo,
+                                            index_offset=self._index_offset_at(h.position),
+                                            seg_start=self.seg.base if self.ctx.last is None else None,
+                                            next_base=self.next_base)
+                if blame == rules.BLAME_EITHER:
+                    self.ambiguous[nxt.position] = (h.position, h.base_offset, h.last_offset)
+                if blame != rules.BLAME_THIS:
+                    return h  # kept: the next batch is judged in its turn
         cands = self._offset_candidates(h, low, nlo, delta, skipped, damaged)
         fits = [c for c in cands if c >= low and (nlo is None or c + delta < nlo)]
         if len(cands) == 1 and len(fits) == 1 and not self._held_later(h, fits[0], delta):
@@ -469,9 +443,14 @@ class SegScan:
         field = "baseOffset" if h.magic == 2 else "offset"
         why = (f"the batch at byte {h.position} is valid (its CRC checks) but its {field} field (not covered by "
                f"the CRC) says {lo}, which its neighbours contradict (after {prev}, before {nlo}); its true "
-               f"offsets cannot be told, so only this batch is cut")
+               f"offsets cannot be told, so only this batch is cut{self._either_note(h)}")
         self._cut(h.position, h.end, "offset_field", why, None, None, h.count, intact=True)
         return None
+
+    def _either_note(self, h: BatchHeader) -> str:
+        """rules.either_note when ``h`` is cut after an overlap that blames either batch (rules.BLAME_EITHER)."""
+        at = self.ambiguous.get(h.position)
+        return "" if at is None else rules.either_note(*at)
 
     def _delta(self, h: BatchHeader) -> int | None:
         """The CRC-covered span of ``h``'s offsets (last - first): a v2 batch's lastOffsetDelta, 0 for a v0/v1
@@ -584,13 +563,8 @@ class SegScan:
         if why is not None:
             if self.fixes and self.fixes[-1][0] == h.position + 16:
                 self.fixes.pop()  # the batch goes anyway
-            msg = why.message
-            if h.position in self.ambiguous:
-                at, lo, hi = self.ambiguous[h.position]
-                msg += (f"; ambiguous: the batch before it (at byte {at}, offsets {lo}..{hi}) overlaps it and a "
-                        f"one-bit change of either's offset field fits, with as many records: that one is kept, "
-                        f"this one is cut (in the backup)")
-            self._cut(h.position, h.end, why.kind, msg, h.base_offset, h.last_offset, h.count, intact=True)
+            self._cut(h.position, h.end, why.kind, why.message + self._either_note(h), h.base_offset, h.last_offset,
+                      h.count, intact=True)
             return
         self._keep(h, ctype)
 

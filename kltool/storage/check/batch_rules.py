@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable
+from operator import attrgetter
 
 from ...errors import CorruptDataError
 from ...format.records import BatchHeader
@@ -44,19 +45,20 @@ __all__ = ["Rule", "Violation", "RULES", "CRC_MISMATCH", "NEGATIVE_DELTA", "NEGA
            "BELOW_BASE", "OFFSET_OVERFLOW", "UNREADABLE_MARKER", "BAD_MARKER", "COUNT_PAST_RANGE",
            "RANGE_PAST_RECORDS", "INT32_MAX", "header_violations", "control_violation", "crc_violation",
            "computed_crc", "damage_rule", "range_violation", "records_end", "first_after",
-           "fits_between", "wrapper_first"]
+           "fits_between", "wrapper_first", "BLAME_THIS", "BLAME_NEXT", "BLAME_EITHER", "overlap_blame",
+           "either_note"]
 
 INT32_MAX = 2**31 - 1
 
 
 class Rule(FrozenPlain):
-    """One batch rule: ``name`` (unique), ``kind`` (what a finding or a cut says), ``severity`` (error:
-    the batch cannot stay; warning: the broker copes with it) and ``message``, a format string over the
-    fields :meth:`text` is given."""
+    """One batch rule: ``name`` (unique), ``kind`` (what a finding or a cut says), ``message``, a format string
+    over the fields :meth:`text` is given, and ``severity`` (error, the rule: the batch cannot stay; warning: the
+    broker copes with it)."""
 
     __slots__ = _fields = ("name", "kind", "severity", "message")
 
-    def __init__(self, name: str, kind: str, severity: str, message: str):
+    def __init__(self, name: str, kind: str, message: str, severity: str = "error"):
         self.name = name
         self.kind = kind
         self.severity = severity
@@ -81,41 +83,36 @@ class Violation(FrozenPlain):
         self.message = message
         self.offset = offset
 
-    @property
-    def kind(self) -> str:
-        return self.rule.kind
-
-    @property
-    def severity(self) -> str:
-        return self.rule.severity
+    kind = property(attrgetter("rule.kind"), doc="The rule's kind (what a finding or a cut says).")
+    severity = property(attrgetter("rule.severity"), doc="The rule's severity.")
 
 
-CRC_MISMATCH = Rule("crc_mismatch", "crc_mismatch", "error",
+CRC_MISMATCH = Rule("crc_mismatch", "crc_mismatch",
                     "Record is corrupt (stored crc = {stored}, computed crc = {computed}) in batch {base}..{last}")
-NEGATIVE_DELTA = Rule("negative_delta", "invalid_batch", "error", "negative last offset delta ({delta})")
-NEGATIVE_COUNT = Rule("negative_count", "invalid_batch", "error", "Found invalid record count {count}")
-NOT_FOLLOWING = Rule("not_following", "offset_order", "error",
+NEGATIVE_DELTA = Rule("negative_delta", "invalid_batch", "negative last offset delta ({delta})")
+NEGATIVE_COUNT = Rule("negative_count", "invalid_batch", "Found invalid record count {count}")
+NOT_FOLLOWING = Rule("not_following", "offset_order",
                      "batch offsets {base}..{last} do not follow the previous batch's last offset {prev} (the offset "
                      "field is not covered by the CRC: when the batches after it follow on, only this field is "
                      "damaged)")
-BELOW_BASE = Rule("below_base", "offset_order", "error",
+BELOW_BASE = Rule("below_base", "offset_order",
                   "batch offset {base} is below the segment's base offset {seg_base}")
-OFFSET_OVERFLOW = Rule("offset_overflow", "offset_overflow", "warning",
+OFFSET_OVERFLOW = Rule("offset_overflow", "offset_overflow",
                        "offset {last} is more than 2^31-1 past the segment's base offset {seg_base}: the broker "
                        "splits this segment when it loads it (LogSegmentOffsetOverflowException) if the segment's "
                        "last batch overflows too; if a later batch is back in range, Kafka 4.4 refuses to start "
-                       "(verify --repair --like-broker says so)")
-UNREADABLE_MARKER = Rule("unreadable_marker", "invalid_control", "error",
+                       "(verify --repair --like-broker says so)", "warning")
+UNREADABLE_MARKER = Rule("unreadable_marker", "invalid_control",
                          "transactional control batch {base}: unreadable transaction marker: {error}")
-BAD_MARKER = Rule("bad_marker", "invalid_control", "error",
+BAD_MARKER = Rule("bad_marker", "invalid_control",
                   "transactional control batch {base} holds a {ctype} record, not COMMIT/ABORT: the broker's log "
                   "load fails on it")
 
-COUNT_PAST_RANGE = Rule("count_past_range", "invalid_batch", "error",
+COUNT_PAST_RANGE = Rule("count_past_range", "invalid_batch",
                         "batch {base}..{last} declares {count} records, more than the offsets it spans (its "
                         "lastOffsetDelta or its recordsCount, both covered by the CRC, is false): Kafka's reader "
                         "serves records past its last offset or fails on it")
-RANGE_PAST_RECORDS = Rule("range_past_records", "invalid_batch", "error",
+RANGE_PAST_RECORDS = Rule("range_past_records", "invalid_batch",
                           "batch {base}..{last} claims offsets up to {last} (lastOffsetDelta {delta}), past where "
                           "the log goes on at {next}, but its records end at {end}: its lastOffsetDelta (covered "
                           "by the CRC, so written with it) is false, and a fetch inside that range would be served "
@@ -281,3 +278,63 @@ def wrapper_first(path, h: BatchHeader) -> int | None:
     except CorruptDataError:
         return None
     return None
+
+
+# -- two overlapping neighbours: whose offset field is the damaged one (verify reports it, repair cuts it) -------
+
+BLAME_THIS, BLAME_NEXT, BLAME_EITHER = "this", "next", "either"
+
+
+def _one_bit_fits(value: int, low: int, high: int | None, delta: int) -> list[int]:
+    """The values a one-bit change of offset field ``value`` gives that fit a batch spanning ``delta`` more
+    offsets at or after ``low`` and before ``high`` (None: no bound)."""
+    return [x for k in range(63) if low <= (x := value ^ (1 << k)) and (high is None or x + delta < high)]
+
+
+def _after_first(path, nxt: BatchHeader, next_base: int | None) -> int | None:
+    """What bounds ``nxt`` from above: the base offset of the batch header after it in ``path`` (None when that
+    one is damaged or not v2), or ``next_base`` (the next segment's name) when the file ends after it."""
+    after = next((i for i in walk(path, start=nxt.end) if isinstance(i, BatchHeader)), None)
+    if after is None:
+        return next_base
+    return after.base_offset if after.crc_valid and after.magic == 2 else None
+
+
+def overlap_blame(path, h: BatchHeader, nxt: BatchHeader | None, low: int, nlo: int, *, index_offset: int | None,
+                  seg_start: int | None, next_base: int | None) -> str:
+    """Batch ``h`` starts in order (at or after ``low``, the first offset the log may go on at) and the next batch
+    to trust, ``nxt`` (None: none that is CRC-valid), starts inside it at ``nlo``, with no lastOffsetDelta lying
+    (:func:`range_violation` said nothing): either one's offset field (not covered by the CRC) may be the damaged
+    one. :data:`BLAME_THIS`: ``h``'s field, when the gap from ``low`` up to ``nlo`` fits its span exactly at
+    another first offset, or its .index entry (``index_offset``, the last offset the index gives at its position)
+    says another, or a one-bit change of it fits it between its neighbours while none of ``nxt``'s fits that one
+    after it (a flipped bit is the common damage), or both do and ``h`` is the partition's first batch whose
+    change gives its segment's name (``seg_start``: the segment's base offset when nothing comes before ``h``), or
+    both do and ``nxt`` holds more records (the cut loses fewer). Else ``h`` is kept and ``nxt`` is the one out of
+    line: :data:`BLAME_EITHER` when a one-bit change of either fits, with as many records (:func:`either_note`
+    says so), :data:`BLAME_NEXT` otherwise. (``path`` and ``next_base``: what bounds ``nxt`` from above.)"""
+    lo = first_offset(h)
+    delta = h.last_offset - lo if h.magic == 2 or h.compression == 0 else None  # (a wrapper: no span to move)
+    if delta is None:
+        return BLAME_NEXT
+    if nlo - low == delta + 1 and low != lo:
+        return BLAME_THIS
+    if index_offset is not None and index_offset - delta != h.base_offset:
+        return BLAME_THIS
+    if nxt is None or not nxt.crc_valid or nxt.magic != 2:
+        return BLAME_NEXT
+    mine = _one_bit_fits(h.base_offset, low, nlo, delta)
+    if not mine:
+        return BLAME_NEXT
+    theirs = _one_bit_fits(nxt.base_offset, h.last_offset + 1, _after_first(path, nxt, next_base),
+                           nxt.last_offset - nxt.base_offset)
+    if not theirs or (seg_start is not None and seg_start in mine) or (nxt.count or 0) > (h.count or 0):
+        return BLAME_THIS
+    return BLAME_EITHER
+
+
+def either_note(at: int, lo: int, hi: int) -> str:
+    """What the finding and the cut of the next batch add when :func:`overlap_blame` says :data:`BLAME_EITHER`:
+    the batch kept before it is at byte ``at`` with offsets ``lo``..``hi``."""
+    return (f"; ambiguous: the batch before it (at byte {at}, offsets {lo}..{hi}) overlaps it and a one-bit change "
+            f"of either's offset field fits, with as many records: that one is kept, this one is cut (in the backup)")

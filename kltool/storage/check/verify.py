@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Generator, Iterator
+from itertools import islice
 from pathlib import Path
 
 from ...errors import CorruptDataError
@@ -27,7 +28,14 @@ from ..segment import Segment
 from . import batch_rules as rules
 from .index_check import IndexChecker
 from .reorder import Layout, describe_reorder, plan_layout
-from .segment_name import SplitRule, describe_split, first_batches, last_offset_of, misnamed_base
+from .segment_name import (
+    SplitRule,
+    describe_split,
+    first_batches,
+    last_offset_of,
+    last_out_of_line,
+    misnamed_base,
+)
 
 
 class VerifyStats(Plain):
@@ -122,7 +130,7 @@ class _LogCheck:
     (position, first offset, last offset, the last offset before it)."""
 
     __slots__ = ("path", "base_offset", "deep", "stats", "index_check", "live_tail", "epochs", "last", "prev",
-                 "next_base")
+                 "next_base", "gap")
 
     def __init__(self, path, base_offset, deep, stats, index_check, live_tail, epochs, last, next_base=None):
         self.next_base = next_base
@@ -135,6 +143,7 @@ class _LogCheck:
         self.epochs = epochs
         self.last = last
         self.prev = None
+        self.gap = False  # damage since the previous valid batch (then it is no witness against the next one)
 
     def run(self, item: BatchRun) -> Finding | None:
         stats = self.stats
@@ -148,10 +157,12 @@ class _LogCheck:
         pos, tail_base, before = item.tail
         self.prev = (pos, tail_base, item.last_offset, self.last if item.batches == 1 else before)
         self.last = item.last_offset
+        self.gap = False
         return found
 
     def damage(self, item: Damage) -> Finding:
         # (no gap for the epochs: a repair cuts it, its neighbours meet)
+        self.gap = True
         if self.live_tail and item.resumed_at is None:
             # The active segment of a running broker: a write in progress, or preallocated space.
             return _warn(item.kind, self.path, f"{item.message} (a broker or another kltool holds this log dir: "
@@ -177,6 +188,7 @@ class _LogCheck:
         self._count(h)
         path = self.path
         if not h.crc_valid:
+            self.gap = True
             yield _finding(path, rules.crc_violation(h, rules.computed_crc(path, h)), h.position, length=h.size)
             return
         if h.magic == 2:
@@ -188,20 +200,84 @@ class _LogCheck:
             self.epochs.gap()  # a v0/v1 message
         lo = rules.first_offset(h)
         odd = _odd_one_out(self.prev, lo, self.last)
+        blamed = None
         if odd is not None:
             # the previous batch, not this one, is out of line: its offset field (not covered by the CRC), or
-            # its lastOffsetDelta when its records end before this batch
-            yield _odd_finding(path, odd, lo, self.base_offset, h, self.next_base)
-            self.last = odd[3]
-        for v in rules.header_violations(h, self.last, self.base_offset):
-            yield _finding(path, v, h.position)
+            # its lastOffsetDelta when its records end before this batch; unless the overlap rule keeps it
+            # (rules.overlap_blame, the rule repair cuts by): then this batch is
+            blamed = _odd_finding(path, odd, lo, self.base_offset, h, self.next_base,
+                                  None if self.gap else self._overlap)
+            if isinstance(blamed, Finding):
+                yield blamed
+                self.last = odd[3]
+                blamed = None
+        violations = rules.header_violations(h, self.last, self.base_offset)
+        if blamed is not None:
+            yield from blamed.findings(h, violations)
+        else:
+            for v in violations:
+                yield _finding(path, v, h.position)
         if self.deep or (h.is_control and h.producer_id >= 0):
             yield from _check_records(path, h, self.deep, self.stats)
         if self.index_check is not None:
             self.index_check.batch(h)
         self.prev = (h.position, lo, h.last_offset, self.last)
+        self.gap = False
         if self.last is None or h.last_offset > self.last:
             self.last = h.last_offset
+
+    def _overlap(self, c: BatchHeader, d: BatchHeader, low: int, before: int | None) -> _NextBlamed | None:
+        """Batch ``c`` starts in order (at or after ``low``) and ``d``, the valid batch right after it, starts inside
+        it: when the overlap rule (rules.overlap_blame) keeps ``c`` and ``d`` is the witness repair trusts after
+        it (its own successor does not contradict it), what ``d`` is blamed with; else None (``c`` is)."""
+        lo, nlo = rules.first_offset(c), rules.first_offset(d)
+        if not low <= lo <= nlo or (d.magic != 2 and d.compression != 0):
+            return None
+        seg_base = self.base_offset
+        if d.magic == 2 and seg_base is not None and d.last_offset - seg_base > rules.INT32_MAX:
+            return None  # (no witness: past what a v2 segment holds)
+        ahead = list(islice(walk(self.path, start=d.end), _AHEAD))
+        after = next((x for x in ahead if isinstance(x, BatchHeader) and x.crc_valid), None)
+        if after is None:
+            if not ahead and last_out_of_line(c.last_offset, d, nlo, self.next_base):
+                return None  # (the file's last batch, out of line with the next segment's name: no witness)
+            after_first = self.next_base if not ahead else None
+        elif d.last_offset >= rules.first_offset(after):
+            return None  # its successor contradicts it: repair trusts the one after, and blames ``c``
+        else:
+            after_first = rules.first_offset(after)
+        idx = self.index_check.index_offset_at(c.position) if self.index_check is not None else None
+        blame = rules.overlap_blame(self.path, c, d, low, nlo, index_offset=idx,
+                                    seg_start=seg_base if before is None else None, next_base=self.next_base)
+        if blame == rules.BLAME_THIS:
+            return None
+        note = rules.either_note(c.position, c.base_offset, c.last_offset) if blame == rules.BLAME_EITHER else ""
+        return _NextBlamed(self.path, c.last_offset, after_first, note)
+
+
+_AHEAD = 256  # items looked at past a batch for the next valid one (as repair's look-ahead, segscan.Peek.LIMIT)
+
+
+class _NextBlamed:
+    """The findings of a batch that the overlap rule blames instead of the one before it, which it overlaps
+    (kept, ending at ``kept_last``): as ``verify --repair`` judges it in its turn, its offset field when the valid
+    batch after it (at ``after_first``) follows the kept one, else the order rule; ``note`` is
+    rules.either_note when either could be the damaged one."""
+
+    __slots__ = ("path", "kept_last", "after_first", "note")
+
+    def __init__(self, path, kept_last: int, after_first: int | None, note: str):
+        self.path, self.kept_last, self.after_first, self.note = path, kept_last, after_first, note
+
+    def findings(self, h: BatchHeader, violations: list[rules.Violation]) -> Iterator[Finding]:
+        for v in violations:
+            if v.rule is not rules.NOT_FOLLOWING:
+                yield _finding(self.path, v, h.position)
+            elif self.after_first is not None and self.after_first > self.kept_last:
+                yield _odd_field_finding(self.path, (h.position, rules.first_offset(h), h.last_offset,
+                                                     self.kept_last), self.after_first)
+            else:
+                yield Finding(v.severity, v.kind, str(self.path), v.message + self.note, h.position, v.offset, None)
 
 
 def _finding(path, v: rules.Violation, position: int, length: int | None = None) -> Finding:
@@ -262,10 +338,12 @@ def _check_records(path: Path, h: BatchHeader, deep: bool, stats: VerifyStats) -
 
 
 def _odd_finding(path, odd, lo: int, seg_base: int | None, nb: BatchHeader | None = None,
-                 next_base: int | None = None) -> Finding:
+                 next_base: int | None = None, overlap=None) -> Finding | _NextBlamed:
     """The finding for the batch ``odd`` (position, first offset, last offset, the last offset before it) that the
     batch ``nb`` (None: the next segment) starting at ``lo`` contradicts: a lastOffsetDelta that runs past its own
-    records (rules.range_violation, the rule repair cuts by), else its offset field."""
+    records (rules.range_violation, the rule repair cuts by), else its offset field; unless ``overlap`` (the odd
+    batch, ``nb``, the first offset the log may go on at, the last offset before it) says ``nb`` is the one to
+    blame (rules.overlap_blame): then how (:class:`_NextBlamed`)."""
     pos, _base, _plast, before = odd
     h = next((x for x in walk(path, start=pos) if isinstance(x, BatchHeader)), None)
     if h is not None and h.position == pos:
@@ -275,6 +353,9 @@ def _odd_finding(path, odd, lo: int, seg_base: int | None, nb: BatchHeader | Non
         v = rules.range_violation(h, low, lo, lambda: rules.records_end(path, h), moved)
         if v is not None:
             return _finding(path, v, pos, length=h.size)
+        blamed = None if overlap is None or nb is None else overlap(h, nb, low, before)
+        if blamed is not None:
+            return blamed
     return _odd_field_finding(path, odd, lo)
 
 

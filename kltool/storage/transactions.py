@@ -254,21 +254,25 @@ def partition_transactions(p, *, now: int, max_transaction_timeout_ms: int = DEF
         _replay_checking_snapshots(p, state, watch, start, leo, log_start)
     else:
         clean = p.logdir is not None and p.logdir.clean_shutdown
-        choice = latest_snapshot(p, leo, log_start_offset=log_start, clean_shutdown=clean)
+        # (the snapshot's entries streamed into the state, never held beside it: the first
+        # SNAPSHOT_CHECK_LIMIT kept for the check against their batches)
+        choice = latest_snapshot(p, leo, log_start_offset=log_start, clean_shutdown=clean, stream=True)
         for path, why in choice.skipped:
             findings.append(Finding("warning", "snapshot_skipped", str(path),
                                     f"the broker skips (and deletes) this snapshot at start-up: {why}"))
         start, snap_path, note = choice.offset, choice.path, choice.note
         seeded = snap_path is not None or start == 0
-        state = ProducerStateManager(choice.entries)
+        checked: list = []
+        state = ProducerStateManager(_keeping(choice.entries, checked, SNAPSHOT_CHECK_LIMIT))
+        choice.entries = None
         watch = _Watch(seeded, hw)
         if start < leo:
             state.replay(segs, start, watch)
         if snap_path is not None:
-            findings += _check_snapshot_batches(p, snap_path, choice.offset, choice.entries, log_start)
+            findings += _check_snapshot_batches(p, snap_path, choice.offset, checked, log_start)
     findings += watch.findings
     r = PartitionTransactions(p.topic, p.partition, p.path, now, max_transaction_timeout_ms, log_start, leo, hw,
-                              hw_source, hw, start, snap_path, scan_all, dict(state.producers))
+                              hw_source, hw, start, snap_path, scan_all, state.producers)
     if not seeded:  # (a note when the broker reads all there is: its answer is this one)
         findings.append(Finding("info" if start == log_start else "warning", "state_incomplete", str(p.path),
                                 f"{note}: the state starts empty at offset {start} (as the broker's does); a "
@@ -411,6 +415,14 @@ def _snapshot_diffs(snap, e: ProducerStateEntry) -> list[str]:
     names = ("epoch", "last_sequence", "last_offset", "last_timestamp", "coordinator_epoch",
              "current_txn_first_offset")
     return [f"{n} {w} (the log says {g})" for n, w, g in zip(names, want, got, strict=True) if w != g]
+
+
+def _keeping(entries, kept: list, n: int):
+    """``entries``, one at a time, the first ``n`` of them also appended to ``kept``."""
+    for e in entries:
+        if len(kept) < n:
+            kept.append(e)
+        yield e
 
 
 def _check_snapshot_batches(p, path: Path, offset: int, entries, log_start: int) -> list[Finding]:

@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from kltool.format import index as fidx
+from kltool.format.index import MAX_LISTED
 from kltool.storage import fs
-from kltool.storage.check.index_check import MAX_LISTED, IndexChecker
+from kltool.storage.check.index_check import IndexChecker
 from kltool.storage.scan import walk
 
 from .conftest import FIXTURES, REAL
@@ -166,3 +167,98 @@ def test_a_file_replaced_while_read_on_demand_is_an_error_not_mixed_bytes(tmp_pa
     os.replace(tmp, f)
     with pytest.raises(OSError, match="changed while it was read"):
         data[8:16]
+
+
+# ------------------------------------------------------------------------------------------- .txnindex
+
+TXN = fidx.TXN_ENTRY
+KRAFT_TXN = FIXTURES / "kafka4.4-kraft" / "parity-0" / f"{SEG0}.txnindex"
+
+
+def _txn_variants() -> dict[str, bytes]:
+    data = KRAFT_TXN.read_bytes() + b"".join(fidx.encode_aborted_txn(6 + i, 90 + i, 95 + i, 96) for i in range(9))
+    out = _variants(data, TXN)
+    out["zero-run-partial"] = data + bytes(40 * TXN + 11)
+    out["zero-run-then-entry"] = data + bytes(40 * TXN) + data[:TXN]
+    return out
+
+
+@pytest.mark.parametrize("base", [0, 1000])
+@pytest.mark.parametrize("variant", sorted(_txn_variants()))
+def test_a_txnindex_read_on_demand_says_what_its_bytes_say(tmp_path, monkeypatch, variant, base):
+    content = _txn_variants()[variant]
+    f = tmp_path / f"{SEG0}.txnindex"
+    f.write_bytes(content)
+    held = fs.read_txn_index_file(f)  # (small: held)
+    monkeypatch.setattr(fs, "INDEX_READ_WHOLE", 0)
+    monkeypatch.setattr(fidx, "TXN_CHUNK_ENTRIES", 3)
+    lazy = fs.read_txn_index_file(f)
+    assert isinstance(held, bytes)
+    if content.rstrip(b"\0"):
+        assert isinstance(lazy, fs.FileBytes) or isinstance(lazy.head, fs.FileBytes)
+    assert len(lazy) == len(held) and fidx.trailing_bytes(lazy, TXN) == fidx.trailing_bytes(held, TXN)
+    assert list(fidx.iter_txn_index(lazy)) == fidx.parse_txn_index(lazy) == fidx.parse_txn_index(held)
+    assert fidx.check_txn_index(lazy, base, path="x") == fidx.check_txn_index(held, base, path="x")
+    assert fidx.txn_index_check(lazy, base, path="x", limit=2) == fidx.txn_index_check(held, base, path="x", limit=2)
+    assert lazy == held and not lazy != held  # (compared by content)
+
+
+def test_a_garbage_txnindex_lists_so_many_problems_then_says_the_rest_is_not_checked():
+    # a message per bad entry was unbounded (a 1 GiB file of garbage: ~31 M of them); past MAX_LISTED the rest
+    # is not checked, as the offset and time index checks do
+    n = MAX_LISTED * 3
+    data = b"".join(fidx.encode_aborted_txn(7, 1, 2, 3, version=0x100 * (1 + i % 2)) for i in range(n))
+    problems, unchecked = fidx.txn_index_check(data, 0, path="x")
+    assert len(problems) == MAX_LISTED and unchecked == (MAX_LISTED, n)
+    assert fidx.check_txn_index(data, 0, path="x") == problems
+    assert len(fidx.check_txn_index(data, 0, path="x", limit=None)) == n
+    good = fidx.encode_aborted_txn(7, 1, 2, 3)
+    assert fidx.txn_index_check(good * n, 0) == ([], None)  # (good entries are not counted)
+    # exactly MAX_LISTED bad entries: all listed, nothing left unchecked
+    assert fidx.txn_index_check(data[: MAX_LISTED * TXN], 0)[1] is None
+
+
+HUGE = 4 << 30
+
+
+def _sparse_txnindex(path: Path, tail: bytes) -> int:
+    """The fixture's .txnindex grown to ~4 GiB (a hole), ``tail`` (a whole entry) written at its end: a file
+    whose real bytes are few but not only before a zero tail. Its size."""
+    shutil.copyfile(KRAFT_TXN, path)
+    size = HUGE // TXN * TXN
+    with open(path, "r+b") as f:
+        f.truncate(size - len(tail))
+        f.seek(size - len(tail))
+        f.write(tail)
+    return size
+
+
+@pytest.mark.parametrize("base", [0, 5])
+def test_a_sparse_4gib_txnindex_is_read_a_chunk_at_a_time(tmp_path, base):
+    # Read whole up to its last non-zero byte: 4 GiB in memory, then decoded whole (~126 M entries). Now held
+    # only when small, read on demand otherwise: tracemalloc's peak stays a few chunks.
+    import tracemalloc
+
+    f = tmp_path / f"{SEG0}.txnindex"
+    tail = fidx.encode_aborted_txn(9, 1, 2, 3, version=0x300)  # (read as version 3)
+    size = _sparse_txnindex(f, tail)
+    real = fidx.parse_txn_index(KRAFT_TXN.read_bytes())
+    tracemalloc.start()
+    try:
+        data = fs.read_txn_index_file(f)
+        assert len(data) == size
+        problems, unchecked = fidx.txn_index_check(data, base, path="x")
+        head = []
+        for t in fidx.iter_txn_index(data):
+            head.append(t)
+            if len(head) == len(real) + 2:
+                break
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 32 << 20, peak >> 20
+    assert head == [*real, fidx.ZERO_TXN, fidx.ZERO_TXN]
+    if base:  # every zero entry's last offset 0 is below the base offset: listed, then the rest not checked
+        assert len(problems) == MAX_LISTED and unchecked[1] == size // TXN
+    else:  # the zero entries pass; the last one's version does not
+        assert len(problems) == 1 and "version 3" in problems[0] and unchecked is None

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from kltool.format import index as fidx
-from kltool.storage.check.index_check import MAX_LISTED
+from kltool.format.index import MAX_LISTED
 from kltool.storage.fs import METADATA_MAX_BYTES, read_index_file, read_small_file
 
 from .conftest import FIXTURES
@@ -272,3 +272,87 @@ def test_a_1gib_index_of_garbage_is_read_in_bounded_memory(tmp_path, garbage, co
     assert len(out.splitlines()) < 2 * MAX_LISTED
     if command[0] == "verify":
         assert code == 1 and f'"file":"{f}"' in out
+
+
+# ------------------------------------------------------------------- a huge .txnindex
+
+TXN_COMMANDS = [("verify", "--deep", "--strict"), ("transactions",), ("producers",), ("dump", "--limit", "5"),
+                ("dump",)]
+TXN_FILE = f"parity-0/{SEG0}.txnindex"
+
+
+def _txn_run(d: Path, command: tuple) -> tuple[int, str, str, int]:
+    f = d / TXN_FILE
+    return _run(*command, f) if command[0] == "dump" else _run(*command, d / "parity-0")
+
+
+@pytest.mark.parametrize("command", [c for c in TXN_COMMANDS if c != ("dump",)], ids=" ".join)
+def test_a_sparse_4gib_txnindex_with_an_entry_at_its_end_is_read_in_bounded_memory(tmp_path, command):
+    # Read whole up to its last non-zero byte (4 GiB), then decoded whole: MemoryError (exit 70) under the
+    # limit. Now its holes are skipped unread (lseek SEEK_DATA), its entries read a chunk at a time. (Not a
+    # plain dump: its ~126 M zero entries pass the broker's check at base offset 0, and are dumped, all.)
+    d = tmp_path / "d"
+    shutil.copytree(KRAFT, d)
+    f = d / TXN_FILE
+    size = (4 << 30) // fidx.TXN_ENTRY * fidx.TXN_ENTRY
+    with open(f, "r+b") as fh:
+        fh.truncate(size - fidx.TXN_ENTRY)
+        fh.seek(size - fidx.TXN_ENTRY)
+        fh.write(fidx.encode_aborted_txn(9, 1, 2, 3, version=0x300))  # (read as version 3: corrupt)
+    code_s, _out, _err, rss_s = _txn_run(KRAFT, command)  # the fixture as it is: the baseline
+    code, out, err, rss = _txn_run(d, command)
+    assert code in (0, 1) and "internal error" not in err, (code, err[-2000:])
+    assert rss <= rss_s + SLACK, (rss_s >> 20, rss >> 20)
+    assert len(out.splitlines()) < 2 * MAX_LISTED
+    if command[0] in ("verify", "transactions", "producers"):
+        assert code == 1 and "version 3" in out, out[-2000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", TXN_COMMANDS, ids=" ".join)
+@pytest.mark.parametrize("content", ["random", "ff"])
+def test_a_1gib_txnindex_of_garbage_is_read_in_bounded_memory(tmp_path, garbage, content, command):
+    # Read whole (1 GiB), then decoded whole (~31 M entries): MemoryError (exit 70) under the limit. Now read a
+    # chunk at a time, its bad entries listed (and dumped) up to MAX_LISTED, then a note that the rest is not.
+    d = tmp_path / "d"
+    shutil.copytree(KRAFT, d)
+    f = d / TXN_FILE
+    f.unlink()
+    os.link(garbage[content], f)  # (read-only commands: the file is shared)
+    code, out, err, rss = _txn_run(d, command)
+    assert code in (0, 1) and "internal error" not in err, (code, err[-2000:])
+    assert rss < GARBAGE_LIMIT, rss >> 20
+    assert len(out.splitlines()) < 2 * MAX_LISTED
+    if command[0] != "dump" or command == ("dump",):
+        assert '"kind":"index_unchecked"' in out, out[-2000:]
+
+
+# ------------------------------------------------------------------- producers: a large snapshot
+
+
+def test_the_producer_state_of_a_large_snapshot_is_held_once(tmp_path):
+    # The snapshot's entries were read into a list, then the state map built from it (and copied): both held
+    # at once, the peak ~1.7 times the state the command keeps. Now streamed into the state a chunk at a time:
+    # the peak is the state and a chunk.
+    import tracemalloc
+
+    from kltool.format.snapshot import ProducerEntry, encode_snapshot
+    from kltool.storage.partition import Partition
+    from kltool.storage.transactions import partition_transactions
+
+    d = tmp_path / "d"
+    shutil.copytree(KRAFT, d)
+    n = 200_000
+    entries = [ProducerEntry(10_000 + i, 3, 41, 60, 0, 1_700_000_000_000 + i, 7, -1 if i % 3 else 50)
+               for i in range(n)]
+    (d / "parity-0" / "00000000000000000085.snapshot").write_bytes(encode_snapshot(entries))
+    del entries
+    tracemalloc.start()
+    try:
+        r = partition_transactions(Partition(d / "parity-0"), now=1_800_000_000_000)
+        held, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(r.producers) == n and r.producers[10_003].current_txn_first_offset == 50
+    assert any(f.kind == "snapshot_disagrees" for f in r.findings)  # (the first SNAPSHOT_CHECK_LIMIT checked)
+    assert peak - held < 0.35 * held, (held >> 20, peak >> 20)

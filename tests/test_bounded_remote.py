@@ -117,3 +117,85 @@ def test_planning_splits_over_a_remote_segment_holds_bounded_bytes_of_its_index(
     peak, n = _plan_peak(big, opts["endpoint_override"])
     assert n == 1  # (no entry to split at)
     assert peak < base_peak + (48 << 20), (base_peak >> 20, peak >> 20)
+
+
+class _Gets:
+    """The GETs the S3 server answers, by path (a WSGI wrapper around the server's app)."""
+
+    def __init__(self, server):
+        self.paths: list[str] = []
+        self._srv = server
+        self._inner = server.app
+
+    def __enter__(self):
+        def app(environ, start_response):
+            if environ["REQUEST_METHOD"] == "GET":
+                self.paths.append(environ["PATH_INFO"])
+            return self._inner(environ, start_response)
+        self._srv.app = app
+        return self
+
+    def __exit__(self, *exc):
+        self._srv.app = self._inner
+
+    def of(self, suffix: str) -> int:
+        return sum(p.endswith(suffix) for p in self.paths)
+
+
+@pytest.fixture(scope="module")
+def s3_counted():
+    """An S3 server on loopback, its GETs counted (``_Gets``)."""
+    server_mod = pytest.importorskip("moto.server")
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    port = server._server.server_port
+    opts = {"endpoint_override": f"http://127.0.0.1:{port}", "access_key": "testing", "secret_key": "testing",
+            "region": "us-east-1"}
+    fs = pafs.S3FileSystem(endpoint_override=f"127.0.0.1:{port}", scheme="http", access_key="testing",
+                           secret_key="testing", region="us-east-1", allow_bucket_creation=True)
+    fs.create_dir(BUCKET)
+    pafs.copy_files(str(WILLIAM / "__consumer_offsets-28"), f"{BUCKET}/counted/__consumer_offsets-28",
+                    destination_filesystem=fs)
+    yield server._server, opts
+    server.stop()
+
+
+@pytest.mark.parametrize("split", ["0", "100000"])
+def test_planning_fetches_a_remote_index_once(s3_counted, split):
+    # The first segment read from startingOffset is sought through its .index, and split at entries of the
+    # same .index: it was fetched for each (2 GETs of it). Now one planning fetches it once.
+    pytest.importorskip("pyspark")
+    from kltool.spark import datasource as ds
+
+    srv, opts = s3_counted
+    with _Gets(srv) as gets:
+        segs = ds.plan_segments({"path": f"s3://{BUCKET}/counted/__consumer_offsets-28", "startingOffset": "4000",
+                                 "splitBytes": split, **{f"storage.{k}": v for k, v in opts.items()}})
+    assert segs and segs[0].position > 0  # (sought through the index)
+    if split != "0":
+        assert len(segs) > 1  # (split at its entries)
+    assert gets.of(f"{SEG0}.index") == 1, gets.paths
+
+
+def test_the_end_of_a_remote_stream_fetches_its_index_once(s3_counted):
+    # stream_end walks the last segment from its last index entry, and when nothing valid follows it (here a
+    # torn batch there), from the start: the .index was fetched for each walk (2 GETs). Now once.
+    pytest.importorskip("pyspark")
+    from kltool.spark.streaming import StreamPartition, stream_end
+    from kltool.storage.uri import select_remote
+
+    srv, opts = s3_counted
+    src = WILLIAM / "__consumer_offsets-28"
+    index = (src / f"{SEG0}.index").read_bytes()
+    last_pos = fidx.offset_index_entries(index, 0)[-1][1]
+    fs = pafs.S3FileSystem(endpoint_override=opts["endpoint_override"].split("//", 1)[1], scheme="http",
+                           access_key="testing", secret_key="testing", region="us-east-1")
+    d = f"{BUCKET}/torn/__consumer_offsets-28"
+    _put(fs, f"torn/__consumer_offsets-28/{SEG0}.log", (src / f"{SEG0}.log").read_bytes()[: last_pos + 30])
+    _put(fs, f"torn/__consumer_offsets-28/{SEG0}.index", index)
+    [rp] = select_remote([f"s3://{d}"], None, None, opts).partitions
+    with _Gets(srv) as gets:
+        end = stream_end(StreamPartition(rp.topic, rp.partition, f"s3://{d}", remote=rp, storage=opts))
+    assert end > 0
+    assert gets.of(f"{SEG0}.index") == 1, gets.paths

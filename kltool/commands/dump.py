@@ -444,8 +444,8 @@ def _dump_index(d: Dumper, path, kind: str, base) -> None:
 def _index_mismatches(d: Dumper, path, entries) -> None:
     """Each offset-index entry whose position does not start a batch ending at its offset (DumpLogSegments'
     check): a finding per entry (on stderr in text mode, as Kafka's "Mismatches in" lines)."""
+    from ..format.index import MAX_LISTED, unchecked_note
     from ..format.names import parse_segment_file, segment_file
-    from ..storage.check.index_check import MAX_LISTED
 
     log = path.with_name(segment_file(parse_segment_file(path.name)[0], "log"))
     listed = 0
@@ -458,8 +458,7 @@ def _index_mismatches(d: Dumper, path, entries) -> None:
         if found == offset:
             continue
         if listed == MAX_LISTED:  # garbage: as verify, the rest is not checked (a bounded time and output)
-            msg = (f"{MAX_LISTED} entries do not match the log: the other {len(entries) - i} entries, from entry "
-                   f"{i} of {len(entries)}, are not checked")
+            msg = unchecked_note(MAX_LISTED, i, len(entries))
             d.out.emit(Finding("info", "index_unchecked", str(path), msg).to_json()) if d.out.json_mode else \
                 d.out.warn(f"{path}: {msg}")
             return
@@ -473,10 +472,24 @@ def _index_mismatches(d: Dumper, path, entries) -> None:
 
 
 def _dump_txnindex(d: Dumper, path, kind: str, base) -> None:
+    """A .txnindex: its entries as AbortedTxn prints them, streamed (a file of any size is read a chunk at a
+    time, and --limit stops the read). Garbage is bounded too: once MAX_LISTED entries that fail the
+    broker's check (a version above the current, a last offset below the base offset) are dumped, the rest
+    is not, and a note says so."""
     from ..format import index as fidx
 
     out, f = d.out, str(path)
-    for t in fidx.parse_txn_index(read_txn_index_file(path))[: d.limit]:
+    data = read_txn_index_file(path)
+    n, bad, base = len(data) // fidx.TXN_ENTRY, 0, base or 0
+    for k, t in enumerate(fidx.iter_txn_index(data)):
+        if d.limit is not None and k >= d.limit:
+            return
+        if bad == fidx.MAX_LISTED:
+            msg = fidx.unchecked_note(bad, k, n, what="are corrupt", not_done="dumped")
+            out.emit(Finding("info", "index_unchecked", f, msg).to_json()) if out.json_mode else \
+                out.warn(f"{path}: {msg}")
+            return
+        bad += t.version > fidx.TXN_INDEX_VERSION or t.last_offset < base
         if out.json_mode:
             out.emit({"type": "txn_index_entry", "file": f, "version": t.version, "producer_id": t.producer_id,
                       "first_offset": t.first_offset, "last_offset": t.last_offset,

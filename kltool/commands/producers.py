@@ -52,12 +52,12 @@ def command(out, paths, topic, partition_spec, now_, scan_all, fmt):
         r = results[0]
         rows = [[str(p.producer_id), str(p.epoch), str(p.coordinator_epoch), str(p.last_sequence), str(p.timestamp),
                  "None" if p.current_txn_first_offset is None else str(p.current_txn_first_offset)]
-                for _pid, p in sorted(r.producers.items()) if not r.expired(p)]
+                for p in map(r.producers.__getitem__, sorted(r.producers)) if not r.expired(p)]
         out.write_lines(kafka_table(DESCRIBE_PRODUCERS, rows), tabs=True)
         return 1 if count_findings(results)[0] else 0
     rows = []
     for r in results:
-        for _pid, p in sorted(r.producers.items()):
+        for p in map(r.producers.__getitem__, sorted(r.producers)):  # (ids sorted: no list of (id, entry) pairs)
             if out.json_mode:
                 out.emit(producer_json(r, p))
             else:

@@ -98,13 +98,14 @@ def plan_segments(opts, pushed: Pushed | None = None, parallelism: int | None = 
     # local paths as absolute ones, as Spark qualifies file-source paths: executors run elsewhere
     local = [q for p in all_paths if not is_remote(p) for q in _expand(os.path.abspath(local_path(p)), p)]
     out: list[SegmentRead] = []
+    indexes: dict = {}  # (a remote .index fetched once in a planning: the seek and the split both use it)
     found = [_local_partitions(opts, local), _remote_partitions(opts, remote)]
     _check_subscribed(opts, {p.topic for parts, _lone in found for p in parts})
     check_named(bounds, {(p.topic, p.partition) for parts, _lone in found for p in parts})
     for parts, lone in found:
         for p in parts:
             if pushed is None or pushed.wants(p.topic, p.partition):
-                out.extend(_plan_partition(p, bounds, records, opts))
+                out.extend(_plan_partition(p, bounds, records, opts, indexes))
         for r in lone:
             if pushed is None or pushed.wants(r.topic, r.partition):
                 out.append(r)
@@ -115,7 +116,7 @@ def plan_segments(opts, pushed: Pushed | None = None, parallelism: int | None = 
             if pushed is None or pushed.wants(p.topic, p.partition):
                 _check_spark_offsets(p, bounds, opts)
     if records:
-        out = split_segments(out, split_target(opts, out, parallelism))
+        out = split_segments(out, split_target(opts, out, parallelism), indexes)
     return out
 
 
@@ -538,7 +539,7 @@ def committed(p) -> tuple[tuple, int]:
     return aborted, (min(opened) if opened else p.log_end_offset())
 
 
-def _plan_partition(p: _Planned, b: _Bounds, records: bool, opts) -> list[SegmentRead]:
+def _plan_partition(p: _Planned, b: _Bounds, records: bool, opts, indexes: dict | None = None) -> list[SegmentRead]:
     start, end = _offset_range(p, b, records, opts)
     if p.stable_end is not None:
         end = p.stable_end if end is None else min(end, p.stable_end)
@@ -554,7 +555,7 @@ def _plan_partition(p: _Planned, b: _Bounds, records: bool, opts) -> list[Segmen
             break  # this and later segments are at or past end
         pos = 0  # a local segment is sought on the executor (read_records)
         if not out and records and start is not None and index:
-            pos = _seek(_remote_index(index, base, p.storage), base, start,
+            pos = _seek(_remote_index(index, base, p.storage, indexes), base, start,
                         lambda at, u=file: _remote_head(u, at, p.storage))
         out.append(SegmentRead(file, p.topic, p.partition, base, start, end, int(size), p.directory, p.log_start,
                                position=pos, storage=p.storage, aborted=p.aborted or None))
@@ -599,14 +600,22 @@ def group_reads(opts, reads: list[SegmentRead], parallelism: int | None = None) 
     return group_segments(reads, max_bytes=max_bytes, open_cost=open_cost, min_partitions=cores)
 
 
-def _remote_index(uri, base, storage) -> list[tuple[int, int]]:
+def _remote_index(uri, base, storage, cache: dict | None = None) -> list[tuple[int, int]]:
+    """The entries of the remote ``.index`` at ``uri`` ([] when it cannot be read); with ``cache`` (a dict one
+    planning shares), an index already fetched is not fetched again."""
     from ..format import index as fidx
     from ..storage.uri import read_remote_index
 
+    key = (uri, base)
+    if cache is not None and key in cache:
+        return cache[key]
     try:  # (ranged reads: what is held stays bounded whatever the index holds)
-        return fidx.offset_index_entries(read_remote_index(uri, storage), base)
+        entries = fidx.offset_index_entries(read_remote_index(uri, storage), base)
     except Exception:  # noqa: BLE001 (an unreadable or damaged index: read from the start, as without one)
-        return []
+        entries = []
+    if cache is not None:
+        cache[key] = entries
+    return entries
 
 
 def _remote_head(uri, at, storage) -> bytes:
@@ -640,11 +649,12 @@ def _seek(entries, base: int, offset: int, head) -> int:
         return 0
 
 
-def split_segments(reads: list[SegmentRead], target: int) -> list[SegmentRead]:
+def split_segments(reads: list[SegmentRead], target: int, indexes: dict | None = None) -> list[SegmentRead]:
     """Split segments into even reads about ``target`` bytes long (as many as the segment's size over
     ``target``, rounded: one up to 1.5 times ``target``) at batch starts taken from their ``.index``
     (each checked against the batch header there). ``target`` <= 0: no splitting. A segment without a
-    usable index stays whole."""
+    usable index stays whole. ``indexes``: the remote indexes the planning fetched already (see
+    :func:`_remote_index`)."""
     if target <= 0:
         return reads
     from ..format.index import entry_points_at_batch
@@ -657,7 +667,7 @@ def split_segments(reads: list[SegmentRead], target: int) -> list[SegmentRead]:
             out.append(r)
             continue
         step = size / k
-        entries, head = _index_of(r)
+        entries, head = _index_of(r, indexes)
         cuts: list[int] = []
         nxt = r.position + step
         for o, pos in entries:
@@ -683,12 +693,12 @@ def split_segments(reads: list[SegmentRead], target: int) -> list[SegmentRead]:
     return out
 
 
-def _index_of(r: SegmentRead):
+def _index_of(r: SegmentRead, indexes: dict | None = None):
     from ..storage.uri import is_remote
 
     if is_remote(r.file):
         base = r.file[:-len(".log")] if r.file.endswith(".log") else r.file
-        entries = _remote_index(base + ".index", r.segment, r.storage)
+        entries = _remote_index(base + ".index", r.segment, r.storage, indexes)
         return entries, (lambda at: _remote_head(r.file, at, r.storage))
     from ..storage.segment import Segment
 

@@ -130,11 +130,13 @@ class StreamPartition:
         return None if not segs else (segs[-1].base_offset, segs[-1].log, segs[-1].size, segs[-1].index)
 
 
-def headers_from(file: str, base: int, offset: int | None, storage=None, index: str | None = None, size=None):
+def headers_from(file: str, base: int, offset: int | None, storage=None, index: str | None = None, size=None,
+                 indexes: dict | None = None):
     """The batch headers of segment ``file`` (base offset ``base``) from the trusted offset-index entry at or
     below ``offset`` (None: the last entry) to its end, with their positions in the segment. On an object
     store the bytes from there are copied into a local temporary file and walked there (the executors'
-    way), so what is read stays the tail, not the segment."""
+    way), so what is read stays the tail, not the segment. ``indexes``: remote indexes fetched already (see
+    :func:`kltool.spark.planning._remote_index`)."""
     from pathlib import Path
 
     from ..storage.scan import batches
@@ -154,7 +156,7 @@ def headers_from(file: str, base: int, offset: int | None, storage=None, index: 
     from ..storage.uri import filesystem
     from .planning import _remote_head, _remote_index, _seek
 
-    entries = _remote_index(index, base, storage) if index else []
+    entries = _remote_index(index, base, storage, indexes) if index else []
     if offset is None:
         offset = entries[-1][0] if entries else base
     pos = _seek(entries, base, offset, lambda at: _remote_head(file, at, storage))
@@ -187,9 +189,10 @@ def stream_end(p) -> int:
     if last is None:
         return 0
     base, file, size, index = last
-    end = _last_valid_end(headers_from(file, base, None, p.storage, index, size))
+    indexes: dict = {}  # (a remote .index fetched once)
+    end = _last_valid_end(headers_from(file, base, None, p.storage, index, size, indexes))
     if end is None:  # nothing valid after the last index entry (or a damaged index): the whole segment
-        end = _last_valid_end(headers_from(file, base, base, p.storage, index, size))
+        end = _last_valid_end(headers_from(file, base, base, p.storage, index, size, indexes))
     return base if end is None else end
 
 

@@ -463,6 +463,25 @@ class FileBytes(fidx.ByteSource):
         return data
 
 
+    def hole_end(self, pos: int) -> int:
+        """Where the hole at ``pos`` ends (``lseek(SEEK_DATA)``): ``pos`` when data is there, or when the file
+        system does not say."""
+        if pos >= self.size or not hasattr(os, "SEEK_DATA"):
+            return pos
+        fd, st = _open_regular(self.path)
+        try:
+            if _ident(st) != self._ident:
+                raise OSError(errno.ESTALE, "the file changed while it was read", str(self.path))
+            try:
+                return min(os.lseek(fd, pos, os.SEEK_DATA), self.size)
+            except OSError as e:
+                if e.errno == errno.ENXIO:  # no data after pos: a hole to the end
+                    return self.size
+                return pos
+        finally:
+            os.close(fd)
+
+
 def _ident(st: os.stat_result) -> tuple:
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
@@ -491,19 +510,22 @@ def read_index_file(path, *, whole_up_to: int | None = None):
 
 def read_txn_index_file(path):
     """The content of a ``.txnindex``, a trailing run of whole zero entries read as one (Kafka never
-    preallocates one, so such a run is a hole or damage; its entries are all alike): what is read stays
-    the size of the real entries whatever the file's size. A partial last entry is kept (it is reported)."""
+    preallocates one, so such a run is a hole or damage; its entries are all alike): what is held stays
+    the size of the real entries whatever the file's size, and, as :func:`read_index_file`'s, at most
+    :data:`INDEX_READ_WHOLE` of them: more (a multi-GiB garbage file) are a :class:`FileBytes` (alone or as
+    a ZeroPadded's head) read on demand, a chunk at a time (:func:`kltool.format.index.iter_txn_index`).
+    A partial last entry is kept (it is reported)."""
     from ..format.index import TXN_ENTRY, ZeroPadded
 
-    data = read_index_file(path, whole_up_to=1 << 62)  # (its entries are held: parse_txn_index lists them)
+    data = read_index_file(path)
     if not isinstance(data, ZeroPadded):
         return data
-    n = len(data)
-    cut = -(-len(data.head) // TXN_ENTRY) * TXN_ENTRY  # the first entry boundary in the zeros
+    n, h = len(data), len(data.head)
+    cut = -(-h // TXN_ENTRY) * TXN_ENTRY  # the first entry boundary in the zeros
     whole = n - n % TXN_ENTRY
-    if whole - cut <= TXN_ENTRY:
-        return data[:]
-    return data[:cut + TXN_ENTRY] + data[whole:]
+    if whole - cut > TXN_ENTRY:  # the run of zero entries read as one (the partial entry after it kept)
+        data = ZeroPadded(data.head, cut + TXN_ENTRY - h + n % TXN_ENTRY)
+    return data if isinstance(data.head, FileBytes) else data[:]
 
 
 _SNAPSHOT_CHUNK = 4 << 20  # bytes of a snapshot read at a time (~90,000 producers)

@@ -24,7 +24,7 @@ from ..format import decode_records
 from ..format.index import AbortedTxn, encode_aborted_txn
 from ..format.records import BatchHeader, java_long
 from ..format.snapshot import ProducerEntry, encode_snapshot
-from .fs import read_snapshot
+from .fs import read_snapshot, snapshot_entries
 
 __all__ = ["ProducerStateEntry", "ProducerStateManager", "SnapshotChoice", "control_of", "latest_snapshot"]
 
@@ -250,7 +250,7 @@ class SnapshotChoice:
 
 
 def latest_snapshot(partition, log_end_offset: int, *, log_start_offset: int | None = None,
-                    clean_shutdown: bool | None = None) -> SnapshotChoice:
+                    clean_shutdown: bool | None = None, stream: bool = False) -> SnapshotChoice:
     """The latest valid snapshot at or below the log end offset (a corrupt one is passed over, as the
     broker deletes it and tries the next older one).
 
@@ -263,7 +263,10 @@ def latest_snapshot(partition, log_end_offset: int, *, log_start_offset: int | N
     where the broker takes empty snapshots and starts empty at the log end offset (nothing replayed).
 
     Without ``log_start_offset`` (the writer's resume): every snapshot file counts, and without one the
-    state starts empty at the second-to-last segment's base offset."""
+    state starts empty at the second-to-last segment's base offset.
+
+    With ``stream``, the chosen snapshot's ``entries`` are not held: an iterator that reads them a chunk at a
+    time, once (:func:`~kltool.storage.fs.snapshot_entries`; its CRC was checked)."""
     segs = partition.segments
     snaps = sorted(partition.snapshots)
     skipped = []
@@ -285,14 +288,14 @@ def latest_snapshot(partition, log_end_offset: int, *, log_start_offset: int | N
             skipped.append((spath, f"its offset {off} is above the log end offset {log_end_offset}"))
             continue
         try:
-            snap = read_snapshot(spath, strict=True)
+            snap = read_snapshot(spath, strict=True, entries=not stream)
         except OSError as e:
             skipped.append((spath, e.strerror or str(e)))
             continue
         except CorruptDataError as e:
             skipped.append((spath, str(e)))
             continue
-        return SnapshotChoice(off, spath, snap.entries, skipped)
+        return SnapshotChoice(off, spath, snapshot_entries(spath, snap) if stream else snap.entries, skipped)
     if log_start_offset is None:
         start = segs[-2].base_offset if len(segs) >= 2 else (segs[0].base_offset if segs else log_end_offset)
         return SnapshotChoice(start, None, [], skipped)

@@ -29,7 +29,15 @@ from pathlib import Path
 
 from ..errors import CorruptDataError
 from ..format import names as fn
-from ..format.index import TXN_ENTRY, AbortedTxn, check_txn_index, parse_txn_index
+from ..format.index import (
+    MAX_LISTED,
+    TXN_ENTRY,
+    ZERO_TXN,
+    AbortedTxn,
+    txn_index_check,
+    txn_index_chunks,
+    unchecked_note,
+)
 from ..format.records import BatchHeader, java_long
 from .findings import Finding
 from .fs import read_txn_index_file
@@ -246,21 +254,25 @@ def partition_transactions(p, *, now: int, max_transaction_timeout_ms: int = DEF
         _replay_checking_snapshots(p, state, watch, start, leo, log_start)
     else:
         clean = p.logdir is not None and p.logdir.clean_shutdown
-        choice = latest_snapshot(p, leo, log_start_offset=log_start, clean_shutdown=clean)
+        # (the snapshot's entries streamed into the state, never held beside it: the first
+        # SNAPSHOT_CHECK_LIMIT kept for the check against their batches)
+        choice = latest_snapshot(p, leo, log_start_offset=log_start, clean_shutdown=clean, stream=True)
         for path, why in choice.skipped:
             findings.append(Finding("warning", "snapshot_skipped", str(path),
                                     f"the broker skips (and deletes) this snapshot at start-up: {why}"))
         start, snap_path, note = choice.offset, choice.path, choice.note
         seeded = snap_path is not None or start == 0
-        state = ProducerStateManager(choice.entries)
+        checked: list = []
+        state = ProducerStateManager(_keeping(choice.entries, checked, SNAPSHOT_CHECK_LIMIT))
+        choice.entries = None
         watch = _Watch(seeded, hw)
         if start < leo:
             state.replay(segs, start, watch)
         if snap_path is not None:
-            findings += _check_snapshot_batches(p, snap_path, choice.offset, choice.entries, log_start)
+            findings += _check_snapshot_batches(p, snap_path, choice.offset, checked, log_start)
     findings += watch.findings
     r = PartitionTransactions(p.topic, p.partition, p.path, now, max_transaction_timeout_ms, log_start, leo, hw,
-                              hw_source, hw, start, snap_path, scan_all, dict(state.producers))
+                              hw_source, hw, start, snap_path, scan_all, state.producers)
     if not seeded:  # (a note when the broker reads all there is: its answer is this one)
         findings.append(Finding("info" if start == log_start else "warning", "state_incomplete", str(p.path),
                                 f"{note}: the state starts empty at offset {start} (as the broker's does); a "
@@ -298,21 +310,12 @@ def _check_txn_indexes(r: PartitionTransactions, p, segs, start: int, watch: _Wa
         if nxt is not None and nxt <= start:
             continue
         path = seg.txnindex_path
-        try:
-            data = read_txn_index_file(path)  # a trailing run of zero entries read as one
-        except FileNotFoundError:
-            data = b""
-        except OSError as e:
-            out.append(Finding("error", "txn_index_unreadable", str(path), e.strerror or str(e)))
+        got = _read_txn_index(path, seg.base_offset, out)
+        if got is None:
             continue
-        for msg in check_txn_index(data, seg.base_offset, path=str(path)):
-            out.append(Finding("error", "txn_index_corrupt", str(path), msg))
-        if len(data) % TXN_ENTRY:
-            out.append(Finding("warning", "txn_index_corrupt", str(path),
-                               f"{len(data) % TXN_ENTRY} bytes after the last whole entry (ignored by the broker)",
-                               len(data) - len(data) % TXN_ENTRY))
-        actual = {t.last_offset: (k, t) for k, t in enumerate(parse_txn_index(data)) if t.last_offset >= start}
+        data, budget = got
         expected = watch.aborted.get(seg.base_offset, [])
+        actual, extra, unchecked = _txn_entries(data, start, {t.last_offset for t in expected}, watch, budget)
         for t in expected:
             certain = watch.markers.get(t.last_offset, False)
             got = actual.pop(t.last_offset, None)
@@ -337,16 +340,68 @@ def _check_txn_indexes(r: PartitionTransactions, p, segs, start: int, watch: _Wa
                 out.append(Finding("error", "txn_index_mismatch", str(path),
                                    f"entry {k} for the ABORT at offset {t.last_offset}: " + ", ".join(diffs),
                                    k * TXN_ENTRY, t.last_offset))
-        for last, (k, a) in sorted(actual.items()):
-            certain = watch.markers.get(last)
-            if certain is False or (certain is None and watch.damaged):
-                continue
-            why = ("there is no ABORT marker of it at that offset" if certain is None else
+        for last, (k, a) in sorted(extra.items()):
+            why = ("there is no ABORT marker of it at that offset" if watch.markers.get(last) is None else
                    "the marker there does not abort a transaction of it")
             out.append(Finding("error", "txn_index_extra", str(path),
                                f"entry {k} says producer {a.producer_id} aborted offsets {a.first_offset}..{last}, but "
                                f"{why}: read_committed consumers would skip its records", k * TXN_ENTRY, last))
+        if unchecked is not None and budget:  # (none left: its check already said the rest is not checked)
+            out.append(Finding("info", "index_unchecked", str(path), unchecked_note(
+                len(extra), *unchecked, what="are corrupt or name an abort the log does not have")))
     return out
+
+
+def _read_txn_index(path: Path, base_offset: int, out: list[Finding]) -> tuple[object, int] | None:
+    """The content of the ``.txnindex`` at ``path`` (b"" when missing) and how many more of its entries may be
+    listed (of :data:`MAX_LISTED` a file), after the findings of its sanity check
+    (:func:`~kltool.format.index.txn_index_check`, capped) and of a partial last entry; None, with a
+    finding, when it cannot be read."""
+    try:
+        data = read_txn_index_file(path)  # a trailing run of zero entries read as one
+    except FileNotFoundError:
+        data = b""
+    except OSError as e:
+        out.append(Finding("error", "txn_index_unreadable", str(path), e.strerror or str(e)))
+        return None
+    problems, unchecked = txn_index_check(data, base_offset, path=str(path))
+    for msg in problems:
+        out.append(Finding("error", "txn_index_corrupt", str(path), msg))
+    if unchecked is not None:  # garbage: the rest is not checked (a bounded time and output)
+        out.append(Finding("info", "index_unchecked", str(path),
+                           unchecked_note(len(problems), *unchecked, what="are corrupt")))
+    if len(data) % TXN_ENTRY:
+        out.append(Finding("warning", "txn_index_corrupt", str(path),
+                           f"{len(data) % TXN_ENTRY} bytes after the last whole entry (ignored by the broker)",
+                           len(data) - len(data) % TXN_ENTRY))
+    return data, 0 if unchecked is not None else MAX_LISTED - len(problems)
+
+
+def _txn_entries(data, start: int, wanted: set[int], watch: _Watch, budget: int
+                 ) -> tuple[dict, dict, tuple[int, int] | None]:
+    """The entries of a ``.txnindex`` (read a chunk at a time) whose marker is at or above ``start``, by marker
+    offset (of several with one offset the last), as ``(entry number, entry)``: (those of a ``wanted`` offset,
+    those that name an abort the log does not have, None); once ``budget`` of the latter are held (garbage),
+    the rest is not read: (…, …, (entries read, entries)). Memory stays bounded whatever the file holds."""
+    actual: dict[int, tuple[int, AbortedTxn]] = {}
+    extra: dict[int, tuple[int, AbortedTxn]] = {}
+    for i, m, entries in txn_index_chunks(data):
+        # (a run of zero entries, a sparse file's hole: all alike, the last of them stands for them all)
+        pairs = enumerate(entries, i) if entries is not None else ((i + m - 1, ZERO_TXN),)
+        for k, a in pairs:
+            last = a.last_offset
+            if last < start:
+                continue
+            if last in wanted:
+                actual[last] = (k, a)
+                continue
+            certain = watch.markers.get(last)
+            if certain is False or (certain is None and watch.damaged):
+                continue
+            if last not in extra and len(extra) >= budget:
+                return actual, extra, (k if entries is not None else i, len(data) // TXN_ENTRY)
+            extra[last] = (k, a)
+    return actual, extra, None
 
 
 # ------------------------------------------------------------------------------------------ snapshots
@@ -360,6 +415,14 @@ def _snapshot_diffs(snap, e: ProducerStateEntry) -> list[str]:
     names = ("epoch", "last_sequence", "last_offset", "last_timestamp", "coordinator_epoch",
              "current_txn_first_offset")
     return [f"{n} {w} (the log says {g})" for n, w, g in zip(names, want, got, strict=True) if w != g]
+
+
+def _keeping(entries, kept: list, n: int):
+    """``entries``, one at a time, the first ``n`` of them also appended to ``kept``."""
+    for e in entries:
+        if len(kept) < n:
+            kept.append(e)
+        yield e
 
 
 def _check_snapshot_batches(p, path: Path, offset: int, entries, log_start: int) -> list[Finding]:

@@ -240,12 +240,12 @@ def _txn_actions(sc: SegScan, modified: bool, force: bool, indexes_only: bool, a
     rebuilt = fidx.encode_txn_index(sc.txn_entries) if sc.txn_ok else None
     new = why = None
     if data is not None and not problems and modified:
-        kept = [t for t in fidx.parse_txn_index(data) if t.last_offset in sc.kept_markers]
+        kept = [t for t in fidx.iter_txn_index(data) if t.last_offset in sc.kept_markers]
         new, why = fidx.encode_txn_index(kept), "the segment's log changes: entries whose marker was cut are dropped"
     elif problems and rebuilt is not None:
         new, why = rebuilt, f"{problems[0]}: rebuilt from the transaction markers"
     elif problems:
-        good = [t for t in fidx.parse_txn_index(data[: len(data) - len(data) % fidx.TXN_ENTRY])
+        good = [t for t in fidx.iter_txn_index(data)  # (its whole entries, a chunk at a time)
                 if t.version <= fidx.TXN_INDEX_VERSION and t.last_offset >= seg.base]
         new, why = fidx.encode_txn_index(good), f"{problems[0]}: the bad entries are dropped"
     elif rebuilt is not None and (force or modified or (sc.existing.index_missing and not indexes_only)) and \

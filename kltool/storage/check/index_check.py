@@ -22,19 +22,15 @@ from pathlib import Path
 from ...errors import CorruptDataError
 from ...format import index as fidx
 from ...format import names as fn
+from ...format.index import MAX_LISTED, unchecked_note
 from ...format.records import BatchHeader
 from ...format.topics import CLUSTER_METADATA_TOPIC_NAME
 from ..findings import Finding
 from ..fs import read_index_file
 
-__all__ = ["IndexChecker", "MAX_LISTED"]
+__all__ = ["IndexChecker"]
 
 _FAR = 1 << 62
-
-# Entries of one index that disagree with the log, listed at most: past that the index is garbage (it is
-# rebuilt whole either way), the rest of its entries are not checked, and a note says how many were not. A
-# huge file of garbage then costs a bounded time and output, not a finding per entry.
-MAX_LISTED = 1000
 
 
 def _err(kind, file, msg, position=None, offset=None):
@@ -302,8 +298,7 @@ class IndexChecker:
         for which, path in ((0, self.index_path), (1, self.timeindex_path)):
             if self.unchecked[which] is not None:
                 done, n = self.unchecked[which]
-                found.append(Finding("info", "index_unchecked", str(path), f"{MAX_LISTED} entries do not match the "
-                                     f"log: the other {n - done} entries, from entry {done} of {n}, are not checked"))
+                found.append(Finding("info", "index_unchecked", str(path), unchecked_note(MAX_LISTED, done, n)))
                 self.unchecked[which] = None
         self.j, self.k = len(self.oi), len(self.ti)
         self._next()

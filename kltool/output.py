@@ -8,7 +8,6 @@ import os
 import re
 import sys
 from binascii import b2a_base64  # (base64.b64encode without importing base64)
-from typing import Any
 
 SCHEMA_VERSION = 1
 
@@ -93,38 +92,51 @@ def text_bytes(b: bytes | None, encoding: str = "text", limit: int | None = None
 GAP = "   "
 
 
-def render_table(columns: list[str], rows: list[list[Any]], *, width: int | None = None,
+def render_table(columns: list[str], rows, *, width: int | None = None,
                  title: str | None = None, justify: dict[str, str] | None = None) -> list[str]:
-    """Lines of a table. Fits in ``width`` (None: any width) as aligned columns with a header and a
-    rule; when it cannot, each row becomes ``name: value`` fields, the first field unindented and the
-    rest wrapped onto lines indented by two spaces (a field longer than the width gets a line of its
-    own). Nothing is ever truncated."""
+    """Lines of a table (all of :func:`iter_table`)."""
+    return list(iter_table(columns, rows, width=width, title=title, justify=justify))
+
+
+def iter_table(columns: list[str], rows, *, width: int | None = None,
+               title: str | None = None, justify: dict[str, str] | None = None):
+    """Lines of a table, one at a time. Fits in ``width`` (None: any width) as aligned columns with a header
+    and a rule; when it cannot, each row becomes ``name: value`` fields, the first field unindented and the
+    rest wrapped onto lines indented by two spaces (a field longer than the width gets a line of its own).
+    Nothing is ever truncated. ``rows``: a list, or a function returning a fresh iterable of them (walked
+    twice, once for the widths, once for the lines: no cell is held, so a million rows cost no memory)."""
     justify = justify or {}
-    cells = [["" if v is None else visible(str(v)) for v in r] for r in rows]
-    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    walk = rows if callable(rows) else (lambda: rows)
+
+    def cells():
+        for r in walk():
+            yield ["" if v is None else visible(str(v)) for v in r]
+
+    widths = [len(c) for c in columns]
+    for r in cells():
+        widths = [max(w, len(v)) for w, v in zip(widths, r, strict=True)]
     total = sum(widths) + len(GAP) * (len(columns) - 1)
-    lines = [] if title is None else [title]
+    if title is not None:
+        yield title
     if width is None or total <= width:
         def fmt(vals):
             return GAP.join(v.rjust(w) if justify.get(c) == "right" else v.ljust(w)
                             for v, w, c in zip(vals, widths, columns, strict=True)).rstrip()
 
-        lines.append(fmt(columns))
-        lines.append("\u2500" * total)
-        lines.extend(fmt(r) for r in cells)
-        return lines
-    for r in cells:
-        fields = [f"{c}: {v}" for c, v in zip(columns, r, strict=True) if v != ""]
+        yield fmt(columns)
+        yield "\u2500" * total
+        yield from map(fmt, cells())
+        return
+    for r in cells():
         line = ""
-        for f in fields:
+        for f in (f"{c}: {v}" for c, v in zip(columns, r, strict=True) if v != ""):
             if line and len(line) + 2 + len(f) > width:
-                lines.append(line)
+                yield line
                 line = "  " + f
             else:
                 line = f if not line else (line + "  " + f)
         if line:
-            lines.append(line)
-    return lines
+            yield line
 
 
 def silence_stdout() -> None:
@@ -264,11 +276,12 @@ class Output:
             pass
         return None
 
-    def table(self, columns: list[str], rows: list[list[Any]], title: str | None = None,
+    def table(self, columns: list[str], rows, title: str | None = None,
               justify: dict[str, str] | None = None) -> None:
         """Aligned columns when they fit the width; otherwise each row as ``name: value`` fields
-        wrapped onto indented lines. Cells are never cut."""
-        self.write_lines(render_table(columns, rows, width=self.width(), title=title, justify=justify))
+        wrapped onto indented lines. Cells are never cut. ``rows``: a list, or a function returning a fresh
+        iterable of them (see :func:`iter_table`), written as they are formatted."""
+        self.write_lines(iter_table(columns, rows, width=self.width(), title=title, justify=justify))
 
     # -- stderr ------------------------------------------------------------------------------
     @property

@@ -50,31 +50,36 @@ def command(out, paths, topic, partition_spec, now_, scan_all, fmt):
             raise UsageError(f"--format kafka describes one partition (as describe-producers --topic T --partition "
                              f"P does), not {len(results)}: give a partition directory or --topic and --partition")
         r = results[0]
-        rows = [[str(p.producer_id), str(p.epoch), str(p.coordinator_epoch), str(p.last_sequence), str(p.timestamp),
-                 "None" if p.current_txn_first_offset is None else str(p.current_txn_first_offset)]
-                for p in map(r.producers.__getitem__, sorted(r.producers)) if not r.expired(p)]
-        out.write_lines(kafka_table(DESCRIBE_PRODUCERS, rows), tabs=True)
+
+        def described():  # (walked twice by the table: no cell held)
+            return ([str(p.producer_id), str(p.epoch), str(p.coordinator_epoch), str(p.last_sequence),
+                     str(p.timestamp), "None" if p.current_txn_first_offset is None else str(p.current_txn_first_offset)]
+                    for p in map(r.producers.__getitem__, sorted(r.producers)) if not r.expired(p))
+
+        out.write_lines(kafka_table(DESCRIBE_PRODUCERS, described), tabs=True)
         return 1 if count_findings(results)[0] else 0
-    rows = []
-    for r in results:
-        for p in map(r.producers.__getitem__, sorted(r.producers)):  # (ids sorted: no list of (id, entry) pairs)
-            if out.json_mode:
-                out.emit(producer_json(r, p))
-            else:
-                rows.append([r.topic, r.partition, p.producer_id, p.epoch, p.last_sequence, p.last_offset,
-                             format_time(p.timestamp), p.coordinator_epoch,
-                             "-" if p.current_txn_first_offset is None else p.current_txn_first_offset,
-                             "expired" if r.expired(p) else ""])
     errors, warnings = count_findings(results)
     n = sum(len(r.producers) for r in results)
     if out.json_mode:
+        for r in results:
+            for p in map(r.producers.__getitem__, sorted(r.producers)):  # (ids sorted: no (id, entry) pairs)
+                out.emit(producer_json(r, p))
         emit_findings(out, results)
         out.emit({"type": "summary", "partitions": len(results), "producers": n, "errors": errors,
                   "warnings": warnings,
                   "snapshots": {f"{r.topic}-{r.partition}": None if r.snapshot is None else r.snapshot.name
                                 for r in results}})
         return 1 if errors else 0
-    if rows:
+
+    def rows():  # walked twice by the table (its widths, then its lines): no cell held, whatever the count
+        for r in results:
+            for p in map(r.producers.__getitem__, sorted(r.producers)):
+                yield [r.topic, r.partition, p.producer_id, p.epoch, p.last_sequence, p.last_offset,
+                       format_time(p.timestamp), p.coordinator_epoch,
+                       "-" if p.current_txn_first_offset is None else p.current_txn_first_offset,
+                       "expired" if r.expired(p) else ""]
+
+    if n:
         cols = ["topic", "part", "producer", "epoch", "last seq", "last offset", "last timestamp", "coord epoch",
                 "txn start", "note"]
         out.table(cols, rows, justify={c: "right" for c in ("part", "producer", "epoch", "last seq", "last offset",

@@ -3,6 +3,7 @@ the .txnindex, per partition, as the broker sees them after start-up."""
 
 from __future__ import annotations
 
+import itertools
 import time
 
 import click
@@ -34,12 +35,21 @@ FIND_HANGING = ("Topic", "Partition", "ProducerId", "ProducerEpoch", "Coordinato
                 "Duration(min)")
 
 
-def kafka_table(headers, rows) -> list[str]:
+def kafka_table(headers, rows):
     """kafka-transactions.sh's table (``TransactionsCommand.prettyPrintTable``): each cell padded to its
-    column's width and followed by a tab, the header first."""
-    rows = [[visible(c) for c in r] for r in rows]  # (a tab or control character in a name: escaped)
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
-    return ["".join(c.ljust(w) + "\t" for c, w in zip(r, widths, strict=True)) for r in [list(headers), *rows]]
+    column's width and followed by a tab, the header first. ``rows``: a list, or a function returning a fresh
+    iterable of them (walked twice, widths then lines, as :func:`kltool.output.iter_table`)."""
+    walk = rows if callable(rows) else (lambda: rows)
+
+    def cells():
+        for r in walk():
+            yield [visible(c) for c in r]  # (a tab or control character in a name: escaped)
+
+    widths = [len(h) for h in headers]
+    for r in cells():
+        widths = [max(w, len(c)) for w, c in zip(widths, r, strict=True)]
+    for r in itertools.chain([list(headers)], cells()):
+        yield "".join(c.ljust(w) + "\t" for c, w in zip(r, widths, strict=True))
 
 
 def format_option(what: str):

@@ -125,9 +125,12 @@ def command(out, paths, topic, partition_spec, now_, scan_all, timeout_min, abor
     opened = [t for r in results for t in r.open]
     hanging = [t for t in opened if t.hanging]
     if fmt == "kafka":  # find-hanging's table (duration in whole minutes since the last timestamp)
-        rows = [[t.topic, str(t.partition), str(t.producer_id), str(t.producer_epoch), str(t.coordinator_epoch),
-                 str(t.first_offset), str(t.last_timestamp), str(t.idle_ms // 60000)]
-                for t in sorted(hanging, key=lambda t: (t.topic, t.partition, t.producer_id))]
+        hanging.sort(key=lambda t: (t.topic, t.partition, t.producer_id))
+
+        def rows():  # (walked twice by the table: no cell held)
+            return ([t.topic, str(t.partition), str(t.producer_id), str(t.producer_epoch), str(t.coordinator_epoch),
+                     str(t.first_offset), str(t.last_timestamp), str(t.idle_ms // 60000)] for t in hanging)
+
         out.write_lines(kafka_table(FIND_HANGING, rows), tabs=True)
         return 1 if hanging else 0
     if out.json_mode:
@@ -158,9 +161,9 @@ def command(out, paths, topic, partition_spec, now_, scan_all, timeout_min, abor
             out.line()
         if opened:
             cols = ["topic", "part", "producer", "epoch", "first offset", "first timestamp", "age", "idle", "state"]
-            out.table(cols, [[t.topic, t.partition, t.producer_id, t.producer_epoch, t.first_offset,
-                              format_time(t.first_timestamp), _ms(t.age_ms), _ms(t.idle_ms),
-                              "HANGING" if t.hanging else "open"] for t in opened],
+            out.table(cols, lambda: ([t.topic, t.partition, t.producer_id, t.producer_epoch, t.first_offset,
+                                      format_time(t.first_timestamp), _ms(t.age_ms), _ms(t.idle_ms),
+                                      "HANGING" if t.hanging else "open"] for t in opened),
                       justify={c: "right" for c in ("part", "producer", "epoch", "first offset", "age", "idle")})
             out.line()
         if aborted:

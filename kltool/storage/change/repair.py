@@ -535,7 +535,7 @@ def _plan_partition_files(view: View, p: Partition, leo: int, ctx: Ctx, acts: li
         if off > leo:
             acts.append(Action("quarantine", path, f"producer snapshot at offset {off} is beyond the log end offset "
                                f"{leo} (the broker deletes it)", old_size=_size(path)))
-            quarantined += 1
+            quarantined += _has_producers(path, read_snapshot)
             continue
         try:
             snap = read_snapshot(path, entries=False)
@@ -579,8 +579,15 @@ def _plan_partition_files(view: View, p: Partition, leo: int, ctx: Ctx, acts: li
             acts.append(Action("write_checkpoint", lec, why, data=new, entries=len(kept), old_size=len(raw)))
 
 
+def _has_producers(path: Path, read_snapshot) -> bool:
+    try:
+        return bool(read_snapshot(path).entries)
+    except (CorruptDataError, OSError):
+        return True  # unreadable: it may have had some
+
+
 def _plan_empty_snapshot(p: Partition, leo: int, acts: list[Action]) -> None:
-    """The last producer snapshots go: leave an empty one at the log start offset. With none, a broker
+    """The last producer snapshots go, and producers with them: leave an empty one at the log start offset. With none, a broker
     started with the clean-shutdown marker assumes no producers at all (UnifiedLog.rebuildProducerState's
     upgrade shortcut: empty snapshots, no replay), so it loses the open transactions and producer
     sequences that kltool (and the broker's own recovery) rebuild from the log; with an empty snapshot at
@@ -588,10 +595,16 @@ def _plan_empty_snapshot(p: Partition, leo: int, acts: list[Action]) -> None:
     from ..producer_state import ProducerStateManager
 
     start = min(p.log_start_offset(), leo)
-    acts.append(Action("create", p.path / fn.segment_file(start, "snapshot"),
-                       "no producer snapshot is left: an empty one at the log start offset makes a broker started "
-                       "with the clean-shutdown marker rebuild the producers from the log",
-                       data=ProducerStateManager().snapshot_bytes()))
+    path = p.path / fn.segment_file(start, "snapshot")
+    create = Action("create", path, "no producer snapshot is left: an empty one at the log start offset makes a "
+                    "broker started with the clean-shutdown marker rebuild the producers from the log",
+                    data=ProducerStateManager().snapshot_bytes())
+    if any(a.file == path for a in acts):  # a corrupt one there is quarantined first
+        acts.append(create)
+        return
+    # first of the partition's steps: a run killed after it plans no second one (the snapshot is there), and
+    # a run killed before it plans it again
+    acts.insert(next((i for i, a in enumerate(acts) if Path(a.file).parent == p.path), len(acts)), create)
 
 
 _ROOT_CHECKPOINTS = (fn.RECOVERY_POINT_CHECKPOINT, fn.REPLICATION_OFFSET_CHECKPOINT, fn.LOG_START_OFFSET_CHECKPOINT,

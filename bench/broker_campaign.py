@@ -97,7 +97,7 @@ def draw_topic(rng: random.Random, i: int) -> dict:
 
 
 def draw_records(rng, topic, n, magic, now):
-    keys = [None, "", "k1", "k2", "k3", "x" * 3000] if topic["kind"] == "compact" else None
+    keys = [None, "", "k1", "k2", "k3", "x" * min(3000, topic["segment_bytes"] // 8)] if topic["kind"] == "compact" else None
     rows = []
     cap = min(60000, topic["segment_bytes"] // 8)  # key + value + headers of one record
     t0 = now - rng.randrange(0, 3_600_000)

@@ -384,6 +384,8 @@ def _dump_partition(d: Dumper, p) -> None:
     if d.tail is not None:  # --from-offset -N: the last N offsets, as kcat -o -N
         d.flt.from_offset = max(p.log_start_offset(), p.log_end_offset() - d.tail)
     iso = Isolation(p, d.isolation) if d.isolation is not None else None
+    if iso is not None:  # a consumer reads nothing below the log start offset (the fetch is out of range)
+        d.flt.from_offset = max(p.log_start_offset(), d.flt.from_offset or 0)
     current = None
     for seg, item in read_partition(p, from_offset=d.flt.from_offset, to_offset=d.flt.to_offset,
                                     from_time=d.flt.from_time):

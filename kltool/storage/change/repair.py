@@ -530,10 +530,12 @@ def _plan_partition_files(view: View, p: Partition, leo: int, ctx: Ctx, acts: li
     from ...format.checkpoints import encode_leader_epoch_checkpoint, parse_leader_epoch_checkpoint
     from ..fs import read_snapshot
 
+    quarantined, kept = 0, 0
     for off, _k, _name, path in view.files("snapshot"):
         if off > leo:
             acts.append(Action("quarantine", path, f"producer snapshot at offset {off} is beyond the log end offset "
                                f"{leo} (the broker deletes it)", old_size=_size(path)))
+            quarantined += _has_producers(path, read_snapshot)
             continue
         try:
             snap = read_snapshot(path, entries=False)
@@ -544,6 +546,11 @@ def _plan_partition_files(view: View, p: Partition, leo: int, ctx: Ctx, acts: li
         if bad is not None:
             acts.append(Action("quarantine", path, f"{bad} (the broker deletes a corrupt snapshot)",
                                old_size=_size(path)))
+            quarantined += 1
+        else:
+            kept += 1
+    if quarantined and not kept:
+        _plan_empty_snapshot(p, leo, acts)
     lec = p.path / fn.LEADER_EPOCH_CHECKPOINT
     try:
         raw = read_small_file(lec)
@@ -570,6 +577,34 @@ def _plan_partition_files(view: View, p: Partition, leo: int, ctx: Ctx, acts: li
         new = encode_leader_epoch_checkpoint(kept).encode()
         if why is not None and new != raw:
             acts.append(Action("write_checkpoint", lec, why, data=new, entries=len(kept), old_size=len(raw)))
+
+
+def _has_producers(path: Path, read_snapshot) -> bool:
+    try:
+        return bool(read_snapshot(path).entries)
+    except (CorruptDataError, OSError):
+        return True  # unreadable: it may have had some
+
+
+def _plan_empty_snapshot(p: Partition, leo: int, acts: list[Action]) -> None:
+    """The last producer snapshots go, and producers with them: leave an empty one at the log start offset. With none, a broker
+    started with the clean-shutdown marker assumes no producers at all (UnifiedLog.rebuildProducerState's
+    upgrade shortcut: empty snapshots, no replay), so it loses the open transactions and producer
+    sequences that kltool (and the broker's own recovery) rebuild from the log; with an empty snapshot at
+    the log start it replays the log from there, as recovery does."""
+    from ..producer_state import ProducerStateManager
+
+    start = min(p.log_start_offset(), leo)
+    path = p.path / fn.segment_file(start, "snapshot")
+    create = Action("create", path, "no producer snapshot is left: an empty one at the log start offset makes a "
+                    "broker started with the clean-shutdown marker rebuild the producers from the log",
+                    data=ProducerStateManager().snapshot_bytes())
+    if any(a.file == path for a in acts):  # a corrupt one there is quarantined first
+        acts.append(create)
+        return
+    # first of the partition's steps: a run killed after it plans no second one (the snapshot is there), and
+    # a run killed before it plans it again
+    acts.insert(next((i for i, a in enumerate(acts) if Path(a.file).parent == p.path), len(acts)), create)
 
 
 _ROOT_CHECKPOINTS = (fn.RECOVERY_POINT_CHECKPOINT, fn.REPLICATION_OFFSET_CHECKPOINT, fn.LOG_START_OFFSET_CHECKPOINT,

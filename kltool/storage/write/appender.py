@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ...errors import BrokerLockHeld, CorruptDataError, KltoolError, UsageError
 from ...format import build_batch, speedups
+from ...format import names as fn
 from ...format.batch import (
     V2_OVERHEAD,
     build_end_txn_marker,
@@ -31,13 +32,22 @@ from ...format.batch import (
     encode_control_key,
     encode_end_txn_value,
 )
+from ...format.checkpoints import encode_offset_checkpoint, parse_offset_checkpoint
 from ...format.compression import CODEC_IDS, NONE, ZSTD
 from ...format.names import CLEAN_SHUTDOWN_FILE
 from ...format.partitioner import default_partition
 from ...format.records import LOG_OVERHEAD
 from ...format.topics import parse_partition_dir_name, validate_topic
 from ...jsonl import SKIP, LineError, record_blocks
-from ..fs import LOCK_FILE_NAME, BrokerLock, atomic_write, fsync_dir, held_message, lock_holder_present
+from ..fs import (
+    LOCK_FILE_NAME,
+    BrokerLock,
+    atomic_write,
+    fsync_dir,
+    held_message,
+    lock_holder_present,
+    read_small_file,
+)
 from ..topic_config import load_topic_config, load_topic_entry, validate_config
 from .writer import PartitionWriter, WriterStats, _now_ms
 
@@ -591,12 +601,35 @@ class Appender:
             self._committed = True  # every batch is durable: from here on nothing is undone
             for pa in parts:
                 pa.writer.close()
+            if not self.options.dry_run:
+                self._advance_high_watermarks(parts)
             self._finished = True
         finally:
             self.close()
         parts = [PartitionResult(p, pa.writer.path, pa.count, pa.markers, pa.writer.stats)
                  for p, pa in sorted(self._parts.items()) if pa.count or pa.markers]
         return AppendResult(self.topic, parts, self.options.dry_run)
+
+    def _advance_high_watermarks(self, parts) -> None:
+        """A partition whose ``replication-offset-checkpoint`` entry was its log end offset (everything
+        committed) gets the new log end: the records appended are committed as a single-replica leader's
+        are (the broker's high watermark reaches them as soon as it leads the partition). Otherwise the
+        offline changes that stop at the high watermark (retention, compact, the last stable offset) would
+        treat kltool's own records as unreplicated. A lower entry (an unreplicated tail) stays as it is."""
+        path = self.logdir / fn.REPLICATION_OFFSET_CHECKPOINT
+        try:
+            hws = parse_offset_checkpoint(read_small_file(path).decode("utf-8"), path=str(path))
+        except (OSError, UnicodeDecodeError, KltoolError, ValueError):
+            return  # none, or damaged (kltool verify reports it): not ours to rewrite
+        changed = False
+        for pa in parts:
+            key = (self.topic, pa.partition)
+            w = pa.writer
+            if hws.get(key) == w.start_offset and w.leo > w.start_offset:
+                hws[key] = w.leo
+                changed = True
+        if changed:
+            atomic_write(path, encode_offset_checkpoint(hws).encode("utf-8"))
 
     @property
     def pending_records(self) -> int:

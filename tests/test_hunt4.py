@@ -1,0 +1,115 @@
+"""Hostile input on the read and forensic side (hunt4): each case gives one line naming the file (and the
+byte position or the manifest field), a non-zero exit, never exit 70 or a traceback, memory bounded."""
+
+from __future__ import annotations
+
+import json
+import resource
+
+import pytest
+
+from .conftest import run_kltool
+
+zstandard = pytest.importorskip("zstandard")
+
+
+def _bad(res, *words):
+    assert res.code == 2, (res.code, res.err)
+    assert "Traceback" not in res.err and "internal error" not in res.err, res.err
+    line = res.err.strip()
+    assert "\n" not in line, line
+    for w in words:
+        assert w in line, (w, line)
+    return line
+
+
+# ------------------------------------------------------------ Aiven .rsm-manifest
+
+def _aiven(tmp_path, compression=False):
+    from .test_aiven import SRC, upload
+
+    stem = upload(tmp_path / "bucket", SRC, 0, chunk_size=4096, compression=compression)
+    mf = stem.parent / (stem.name + ".rsm-manifest")
+    return mf, json.loads(mf.read_text())
+
+
+def _index(m, field, value):
+    m["segmentIndexes"]["offset"][field] = value
+
+
+AIVEN_CASES = {
+    # name: (mutation, compression, words the one error line holds)
+    "chunkIndex a list": (lambda m: m.__setitem__("chunkIndex", []), False, ["rsm-manifest", "chunk index"]),
+    "segmentIndexes a list": (lambda m: m.__setitem__("segmentIndexes", [1]), False, ["rsm-manifest", "segmentIndexes"]),
+    "index entry a list": (lambda m: m["segmentIndexes"].__setitem__("offset", [1]), False,
+                           ["rsm-manifest", "segmentIndexes.offset"]),
+    "index position a string": (lambda m: _index(m, "position", "x"), False, ["rsm-manifest", "position"]),
+    "index position NaN": (lambda m: _index(m, "position", float("nan")), False, ["rsm-manifest", "position"]),
+    "index position negative": (lambda m: _index(m, "position", -5), False, ["rsm-manifest", "position", "-5"]),
+    "index size negative": (lambda m: _index(m, "size", -5), False, ["rsm-manifest", "size"]),
+    "index size 1 TiB": (lambda m: _index(m, "size", 1 << 40), False, ["rsm-manifest", "size"]),
+    "index past the object": (lambda m: _index(m, "position", 1 << 62), False, [".indexes at byte 4611686018427387904"]),
+    "file size 1 TiB": (lambda m: m["chunkIndex"].__setitem__("originalFileSize", 1 << 40), False,
+                        ["rsm-manifest", "originalFileSize"]),
+    "file size infinity": (lambda m: m["chunkIndex"].__setitem__("originalFileSize", float("inf")), False,
+                           ["rsm-manifest", "originalFileSize"]),
+    "chunk size 1 TiB": (lambda m: m["chunkIndex"].__setitem__("transformedChunkSize", 1 << 40), False,
+                         ["rsm-manifest", "transformedChunkSize"]),
+    "chunk size negative": (lambda m: m["chunkIndex"].__setitem__("transformedChunkSize", -100), False,
+                            ["rsm-manifest", "transformedChunkSize"]),
+    "2^31 one-byte chunks": (lambda m: m["chunkIndex"].update(originalFileSize=2**31 - 1, originalChunkSize=1),
+                             False, [".log at byte 0", "chunk 0"]),
+    "size table not zstd": (lambda m: m["chunkIndex"].__setitem__("transformedChunks", "AAAAAAAA"), True,
+                            ["rsm-manifest", "transformedChunks"]),
+    "size table not base64": (lambda m: m["chunkIndex"].__setitem__("transformedChunks", "!!!"), True,
+                              ["rsm-manifest", "transformedChunks", "base64"]),
+    "encryption without dataKey": (lambda m: m.__setitem__("encryption", {"x": 1}), False,
+                                   ["rsm-manifest", "encryption"]),
+    "encryption a list": (lambda m: m.__setitem__("encryption", [1]), False, ["rsm-manifest", "encryption"]),
+    "encryption a string": (lambda m: m.__setitem__("encryption", "k:AAAA"), False, ["rsm-manifest", "encryption"]),
+    "compression a string": (lambda m: m.__setitem__("compression", "yes"), False, ["rsm-manifest", "compression"]),
+}
+
+
+@pytest.mark.parametrize("name", list(AIVEN_CASES))
+def test_hostile_aiven_manifest_one_line_error(tmp_path, name):
+    mutate, compression, words = AIVEN_CASES[name]
+    mf, m = _aiven(tmp_path, compression)
+    mutate(m)
+    mf.write_text(json.dumps(m))
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, hard))  # (a 1 TiB buffer or 2^31 Chunk objects: MemoryError)
+    try:
+        res = run_kltool("tiered-fetch", tmp_path / "bucket", "-o", tmp_path / "out")
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+    _bad(res, *words)
+
+
+def test_aiven_manifest_nested_arrays(tmp_path):
+    mf, _m = _aiven(tmp_path)
+    mf.write_text("[" * 100_000 + "]" * 100_000)
+    _bad(run_kltool("tiered-fetch", tmp_path / "bucket", "-o", tmp_path / "out"), "rsm-manifest", "not JSON")
+
+
+def test_aiven_base64_without_padding_is_read_as_java_reads_it(tmp_path):
+    """Java's Base64 decoder takes a value without its '=' padding: so does kltool."""
+    from .test_aiven import SRC
+
+    mf, m = _aiven(tmp_path, compression=True)
+    m["chunkIndex"]["transformedChunks"] = m["chunkIndex"]["transformedChunks"].rstrip("=")
+    mf.write_text(json.dumps(m))
+    res = run_kltool("tiered-fetch", tmp_path / "bucket", "-o", tmp_path / "out")
+    assert res.code == 0, res.err
+    out = tmp_path / "out" / SRC.name / "00000000000000000000.log"
+    assert out.read_bytes() == (SRC / "00000000000000000000.log").read_bytes()
+
+
+def test_chunk_table_is_lazy():
+    from kltool.storage.aiven import _chunks
+
+    t = _chunks({"type": "fixed", "originalChunkSize": 1, "originalFileSize": 2**31 - 1,
+                 "transformedChunkSize": 9, "finalTransformedChunkSize": 3})
+    assert len(t) == 2**31 - 1
+    assert (t[5].original_position, t[5].original_size, t[5].position, t[5].size) == (5, 1, 45, 9)
+    assert t[-1].size == 3 and t[-1].position == (2**31 - 2) * 9

@@ -113,3 +113,32 @@ def test_chunk_table_is_lazy():
     assert len(t) == 2**31 - 1
     assert (t[5].original_position, t[5].original_size, t[5].position, t[5].size) == (5, 1, 45, 9)
     assert t[-1].size == 3 and t[-1].position == (2**31 - 2) * 9
+
+
+# ------------------------------------------------------------ gzip reserved header flags
+
+def test_gzip_member_with_reserved_flag_bits_read_as_kafka_reads_it(tmp_path):
+    """A gzip member whose FLG byte has a reserved bit set (bits 5-7), batch CRC right: Kafka's
+    GZIPInputStream ignores those bits and reads the batch's 5 records; zlib refuses the member."""
+    import shutil
+    import struct
+
+    from kltool.format.speedups import crc32c
+
+    from .conftest import ORACLE
+
+    src = ORACLE / "v2-gzip-headers-0"
+    part = tmp_path / src.name
+    shutil.copytree(src, part)
+    log = part / "00000000000000000000.log"
+    data = bytearray(log.read_bytes())
+    (size,) = struct.unpack_from(">i", data, 8)
+    assert data[61:64] == b"\x1f\x8b\x08" and data[64] == 0  # the first record's gzip header
+    data[64] |= 0x80
+    struct.pack_into(">I", data, 17, crc32c(bytes(data[21:12 + size])))
+    log.write_bytes(bytes(data))
+    res = run_kltool("--json", "dump", "--records", log)
+    assert res.code == 0, res.err
+    recs = [json.loads(ln) for ln in res.out.splitlines()]
+    assert [r["offset"] for r in recs if r["type"] == "record"][:5] == [0, 1, 2, 3, 4]
+    assert not [r for r in recs if r["type"] == "finding"]

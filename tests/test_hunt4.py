@@ -142,3 +142,49 @@ def test_gzip_member_with_reserved_flag_bits_read_as_kafka_reads_it(tmp_path):
     recs = [json.loads(ln) for ln in res.out.splitlines()]
     assert [r["offset"] for r in recs if r["type"] == "record"][:5] == [0, 1, 2, 3, 4]
     assert not [r for r in recs if r["type"] == "finding"]
+
+
+# ------------------------------------------------------------ file kinds: a FIFO under a metadata name
+
+def _kltool_subprocess(*args, timeout=20):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-c", "from kltool.cli import main; main()", *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_diff_fifo_leader_epoch_checkpoint_does_not_block(tmp_path):
+    """A FIFO named leader-epoch-checkpoint: the old diff opened it for reading and waited for a writer for
+    ever; now the checkpoint is unreadable (the epochs come from the batches) and the diff ends."""
+    import os
+    import shutil
+    import subprocess
+
+    from .conftest import FIXTURES
+
+    src = FIXTURES / "forensics" / "kafka4.4-kraft-transactions" / "logdir" / "t-0"
+    a = tmp_path / "a" / "t-0"
+    shutil.copytree(src, a)
+    (a / "leader-epoch-checkpoint").unlink()
+    os.mkfifo(a / "leader-epoch-checkpoint")
+    try:
+        res = _kltool_subprocess("--json", "diff", a, src, timeout=20)
+    except subprocess.TimeoutExpired:
+        pytest.fail("kltool diff blocked on a FIFO named leader-epoch-checkpoint")
+    assert res.returncode in (0, 1), res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_aiven_fifo_manifest_does_not_block(tmp_path):
+    import os
+    import subprocess
+
+    mf, _m = _aiven(tmp_path)
+    mf.unlink()
+    os.mkfifo(mf)
+    try:
+        res = _kltool_subprocess("tiered-fetch", tmp_path / "bucket", "-o", tmp_path / "out", timeout=20)
+    except subprocess.TimeoutExpired:
+        pytest.fail("kltool tiered-fetch blocked on a FIFO named .rsm-manifest")
+    assert res.returncode == 2 and "rsm-manifest" in res.stderr and "Traceback" not in res.stderr, res.stderr

@@ -331,7 +331,9 @@ def local_reader(stem: str):
     """A ``read_range`` over local files ``<stem>.log`` / ``<stem>.indexes``."""
 
     def read(suffix: str, position: int, size: int) -> bytes:
-        with open(f"{stem}.{suffix}", "rb") as f:
+        from .scan import open_segment_file  # (a regular file only: a FIFO would block)
+
+        with os.fdopen(open_segment_file(f"{stem}.{suffix}"), "rb") as f:
             # (never more than the object holds: a manifest's size is not a buffer to allocate)
             size = max(0, min(size, os.fstat(f.fileno()).st_size - position))
             if not size:
@@ -381,8 +383,9 @@ class SegmentRef:
 
     def manifest_bytes(self) -> bytes:
         if self.fs is None:
-            with open(f"{self.stem}.rsm-manifest", "rb") as f:
-                return f.read()
+            from .fs import read_small_file
+
+            return read_small_file(f"{self.stem}.rsm-manifest")
         with self.fs.open_input_file(f"{self.stem}.rsm-manifest") as f:
             return f.read()
 

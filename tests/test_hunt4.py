@@ -188,3 +188,14 @@ def test_aiven_fifo_manifest_does_not_block(tmp_path):
     except subprocess.TimeoutExpired:
         pytest.fail("kltool tiered-fetch blocked on a FIFO named .rsm-manifest")
     assert res.returncode == 2 and "rsm-manifest" in res.stderr and "Traceback" not in res.stderr, res.stderr
+
+
+def test_fifo_given_as_the_path_is_named_for_what_it_is(tmp_path):
+    """`kltool dump FIFO` said "permission denied" (the path is neither a file nor a directory one may
+    enter), which sends the user to chmod; it is a FIFO."""
+    import os
+
+    f = tmp_path / "leader-epoch-checkpoint"
+    os.mkfifo(f)
+    line = _bad(run_kltool("dump", f), str(f), "not a regular file")
+    assert "permission denied" not in line

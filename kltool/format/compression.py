@@ -249,6 +249,9 @@ def _read_exact(src, n: int):
 def _gzip_chunks(src, step):
     tail = src.read(_IN)
     while len(tail):
+        if len(tail) >= 4 and tail[3] & 0xE0 and bytes(tail[:3]) == b"\x1f\x8b\x08":
+            # reserved FLG bits: GZIPInputStream ignores them, zlib refuses the member (found by hunt4)
+            tail = bytes(tail[:3]) + bytes([tail[3] & 0x1F]) + bytes(tail[4:])
         d = zlib.decompressobj(wbits=31)
         while True:
             out = d.decompress(tail, step)

@@ -22,8 +22,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import re
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import CorruptDataError, UsageError
@@ -44,6 +46,31 @@ class Chunk:
     size: int  # transformed size
 
 
+JAVA_INT_MAX = 2**31 - 1  # the plugin's sizes and positions in a segment are Java ints
+_TABLE_LIMIT = 10 << 20  # the decompressed chunk size table (a 2 GiB segment in 4 MiB chunks: 2.5 KiB)
+
+
+def _field(obj, key: str, what: str, hi: int = JAVA_INT_MAX) -> int:
+    """``obj[key]`` as a JSON integer in 0..hi (no bool, float or string): a hostile manifest's numbers
+    never reach a seek, a read or a list's length unchecked."""
+    if not isinstance(obj, dict):
+        raise CorruptDataError(f"{what}: a JSON object expected, not {type(obj).__name__}")
+    v = obj.get(key)
+    if type(v) is not int:
+        raise CorruptDataError(f"{what}.{key}: an integer expected, not {json.dumps(v)[:40]}")
+    if not 0 <= v <= hi:
+        raise CorruptDataError(f"{what}.{key}: {v} is out of range (0..{hi})")
+    return v
+
+
+def _b64(text: str, what: str) -> bytes:
+    """Base64 as Java's Base64.getDecoder() reads it (the padding may be left off); anything else is damage."""
+    try:
+        return base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
+    except ValueError:
+        raise CorruptDataError(f"{what}: not base64") from None
+
+
 def decode_chunk_sizes(raw: bytes) -> list[int]:
     """The plugin's ChunkSizesBinaryCodec (after its zstd frame is removed)."""
     try:
@@ -58,45 +85,80 @@ def decode_chunk_sizes(raw: bytes) -> list[int]:
         if not 1 <= width <= 4:
             raise CorruptDataError(f"chunk size table: {width} bytes per value")
         pos = 9
+        if pos + (count - 1) * width + 4 != len(raw):  # (before a list of ``count`` values is built)
+            raise CorruptDataError(f"chunk size table: {count} values of {width} bytes in {len(raw)} bytes")
         out = []
         for _ in range(count - 1):
             out.append(int.from_bytes(raw[pos:pos + width], "big", signed=width == 4) + base)
             pos += width
         out.append(struct.unpack_from(">i", raw, pos)[0])
-        if pos + 4 != len(raw):
-            raise CorruptDataError(f"chunk size table: {len(raw) - pos - 4} bytes after its end")
         return out
     except struct.error:
         raise CorruptDataError("chunk size table: runs past the end of its data") from None
 
 
-def _chunks(index: dict) -> list[Chunk]:
-    kind = index.get("type")
-    try:
-        osize, fsize = int(index["originalChunkSize"]), int(index["originalFileSize"])
-        if osize <= 0 or fsize < 0:
-            raise CorruptDataError(f"chunk index: original chunk size {osize}, file size {fsize}")
-        count = -(-fsize // osize)
-        if kind == "fixed":
-            sizes = [int(index["transformedChunkSize"])] * max(count - 1, 0) + (
-                [int(index["finalTransformedChunkSize"])] if count else [])
-        elif kind == "variable":
-            from ..format.compression import _zstd
+class ChunkTable(Sequence):
+    """The chunks of a chunk index, computed on demand: a ``fixed`` index of 2^31 one-byte chunks costs no
+    memory, a ``variable`` one two arrays of 8-byte integers."""
 
-            packed = base64.b64decode(index["transformedChunks"])
-            sizes = decode_chunk_sizes(_zstd().ZstdDecompressor().decompress(packed, max_output_size=10 << 20))
-            if len(sizes) != count:
-                raise CorruptDataError(f"chunk index: {len(sizes)} chunk sizes for {count} chunks")
-        else:
-            raise CorruptDataError(f"chunk index: unknown type {kind!r}")
-    except (KeyError, TypeError, ValueError) as e:
-        raise CorruptDataError(f"chunk index: {type(e).__name__}: {e}") from None
-    out, opos, tpos = [], 0, 0
-    for i, size in enumerate(sizes):
-        o = min(osize, fsize - i * osize)
-        out.append(Chunk(opos, o, tpos, size))
-        opos, tpos = opos + o, tpos + size
-    return out
+    def __init__(self, osize: int, fsize: int, sizes=None, fixed: tuple[int, int] = (0, 0)):
+        self.osize, self.fsize, self._fixed = osize, fsize, fixed
+        self._count = -(-fsize // osize)
+        self._sizes = self._starts = None
+        if sizes is not None:
+            from array import array
+            from itertools import accumulate
+
+            self._sizes = array("q", sizes)
+            self._starts = array("q", accumulate(self._sizes, initial=0))
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self._count))]
+        if i < 0:
+            i += self._count
+        if not 0 <= i < self._count:
+            raise IndexError(i)
+        o = min(self.osize, self.fsize - i * self.osize)
+        if self._sizes is not None:
+            return Chunk(i * self.osize, o, self._starts[i], self._sizes[i])
+        size, final = self._fixed
+        return Chunk(i * self.osize, o, i * size, final if i == self._count - 1 else size)
+
+
+def _chunks(index: dict) -> ChunkTable:
+    what = "chunk index"
+    osize, fsize = _field(index, "originalChunkSize", what), _field(index, "originalFileSize", what)
+    if osize == 0:
+        raise CorruptDataError(f"chunk index: original chunk size 0, file size {fsize}")
+    count = -(-fsize // osize)
+    kind = index.get("type")
+    if kind == "fixed":
+        return ChunkTable(osize, fsize, fixed=(_field(index, "transformedChunkSize", what),
+                                               _field(index, "finalTransformedChunkSize", what)))
+    if kind != "variable":
+        raise CorruptDataError(f"chunk index: unknown type {kind!r}")
+    from ..format.compression import _zstd
+
+    packed = index.get("transformedChunks")
+    if not isinstance(packed, str):
+        raise CorruptDataError(f"chunk index.transformedChunks: a base64 string expected, not {type(packed).__name__}")
+    try:
+        raw = _zstd().ZstdDecompressor().decompress(_b64(packed, "chunk index.transformedChunks"),
+                                                    max_output_size=_TABLE_LIMIT)
+    except CorruptDataError:
+        raise
+    except Exception as e:  # noqa: BLE001 (binascii.Error, zstandard.ZstdError: a damaged table)
+        raise CorruptDataError(f"chunk index.transformedChunks: {e}") from None
+    sizes = decode_chunk_sizes(raw)
+    if len(sizes) != count:
+        raise CorruptDataError(f"chunk index: {len(sizes)} chunk sizes for {count} chunks")
+    if any(not 0 <= v <= JAVA_INT_MAX for v in sizes):
+        raise CorruptDataError("chunk index: a negative chunk size in the table")
+    return ChunkTable(osize, fsize, sizes)
 
 
 def _need_cryptography() -> None:
@@ -120,7 +182,7 @@ def _rsa_unwrap(data_key: str, private_keys: dict[str, bytes] | list[bytes]) -> 
     _need_cryptography()
     from cryptography.hazmat.primitives import serialization
 
-    blob = base64.b64decode(wrapped)
+    blob = _b64(wrapped, "encryption.dataKey")
     for pem in pems:
         try:
             key = serialization.load_pem_private_key(pem, password=None)
@@ -172,23 +234,31 @@ class AivenSegment:
         self.name = name
         try:
             m = json.loads(manifest)
-        except ValueError as e:
-            raise CorruptDataError(f"not JSON: {e}") from None
+        except (ValueError, RecursionError) as e:  # (RecursionError: arrays nested thousands deep)
+            raise CorruptDataError(f"not JSON: {str(e)[:200]}") from None
         if not isinstance(m, dict) or "chunkIndex" not in m or "segmentIndexes" not in m:
             raise CorruptDataError("not a segment manifest (no chunkIndex/segmentIndexes)")
+        if not isinstance(m["segmentIndexes"], dict):
+            raise CorruptDataError("segmentIndexes: a JSON object expected")
         self.manifest = m
         self.read_range = read_range
-        self.compression = bool(m.get("compression"))
+        comp = m.get("compression", False)
+        if not isinstance(comp, bool):
+            raise CorruptDataError(f"compression: true or false expected, not {json.dumps(comp)[:40]}")
+        self.compression = comp
         self.chunks = _chunks(m["chunkIndex"])
-        self.size = int(m["chunkIndex"]["originalFileSize"])
+        self.size = self.chunks.fsize
         enc = m.get("encryption")
         self._aes = None
         if enc:
+            if not (isinstance(enc, dict) and isinstance(enc.get("dataKey"), str) and isinstance(enc.get("aad"), str)):
+                raise CorruptDataError("encryption: an object with the strings dataKey and aad expected")
+            aad = _b64(enc["aad"], "encryption.aad")
             _need_cryptography()
             from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
             self._aes = AESGCM(_rsa_unwrap(enc["dataKey"], private_keys or {}))
-            self._aad = base64.b64decode(enc["aad"])
+            self._aad = aad
 
     @property
     def encrypted(self) -> bool:
@@ -237,17 +307,37 @@ class AivenSegment:
         """An index (``offset``, ``timestamp``, ``producerSnapshot``, ``leaderEpoch``, ``transaction``) in the
         broker's bytes; None when the segment has none."""
         ix = self.manifest["segmentIndexes"].get(name)
-        if not ix or not ix.get("size"):
-            return None if not ix else b""
-        raw = self.read_range("indexes", int(ix["position"]), int(ix["size"]))
-        return self._detransform(raw, False, f"{name} index at byte {ix['position']}")
+        if not ix:
+            return None
+        what = f"segmentIndexes.{name}"
+        try:
+            size = _field(ix, "size", what)
+            position = _field(ix, "position", what, hi=2**63 - 1 - size)
+        except CorruptDataError as e:
+            raise e.at(path=self.name) from None
+        if not size:
+            return b""
+        indexes = self.name[: -len(".rsm-manifest")] + ".indexes" if self.name.endswith(".rsm-manifest") else None
+        try:
+            raw = self.read_range("indexes", position, size)
+            if len(raw) != size:
+                raise CorruptDataError(f"{name} index at byte {position}: {len(raw)} of {size} bytes")
+            return self._detransform(raw, False, f"{name} index at byte {position}")
+        except CorruptDataError as e:
+            raise e.at(path=indexes, position=position) from None
 
 
 def local_reader(stem: str):
     """A ``read_range`` over local files ``<stem>.log`` / ``<stem>.indexes``."""
 
     def read(suffix: str, position: int, size: int) -> bytes:
-        with open(f"{stem}.{suffix}", "rb") as f:
+        from .scan import open_segment_file  # (a regular file only: a FIFO would block)
+
+        with os.fdopen(open_segment_file(f"{stem}.{suffix}"), "rb") as f:
+            # (never more than the object holds: a manifest's size is not a buffer to allocate)
+            size = max(0, min(size, os.fstat(f.fileno()).st_size - position))
+            if not size:
+                return b""
             f.seek(position)
             return f.read(size)
 
@@ -262,7 +352,8 @@ def pyarrow_reader(fs, stem: str):
         f = files.get(suffix)
         if f is None:
             f = files[suffix] = fs.open_input_file(f"{stem}.{suffix}")
-        return f.read_at(size, position)
+        n = max(0, min(size, f.size() - position))
+        return f.read_at(n, position) if n else b""
 
     return read
 
@@ -292,8 +383,9 @@ class SegmentRef:
 
     def manifest_bytes(self) -> bytes:
         if self.fs is None:
-            with open(f"{self.stem}.rsm-manifest", "rb") as f:
-                return f.read()
+            from .fs import read_small_file
+
+            return read_small_file(f"{self.stem}.rsm-manifest")
         with self.fs.open_input_file(f"{self.stem}.rsm-manifest") as f:
             return f.read()
 

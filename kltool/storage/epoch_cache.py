@@ -81,10 +81,11 @@ def leader_epoch_cache(p, leo: int, log_start: int) -> tuple[list[tuple[int, int
     end dropped and the one covering the log start moved to it (``truncateFromEnd``/``truncateFromStart``);
     (None, why) when it is missing or unreadable."""
     from ..format.checkpoints import parse_leader_epoch_checkpoint
+    from .fs import read_small_file  # (a FIFO named so: an error, not a read that waits for ever)
 
     path = p.path / fn.LEADER_EPOCH_CHECKPOINT
     try:
-        entries = parse_leader_epoch_checkpoint(path.read_text(encoding="utf-8"), path=str(path))
+        entries = parse_leader_epoch_checkpoint(read_small_file(path).decode("utf-8"), path=str(path))
     except FileNotFoundError:
         return None, "missing"
     except (OSError, UnicodeDecodeError, CorruptDataError) as e:

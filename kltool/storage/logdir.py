@@ -244,6 +244,8 @@ def open_path(path, *, max_depth: int = 4) -> Selection:
         raise PathNotFound(path)
     if path.is_file():
         return Selection(files=[path])
+    if not path.is_dir():  # (a FIFO, socket or device: not "permission denied", which sends one to chmod)
+        raise UsageError("not a regular file or a directory (a FIFO, socket or device)", path=path)
     if not os.access(path, os.R_OK | os.X_OK):
         raise PathNotReadable(path)
     if path.name in ("", ".."):  # "." or "..": the directory's own name says whether it is a partition

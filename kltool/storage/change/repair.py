@@ -467,12 +467,27 @@ def _plan_leftovers(view: View, acts: list[Action]) -> None:
                            old_size=_size(t)))
 
 
+def _names_after(segs: list[Seg], splits) -> list[int]:
+    """The segment names the log has once the splits are done: a segment split (or reordered) away bounds no
+    other segment (its batches all held elsewhere, it leaves no name at all); the new segments its split makes
+    do. The batch walk bounds a segment's last batch by the next of these, never by a file the plan removes."""
+    out: set[int] = set()
+    for s in segs:
+        sp = splits.get(id(s)) if splits else None
+        if sp is None:
+            out.add(s.base)
+        else:
+            out.update(sp.names)
+    return sorted(out)
+
+
 def _scan_segments(segs: list[Seg], ctx: Ctx, probs: list[Finding], *, like_broker: bool, interval: int,
                    only_bases: set[int] | None, progress, splits=None) -> tuple[list[SegScan], list[Seg]]:
     """Scan the segments in offset order: (the scans, the segments after a like-broker truncation). A segment
     in ``splits`` (planned by split.py) is not scanned: its split carries the state on."""
     scans: list[SegScan] = []
     later: list[Seg] = []
+    names = _names_after(segs, splits)
     for i, s in enumerate(segs):
         if scans and scans[-1].stopped:
             later.append(s)
@@ -487,8 +502,9 @@ def _scan_segments(segs: list[Seg], ctx: Ctx, probs: list[Finding], *, like_brok
         if ctx.last is not None and s.base <= ctx.last:
             probs.append(Finding("error", "offset_order", str(s.log), f"segment base offset {s.base} is not above "
                                  f"the previous segment's last offset {ctx.last}"))
-        sc = SegScan(s, ctx, like_broker=like_broker, interval=interval, is_active=(i == len(segs) - 1),
-                     progress=progress, next_base=segs[i + 1].base if i + 1 < len(segs) else None)
+        next_base = min((b for b in names if b > s.base), default=None)
+        sc = SegScan(s, ctx, like_broker=like_broker, interval=interval, is_active=next_base is None,
+                     progress=progress, next_base=next_base)
         sc.run()
         scans.append(sc)
     return scans, later

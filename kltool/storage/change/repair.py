@@ -488,7 +488,7 @@ def _scan_segments(segs: list[Seg], ctx: Ctx, probs: list[Finding], *, like_brok
     scans: list[SegScan] = []
     later: list[Seg] = []
     names = _names_after(segs, splits)
-    for i, s in enumerate(segs):
+    for s in segs:
         if scans and scans[-1].stopped:
             later.append(s)
             continue

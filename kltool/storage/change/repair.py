@@ -533,8 +533,9 @@ def _segment_actions(sc: SegScan, force_index: bool, indexes_only: bool, acts: l
     new_index = [a for a in idx if a.file.suffix == ".index"]
     acts.extend(a for a in idx if a.file.suffix != ".index")
     if new_index and sc.seg.index is not None:
-        acts.append(Action("quarantine", sc.seg.index, "moved aside while the log changes (a broker started "
-                           "meanwhile rebuilds a missing .index); rewritten after the cut",
+        # (by the name it has when this step runs: a .swap file the plan renamed into place is there by then)
+        acts.append(Action("quarantine", sc.seg.final_of("index"), "moved aside while the log changes (a broker "
+                           "started meanwhile rebuilds a missing .index); rewritten after the cut",
                            old_size=_size(sc.seg.index)))
         for a in new_index:
             a.source = None

@@ -347,6 +347,7 @@ def _plan_partition(g: Group, p: Partition, *, like_broker: bool, interval: int,
     if full and not indexes_only:
         _plan_leftovers(view, acts)
         probs.extend(_unrepairable_files(p))
+        probs.extend(_directories(p))
     elif indexes_only and any(t for _o, _k, t, _e in view.entries):
         probs.append(Finding("warning", "stale_file", str(p.path), "leftover .swap/.cleaned/.deleted files are "
                              "not handled by rebuild-index (use verify --repair)"))
@@ -422,6 +423,20 @@ def _unrepairable_files(p: Partition) -> list[Finding]:
         if f is not None and f.severity == "error":
             out.append(Finding("error", f.kind, f.file, f"{f.message}: not repaired ({_NOT_REBUILT[name]})",
                                position=f.position))
+    return out
+
+
+def _directories(p: Partition) -> list[Finding]:
+    """Errors for directories named as a segment's files (``N.timeindex`` ...): the broker's loader lists only
+    files, then opens the segment's files by name and fails on a directory (an IOException: the log dir goes
+    offline). Repair writes, moves and deletes regular files only: without these a repair that had nothing else
+    to change would exit 0 over them (verify reports them unreadable)."""
+    out = []
+    for e in sorted(p.path.iterdir()):
+        if e.is_dir() and not e.is_symlink() and fn.SEGMENT_FILE.match(e.name):
+            out.append(Finding("error", "unreadable", str(e), "a directory where the broker expects a segment "
+                               "file (it cannot open it: the log dir goes offline): not repaired (move it out of "
+                               "the partition directory)"))
     return out
 
 

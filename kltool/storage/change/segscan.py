@@ -531,7 +531,7 @@ class SegScan:
                 (la.magic == 2 or la.compression == 0):
             dlo = rules.first_offset(la)
             if low <= dlo <= h.last_offset and la.last_offset >= dlo and (nlo is None or la.last_offset < nlo) \
-                    and self._mended(la) is None:
+                    and (la.crc, la.size) != (h.crc, h.size) and self._mended(la) is None:  # (not h's damaged copy)
                 return dlo, False
         return None
 

@@ -262,6 +262,7 @@ class Reorder:
         self.markers = markers  # id(batch) -> marker type of a transaction control batch
         self.txn: dict[int, Action] = {}
         self.done = False
+        self.damage: dict[int, str] = {}  # what the plan says of the damage cut from segment i (stays in the backup)
 
     @property
     def pieces(self) -> list[list[BatchHeader]]:
@@ -325,6 +326,8 @@ def _reorder_actions(ro: Reorder, interval: int) -> list[Action]:
         if dups:
             reason += (f"; {len(dups)} batch(es) whose offsets are held twice stay only in the backup with this "
                        f"file, the other copy stays in the log: {describe_dups(dups, lambda h: firsts.get(id(h), h.base_offset))}")
+        if ro.damage.get(i):
+            reason += f"; {ro.damage[i]}"
         acts.append(Action("quarantine", s.log, reason, old_size=_size(s.log)))
         for k in INDEX_KINDS:
             cur = getattr(s, k)
@@ -348,6 +351,7 @@ def plan_reorder(segs: list[Seg], acts: list[Action], rule: SplitRule, *, interv
         c = rule.contents(segs[i].log)
         markers.update({id(h): c.markers[h.position] for h in c.batches if h.position in c.markers})
     ro = Reorder(lay, segs, markers)
+    ro.damage = {i: rule.contents(segs[i].log).mends.describe() for i in lay.region}
     acts.extend(_reorder_actions(ro, interval))
     return {id(segs[i]): ro for i in lay.region}
 

@@ -263,6 +263,7 @@ class Reorder:
         self.txn: dict[int, Action] = {}
         self.done = False
         self.damage: dict[int, str] = {}  # what the plan says of the damage cut from segment i (stays in the backup)
+        self.mends: dict = {}  # segment i's Mends: the byte fixes its copies carry
 
     @property
     def pieces(self) -> list[list[BatchHeader]]:
@@ -299,10 +300,13 @@ def _reorder_actions(ro: Reorder, interval: int) -> list[Action]:
         src = segs[p[0].seg].log
         kinds[base] = ("log", "index", "timeindex", "txnindex") if any(
             ro.markers.get(id(h)) == "ABORT" for h in hs) else ("log", "index", "timeindex")
+        ranges = _ranges(hs, lambda h: firsts[id(h)])
+        mends = ro.mends.get(p[0].seg)
+        fixes = [f for f in mends.fixes if any(c.start <= f[0] < c.end for c in ranges)] if mends else []
         acts.append(Action("create", d / fn.segment_file(base, "log", "cleaned"), f"new segment {base}.."
-                           f"{hs[-1].last_offset} ({len(hs)} batches) from {src.name}: {why}",
-                           new_size=sum(h.size for h in hs), source=src, ranges=_ranges(hs, lambda h: firsts[id(h)]),
-                           first_offset=base, last_offset=hs[-1].last_offset))
+                           f"{hs[-1].last_offset} ({len(hs)} batches) from {src.name}: {why}"
+                           f"{_mended(fixes, mends) if fixes else ''}", new_size=sum(h.size for h in hs), source=src,
+                           ranges=ranges, first_offset=base, last_offset=hs[-1].last_offset, fixes=fixes))
         oi, ti = _indexes(hs, base, interval)
         for kind, data in (("index", oi), ("timeindex", ti)):
             acts.append(Action("create", d / fn.segment_file(base, kind, "cleaned"), f"the index of the new segment "
@@ -352,6 +356,7 @@ def plan_reorder(segs: list[Seg], acts: list[Action], rule: SplitRule, *, interv
         markers.update({id(h): c.markers[h.position] for h in c.batches if h.position in c.markers})
     ro = Reorder(lay, segs, markers)
     ro.damage = {i: rule.contents(segs[i].log).mends.describe() for i in lay.region}
+    ro.mends = {i: rule.contents(segs[i].log).mends for i in lay.region}
     acts.extend(_reorder_actions(ro, interval))
     return {id(segs[i]): ro for i in lay.region}
 

@@ -233,8 +233,9 @@ def plan_layout(rule: SplitRule) -> Layout | None:
     if not changed:
         return None
     region = list(range(min(changed), max(changed) + 1))
-    if any(contents[i].mends.fixes or not contents[i].clean for i in region):
-        return None  # (damage cut is left out of the new segments: it stays in the backup with the old file)
+    if any(not contents[i].clean for i in region):
+        return None  # (damage cut is left out of the new segments: it stays in the backup with the old file; the
+        # batches a magic or length fix mends are carried, the copies holding the restored bytes, as a split's)
     inside = [p for p in pieces if p[0].seg in region or any(x.seg in region for x in p)]
     if any(x.seg not in region for p in inside for x in p):
         return None

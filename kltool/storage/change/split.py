@@ -25,7 +25,17 @@ Before any split, a partition whose intact batches are out of order across its f
 inside a file, two segments' contents swapped) is reordered as a whole (:func:`plan_reorder`, the rule in
 :mod:`kltool.storage.check.reorder`): each run becomes or joins the segment named for its first offset, the new
 segments swapped in the same way, unless a batch there is one whose offset field its neighbours make out to be
-damaged (then the split and the batch walk below decide, as before).
+damaged (then the split and the batch walk below decide, as before). Damage in a reordered segment is handled
+as the split handles it (below): cut (it stays in the backup with the old file, named in the plan) or, for a
+batch a magic or length fix mends, carried with the restored bytes. A file every batch of which another file
+holds too, byte for byte (a copied segment file), does not keep the others from being reordered: it is moved
+into the backup first (:func:`_reorder_without_copies`), only when the reordering keeps every one of its
+batches' other copies.
+
+A batch held twice goes into the backup only when its other copy stays in the log: the batch walk bounds a
+segment by the names the log has after the splits (``repair._names_after``), never by the name of a file the
+split removes (a copy named inside the original's offsets used to make the original's last batch look like one
+running past the next segment, cut, while the copy's batch went into the backup as "held twice").
 
 kltool plans the same split for a segment whose batches below its base come in runs of at least two, or alone
 where the batches around it do not read in order without it (at the end of the file after a higher batch, or

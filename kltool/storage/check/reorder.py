@@ -202,7 +202,8 @@ def _pieces(kept: list[Placed]) -> list[list[Placed]]:
 
 def plan_layout(rule: SplitRule) -> Layout | None:
     """The reordering of the partition (``rule.segs``, by name), or None: nothing out of order, a segment the
-    split may not take (damage, an unreadable first offset or marker), a suspect (:func:`suspects`), two
+    split may not take (an unreadable first offset or marker; damage is cut, or mended in the copies, as the
+    split does it), a suspect (:func:`suspects`), two
     different batches over the same offsets, or a layout whose files cannot be swapped in safely."""
     segs = rule.segs
     if len(segs) == 0:

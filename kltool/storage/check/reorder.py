@@ -77,6 +77,7 @@ class Layout:
     pieces: list[list[Placed]]
     dups: list[tuple[Placed, Placed]] = field(default_factory=list)
     names: list[int] = field(default_factory=list)
+    damage: str = ""  # what is done with the damage in the region's files (cut, or mended in the copies)
 
 
 def runs_of(batches: list[BatchHeader], first) -> list[bool]:
@@ -252,7 +253,8 @@ def plan_layout(rule: SplitRule) -> Layout | None:
                     [(p[0].first, p[-1].last) for p in inside])
     if any(b <= a_hi for (_a, a_hi), (b, _h) in zip(layout, layout[1:], strict=False) if a_hi is not None):
         return None
-    return Layout(region, inside, dups, [p[0].first for p in inside])
+    damage = "; ".join(d for i in region if (d := contents[i].mends.describe()))
+    return Layout(region, inside, dups, [p[0].first for p in inside], damage)
 
 
 def describe_reorder(lay: Layout, name_of) -> str:
@@ -267,4 +269,6 @@ def describe_reorder(lay: Layout, name_of) -> str:
     markers = sum(1 for p in lay.pieces for x in p if x.h.magic == 2 and x.h.is_control and x.h.producer_id >= 0)
     if markers:
         msg += f"; {markers} transaction marker(s) carried, the .txnindex rebuilt for each new segment"
+    if lay.damage:
+        msg += f"; {lay.damage}"
     return msg

@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
 """Adversary campaign: mutate real partition dirs, run every kltool command, check invariants.
 
-usage: bench/adversary_campaign.py SEED RUNS [OUTDIR] [--only I,J]   (the adversary campaign of stop 18; seeds 101,
-202, 303; --only runs just those runs, the others mutated but not run, so the random stream stays the same)
+usage: bench/adversary_campaign.py SEED RUNS [OUTDIR] [--only I,J] [--keep]   (the adversary campaign of stop 18;
+seeds 101, 202, 303; --only runs just those runs, the others mutated but not run, so the random stream stays the
+same; --keep saves each run's mutated log dir as OUTDIR/mutated-RUN, to replay by hand; the environment variable
+KLTOOL_BIN runs another kltool executable, e.g. an older build, to count its failures on the same seed;
+--repair-only runs only the salvage repair and its checks (lost_valid, post-repair errors, replans, restore), the
+same mutations, several times faster)
 Invariants: no exit 70 / traceback / timeout; outside file untouched; writes restored byte for byte;
 after a repair a second verify has no errors and a second dry-run plans nothing; salvage repair keeps every
 CRC-valid batch (reported as 'lost_valid' for triage).
@@ -21,7 +25,7 @@ from collections import Counter
 from pathlib import Path
 
 WT = Path(__file__).resolve().parent.parent
-K = str(WT / ".venv/bin/kltool")
+K = os.environ.get("KLTOOL_BIN") or str(WT / ".venv/bin/kltool")  # KLTOOL_BIN: another build, to compare
 sys.path.insert(0, str(WT))
 from kltool.format.speedups import crc32c  # noqa: E402
 
@@ -418,6 +422,8 @@ class Runner:
         self.fail = []
         self.by_kind = Counter()
         self.skip = False
+        self.keep = False
+        self.repair_only = False
 
     def run(self, args, cwd=None, timeout=90):
         if self.skip:  # replaying the rng stream up to the runs asked for (--only): nothing run
@@ -497,6 +503,9 @@ def one_run(r, rng, parts, seed, i):  # noqa: C901
     outside_snap = snap(outside)
     mutated = base / "mutated"
     shutil.copytree(ld, mutated, symlinks=True)
+    if r.keep and not r.skip:
+        shutil.rmtree(r.out / f"mutated-{i}", ignore_errors=True)
+        shutil.copytree(ld, r.out / f"mutated-{i}", symlinks=True)
     mutated_snap = snap(ld)
     pd0 = next((p for p in sorted(ld.iterdir()) if p.is_dir()), ld)
     files = sorted(str(p) for p in pd0.iterdir() if p.is_file())[:8] if pd0.is_dir() else []
@@ -525,7 +534,7 @@ def one_run(r, rng, parts, seed, i):  # noqa: C901
         ["compact", "--dry-run", "--force", "--now", "1800000000000", str(ld)],
         ["rebuild-index", "--dry-run", str(ld)],
     ]
-    for a in ro:
+    for a in ([] if r.repair_only else ro):
         res = r.run(a)
         check_cmd(r, ctx, a, res)
     if snapdiff(mutated_snap, snap(ld)):
@@ -559,6 +568,8 @@ def one_run(r, rng, parts, seed, i):  # noqa: C901
             if not pds:
                 continue
             target = str(rng.choice(pds))
+        if r.repair_only and name != "repair":
+            continue
         res = r.run([*args, target])
         c = {**ctx, "write": name}
         check_cmd(r, c, args, res)
@@ -614,12 +625,20 @@ def main():
         k = argv.index("--only")
         only = {int(x) for x in argv[k + 1].split(",")}
         del argv[k:k + 2]
+    keep = "--keep" in argv
+    if keep:
+        argv.remove("--keep")
+    repair_only = "--repair-only" in argv
+    if repair_only:
+        argv.remove("--repair-only")
     seed = int(argv[0])
     n = int(argv[1])
     out = Path(argv[2] if len(argv) > 2 else f"/tmp/kltool-adversary/out-{seed}")
     out.mkdir(parents=True, exist_ok=True)
     parts = catalogue()
     r = Runner(out)
+    r.keep = keep
+    r.repair_only = repair_only
     rng = random.Random(seed)
     t0 = time.time()
     for i in range(n):

@@ -347,6 +347,7 @@ def _plan_partition(g: Group, p: Partition, *, like_broker: bool, interval: int,
     if full and not indexes_only:
         _plan_leftovers(view, acts)
         probs.extend(_unrepairable_files(p))
+        probs.extend(_directories(p))
     elif indexes_only and any(t for _o, _k, t, _e in view.entries):
         probs.append(Finding("warning", "stale_file", str(p.path), "leftover .swap/.cleaned/.deleted files are "
                              "not handled by rebuild-index (use verify --repair)"))
@@ -425,6 +426,20 @@ def _unrepairable_files(p: Partition) -> list[Finding]:
     return out
 
 
+def _directories(p: Partition) -> list[Finding]:
+    """Errors for directories named as a segment's files (``N.timeindex`` ...): the broker's loader lists only
+    files, then opens the segment's files by name and fails on a directory (an IOException: the log dir goes
+    offline). Repair writes, moves and deletes regular files only: without these a repair that had nothing else
+    to change would exit 0 over them (verify reports them unreadable)."""
+    out = []
+    for e in sorted(p.path.iterdir()):
+        if e.is_dir() and not e.is_symlink() and fn.SEGMENT_FILE.match(e.name):
+            out.append(Finding("error", "unreadable", str(e), "a directory where the broker expects a segment "
+                               "file (it cannot open it: the log dir goes offline): not repaired (move it out of "
+                               "the partition directory)"))
+    return out
+
+
 def _new_ctx(view: View, segs: list[Seg], p: Partition) -> Ctx:
     ctx = Ctx(snapshot_open_txns(view, segs[0].base if segs else None))
     ctx.known_epochs = checkpoint_epochs(p.path)
@@ -467,13 +482,28 @@ def _plan_leftovers(view: View, acts: list[Action]) -> None:
                            old_size=_size(t)))
 
 
+def _names_after(segs: list[Seg], splits) -> list[int]:
+    """The segment names the log has once the splits are done: a segment split (or reordered) away bounds no
+    other segment (its batches all held elsewhere, it leaves no name at all); the new segments its split makes
+    do. The batch walk bounds a segment's last batch by the next of these, never by a file the plan removes."""
+    out: set[int] = set()
+    for s in segs:
+        sp = splits.get(id(s)) if splits else None
+        if sp is None:
+            out.add(s.base)
+        else:
+            out.update(sp.names)
+    return sorted(out)
+
+
 def _scan_segments(segs: list[Seg], ctx: Ctx, probs: list[Finding], *, like_broker: bool, interval: int,
                    only_bases: set[int] | None, progress, splits=None) -> tuple[list[SegScan], list[Seg]]:
     """Scan the segments in offset order: (the scans, the segments after a like-broker truncation). A segment
     in ``splits`` (planned by split.py) is not scanned: its split carries the state on."""
     scans: list[SegScan] = []
     later: list[Seg] = []
-    for i, s in enumerate(segs):
+    names = _names_after(segs, splits)
+    for s in segs:
         if scans and scans[-1].stopped:
             later.append(s)
             continue
@@ -487,8 +517,9 @@ def _scan_segments(segs: list[Seg], ctx: Ctx, probs: list[Finding], *, like_brok
         if ctx.last is not None and s.base <= ctx.last:
             probs.append(Finding("error", "offset_order", str(s.log), f"segment base offset {s.base} is not above "
                                  f"the previous segment's last offset {ctx.last}"))
-        sc = SegScan(s, ctx, like_broker=like_broker, interval=interval, is_active=(i == len(segs) - 1),
-                     progress=progress, next_base=segs[i + 1].base if i + 1 < len(segs) else None)
+        next_base = min((b for b in names if b > s.base), default=None)
+        sc = SegScan(s, ctx, like_broker=like_broker, interval=interval, is_active=next_base is None,
+                     progress=progress, next_base=next_base)
         sc.run()
         scans.append(sc)
     return scans, later
@@ -517,8 +548,9 @@ def _segment_actions(sc: SegScan, force_index: bool, indexes_only: bool, acts: l
     new_index = [a for a in idx if a.file.suffix == ".index"]
     acts.extend(a for a in idx if a.file.suffix != ".index")
     if new_index and sc.seg.index is not None:
-        acts.append(Action("quarantine", sc.seg.index, "moved aside while the log changes (a broker started "
-                           "meanwhile rebuilds a missing .index); rewritten after the cut",
+        # (by the name it has when this step runs: a .swap file the plan renamed into place is there by then)
+        acts.append(Action("quarantine", sc.seg.final_of("index"), "moved aside while the log changes (a broker "
+                           "started meanwhile rebuilds a missing .index); rewritten after the cut",
                            old_size=_size(sc.seg.index)))
         for a in new_index:
             a.source = None

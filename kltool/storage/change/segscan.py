@@ -392,10 +392,12 @@ class SegScan:
         past = nlo is not None and nlo >= low and h.last_offset >= nlo
         delta = self._delta(h)
         if below and nlo is None and delta is not None and self._last_of_log(h, la) and \
-                (self.kept_span is None or h.last_offset < self.kept_span[0]) and h.position not in self.ambiguous \
+                (self.kept_span is None or h.last_offset < self.kept_span[0] or lo < 0) and \
+                h.position not in self.ambiguous \
                 and not 0 <= h.last_offset - delta < self.seg.base:  # (below the name: the split's, or _reject's)
             # the log's last batch, below the log so far: its field is damaged (Kafka would take the log's end
-            # from it and hand out its offsets again), unless it copies an earlier batch. The log so far (the
+            # from it and hand out its offsets again; a negative field is damage wherever its last offset
+            # lands), unless it copies an earlier batch. The log so far (the
             # previous batch's last offset + 1, or the segment's name) and the .index entry at its position are
             # the witnesses; with no entry, it goes on right after the log so far (an active segment has no gaps)
             idx = self._index_offset_at(h.position)
@@ -510,7 +512,7 @@ class SegScan:
                 (la.magic == 2 or la.compression == 0):
             dlo = rules.first_offset(la)
             if low <= dlo <= h.last_offset and la.last_offset >= dlo and (nlo is None or la.last_offset < nlo) \
-                    and self._mended(la) is None:
+                    and (la.crc, la.size) != (h.crc, h.size) and self._mended(la) is None:  # (not h's damaged copy)
                 return dlo, False
         return None
 

@@ -25,7 +25,17 @@ Before any split, a partition whose intact batches are out of order across its f
 inside a file, two segments' contents swapped) is reordered as a whole (:func:`plan_reorder`, the rule in
 :mod:`kltool.storage.check.reorder`): each run becomes or joins the segment named for its first offset, the new
 segments swapped in the same way, unless a batch there is one whose offset field its neighbours make out to be
-damaged (then the split and the batch walk below decide, as before).
+damaged (then the split and the batch walk below decide, as before). Damage in a reordered segment is handled
+as the split handles it (below): cut (it stays in the backup with the old file, named in the plan) or, for a
+batch a magic or length fix mends, carried with the restored bytes. A file every batch of which another file
+holds too, byte for byte (a copied segment file), does not keep the others from being reordered: it is moved
+into the backup first (:func:`_reorder_without_copies`), only when the reordering keeps every one of its
+batches' other copies.
+
+A batch held twice goes into the backup only when its other copy stays in the log: the batch walk bounds a
+segment by the names the log has after the splits (``repair._names_after``), never by the name of a file the
+split removes (a copy named inside the original's offsets used to make the original's last batch look like one
+running past the next segment, cut, while the copy's batch went into the backup as "held twice").
 
 kltool plans the same split for a segment whose batches below its base come in runs of at least two, or alone
 where the batches around it do not read in order without it (at the end of the file after a higher batch, or
@@ -71,7 +81,7 @@ from ...format import names as fn
 from ...format.index import encode_aborted_txn
 from ...format.records import BatchHeader
 from ..check.reorder import Layout, out_of_order, plan_layout
-from ..check.segment_name import SplitPlan, SplitRule, describe_dups
+from ..check.segment_name import SplitPlan, SplitRule, any_below_base, describe_dups
 from ..findings import Finding
 from ..index_builder import IndexBuilder
 from .apply import file_size as _size
@@ -102,6 +112,11 @@ class Split:
     @property
     def last(self) -> int | None:
         return self.plan.last
+
+    @property
+    def names(self) -> list[int]:
+        """The names of the segments the split leaves in the log (none when every batch is held elsewhere)."""
+        return self.plan.bases
 
     def advance(self, ctx) -> None:
         """What the batch walk would have carried on from the kept batches (offset order): the last offset kept,
@@ -257,10 +272,16 @@ class Reorder:
         self.markers = markers  # id(batch) -> marker type of a transaction control batch
         self.txn: dict[int, Action] = {}
         self.done = False
+        self.damage: dict[int, str] = {}  # what the plan says of the damage cut from segment i (stays in the backup)
+        self.mends: dict = {}  # segment i's Mends: the byte fixes its copies carry
 
     @property
     def pieces(self) -> list[list[BatchHeader]]:
         return [[x.h for x in p] for p in self.layout.pieces]
+
+    @property
+    def names(self) -> list[int]:
+        return self.layout.names
 
     def first(self, h: BatchHeader) -> int:
         return self._firsts[id(h)]
@@ -289,10 +310,13 @@ def _reorder_actions(ro: Reorder, interval: int) -> list[Action]:
         src = segs[p[0].seg].log
         kinds[base] = ("log", "index", "timeindex", "txnindex") if any(
             ro.markers.get(id(h)) == "ABORT" for h in hs) else ("log", "index", "timeindex")
+        ranges = _ranges(hs, lambda h: firsts[id(h)])
+        mends = ro.mends.get(p[0].seg)
+        fixes = [f for f in mends.fixes if any(c.start <= f[0] < c.end for c in ranges)] if mends else []
         acts.append(Action("create", d / fn.segment_file(base, "log", "cleaned"), f"new segment {base}.."
-                           f"{hs[-1].last_offset} ({len(hs)} batches) from {src.name}: {why}",
-                           new_size=sum(h.size for h in hs), source=src, ranges=_ranges(hs, lambda h: firsts[id(h)]),
-                           first_offset=base, last_offset=hs[-1].last_offset))
+                           f"{hs[-1].last_offset} ({len(hs)} batches) from {src.name}: {why}"
+                           f"{_mended(fixes, mends) if fixes else ''}", new_size=sum(h.size for h in hs), source=src,
+                           ranges=ranges, first_offset=base, last_offset=hs[-1].last_offset, fixes=fixes))
         oi, ti = _indexes(hs, base, interval)
         for kind, data in (("index", oi), ("timeindex", ti)):
             acts.append(Action("create", d / fn.segment_file(base, kind, "cleaned"), f"the index of the new segment "
@@ -316,6 +340,8 @@ def _reorder_actions(ro: Reorder, interval: int) -> list[Action]:
         if dups:
             reason += (f"; {len(dups)} batch(es) whose offsets are held twice stay only in the backup with this "
                        f"file, the other copy stays in the log: {describe_dups(dups, lambda h: firsts.get(id(h), h.base_offset))}")
+        if ro.damage.get(i):
+            reason += f"; {ro.damage[i]}"
         acts.append(Action("quarantine", s.log, reason, old_size=_size(s.log)))
         for k in INDEX_KINDS:
             cur = getattr(s, k)
@@ -339,12 +365,81 @@ def plan_reorder(segs: list[Seg], acts: list[Action], rule: SplitRule, *, interv
         c = rule.contents(segs[i].log)
         markers.update({id(h): c.markers[h.position] for h in c.batches if h.position in c.markers})
     ro = Reorder(lay, segs, markers)
+    ro.damage = {i: rule.contents(segs[i].log).mends.describe() for i in lay.region}
+    ro.mends = {i: rule.contents(segs[i].log).mends for i in lay.region}
     acts.extend(_reorder_actions(ro, interval))
     return {id(segs[i]): ro for i in lay.region}
 
 
+class SetAside:
+    """A segment file every batch of which another file of the partition holds too, byte for byte (a copied
+    segment file), moved into the backup whole before the rest is reordered (:func:`_reorder_without_copies`):
+    it carries no state on and leaves no name in the log."""
+
+    pieces: list = []
+    names: list[int] = []
+
+    def advance(self, ctx) -> None:
+        return None
+
+
+def _key(c, h: BatchHeader) -> tuple[int, int, int, int]:
+    return c.first(h), h.last_offset, h.size, h.crc
+
+
+def _reorder_without_copies(segs: list[Seg], acts: list[Action], rule: SplitRule, *,
+                            interval: int) -> dict[int, Reorder | SetAside]:
+    """The reordering of a partition one of whose files is a copy of others (every batch in it held by another
+    file too, with the same offsets, size and CRC; its name below none of them: batches below its base), which
+    keeps the partition from being reordered: the copy moved into the backup first, the other files reordered
+    without it. Only when every batch of the copy is held by a new segment of the reordering (kept in the log,
+    not left to the batch walk's judgement); else {} (the split and the batch walk decide, as before)."""
+    aside: list[int] = []
+    for i, s in enumerate(segs):
+        if s.log != s.final or not any_below_base(s.log, s.base):
+            continue
+        c = rule.contents(s.log)
+        if not c.batches:
+            continue
+        held = {_key(rule.contents(o.log), h) for k, o in enumerate(segs) if k != i and k not in aside
+                for h in rule.contents(o.log).batches}
+        if all(_key(c, h) in held for h in c.batches):
+            aside.append(i)
+    if not aside:
+        return {}
+    rest = [s for k, s in enumerate(segs) if k not in aside]
+    sub = SplitRule([(s.base, s.log) for s in rest])
+    sub._contents = rule._contents  # (each file read once)
+    mine: list[Action] = []
+    ro = plan_reorder(rest, mine, sub, interval=interval)
+    if not ro:
+        return {}
+    lay = next(iter(ro.values())).layout
+    kept = {(x.first, x.h.last_offset, x.h.size, x.h.crc) for p in lay.pieces for x in p}
+    if any(_key(rule.contents(segs[i].log), h) not in kept for i in aside for h in rule.contents(segs[i].log).batches):
+        return {}
+    out: dict[int, Reorder | SetAside] = dict(ro)
+    for i in aside:
+        s = segs[i]
+        c = rule.contents(s.log)
+        reason = (f"a copy: every batch in it is held by another file of the partition too (the same offsets, size "
+                  f"and CRC), and each of those copies is kept by the reordering of the other files; "
+                  f"{len(c.batches)} batch(es) stay only in the backup with this file: "
+                  f"{describe_dups([(h, 'a new segment') for h in c.batches], c.first)}")
+        if c.mends.cuts:
+            reason += f"; {c.mends.describe()}"
+        acts.append(Action("quarantine", s.log, reason, old_size=_size(s.log)))
+        for k in INDEX_KINDS:
+            cur = getattr(s, k)
+            if cur is not None:
+                acts.append(Action("quarantine", cur, f"index of the copied segment {s.base}", old_size=_size(cur)))
+        out[id(s)] = SetAside()
+    acts.extend(mine)
+    return out
+
+
 def plan_splits(view: View, segs: list[Seg], acts: list[Action], *,
-                interval: int) -> dict[int, Split | Reorder]:
+                interval: int) -> dict[int, Split | Reorder | SetAside]:
     """Plan the split of every segment that needs one (appending to ``acts``), or the reordering of the
     partition's runs of batches (:func:`plan_reorder`) when its batches are out of order across files; returns
     {id(seg): Split or Reorder} of the segments split (the batch walk skips them; ``advance`` carries its state
@@ -353,7 +448,8 @@ def plan_splits(view: View, segs: list[Seg], acts: list[Action], *,
     out: dict[int, Split] = {}
     if not out_of_order(rule.segs):  # (no batch below its base either: nothing to split)
         return out
-    reordered = plan_reorder(segs, acts, rule, interval=interval)
+    reordered = plan_reorder(segs, acts, rule, interval=interval) or _reorder_without_copies(segs, acts, rule,
+                                                                                          interval=interval)
     if reordered:
         return reordered
     for i, s in enumerate(segs):

@@ -77,6 +77,7 @@ class Layout:
     pieces: list[list[Placed]]
     dups: list[tuple[Placed, Placed]] = field(default_factory=list)
     names: list[int] = field(default_factory=list)
+    damage: str = ""  # what is done with the damage in the region's files (cut, or mended in the copies)
 
 
 def runs_of(batches: list[BatchHeader], first) -> list[bool]:
@@ -202,7 +203,8 @@ def _pieces(kept: list[Placed]) -> list[list[Placed]]:
 
 def plan_layout(rule: SplitRule) -> Layout | None:
     """The reordering of the partition (``rule.segs``, by name), or None: nothing out of order, a segment the
-    split may not take (damage, an unreadable first offset or marker), a suspect (:func:`suspects`), two
+    split may not take (an unreadable first offset or marker; damage is cut, or mended in the copies, as the
+    split does it), a suspect (:func:`suspects`), two
     different batches over the same offsets, or a layout whose files cannot be swapped in safely."""
     segs = rule.segs
     if len(segs) == 0:
@@ -233,8 +235,9 @@ def plan_layout(rule: SplitRule) -> Layout | None:
     if not changed:
         return None
     region = list(range(min(changed), max(changed) + 1))
-    if any(contents[i].damaged or not contents[i].clean for i in region):
-        return None
+    if any(not contents[i].clean for i in region):
+        return None  # (damage cut is left out of the new segments: it stays in the backup with the old file; the
+        # batches a magic or length fix mends are carried, the copies holding the restored bytes, as a split's)
     inside = [p for p in pieces if p[0].seg in region or any(x.seg in region for x in p)]
     if any(x.seg not in region for p in inside for x in p):
         return None
@@ -250,7 +253,8 @@ def plan_layout(rule: SplitRule) -> Layout | None:
                     [(p[0].first, p[-1].last) for p in inside])
     if any(b <= a_hi for (_a, a_hi), (b, _h) in zip(layout, layout[1:], strict=False) if a_hi is not None):
         return None
-    return Layout(region, inside, dups, [p[0].first for p in inside])
+    damage = "; ".join(d for i in region if (d := contents[i].mends.describe()))
+    return Layout(region, inside, dups, [p[0].first for p in inside], damage)
 
 
 def describe_reorder(lay: Layout, name_of) -> str:
@@ -265,4 +269,6 @@ def describe_reorder(lay: Layout, name_of) -> str:
     markers = sum(1 for p in lay.pieces for x in p if x.h.magic == 2 and x.h.is_control and x.h.producer_id >= 0)
     if markers:
         msg += f"; {markers} transaction marker(s) carried, the .txnindex rebuilt for each new segment"
+    if lay.damage:
+        msg += f"; {lay.damage}"
     return msg

@@ -386,6 +386,7 @@ class SplitRule:
         self.segs = segs
         self._contents: dict[Path, _Contents] = {}
         self.refusals: dict[int, str] = {}  # why plan(i) did not split segment i, when verify should say so
+        self._by_first: dict[Path, dict[int, BatchHeader]] = {}  # (_copy_of)
 
     def contents(self, log: Path) -> _Contents:
         c = self._contents.get(log)
@@ -491,8 +492,12 @@ class SplitRule:
 
     def _copy_of(self, h: BatchHeader, log: Path) -> BatchHeader | None:
         """The batch of segment ``log`` that starts at ``h``'s first offset (by the offset order rule's first)."""
-        lo = first_offset(h)
-        return next((x for x in self.contents(log).batches if first_offset(x) == lo), None)
+        by_first = self._by_first.get(log)
+        if by_first is None:  # (one dict per file: a copied segment of many batches is not a quadratic walk)
+            by_first = self._by_first[log] = {}
+            for x in self.contents(log).batches:
+                by_first.setdefault(first_offset(x), x)
+        return by_first.get(first_offset(h))
 
     @staticmethod
     def _safe(pieces, others, first: Callable[[BatchHeader], int]) -> bool:

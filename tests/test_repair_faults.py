@@ -147,6 +147,27 @@ def test_repair_killed_at_every_step_converges(tmp_path, copy_fixture):
 
 
 @pytest.mark.slow
+def test_restoring_an_interrupted_repair_directly_gives_back_the_original(tmp_path, copy_fixture):
+    """Killed at every step, the repair is not run again: ``restore`` of its own manifest (status applying)
+    undoes what was applied, skips what was not, and removes the partial copy a kill in an atomic write left
+    (``.NAME.kltool-tmp``; it stayed before)."""
+    ref = build(copy_fixture, tmp_path / "ref")
+    original = tree(ref)
+    n = count_steps(["verify", "--repair", "--backup-dir", tmp_path / "ref" / "bk", ref])
+    for k in range(1, n + 1):
+        d = tmp_path / f"k{k}"
+        root = build(copy_fixture, d)
+        bk = d / "bk"
+        status = run_until(k, ["verify", "--repair", "--backup-dir", bk, root])
+        assert os.WIFSIGNALED(status), (k, status)
+        ms = manifests(bk) if bk.exists() else []
+        if ms:  # (before its manifest, a run has changed nothing)
+            rs = run_kltool("restore", ms[-1])
+            assert rs.code == 0, (k, rs)
+        assert tree(root) == original, (k, sorted(set(tree(root)) ^ set(original)))
+
+
+@pytest.mark.slow
 def test_restore_killed_at_every_step_converges(tmp_path, copy_fixture):
     ref = build(copy_fixture, tmp_path / "ref")
     original = tree(ref)

@@ -17,7 +17,7 @@ from pathlib import Path
 from ...errors import CorruptDataError, UnsafeOperation, UsageError
 from ...format import names as fn
 from ..confine import inside, unfit
-from ..fs import append_ranges, atomic_write, copy_range, fsync_dir, looks_like_log_dir, staged
+from ..fs import append_ranges, atomic_write, copy_range, fsync_dir, looks_like_log_dir, staged, tmp_path_for
 from .apply import (
     CHUNK,
     MANIFEST_NAME,
@@ -230,6 +230,26 @@ def _undo_actions(doc: dict, run_dir: Path, dry_run: bool):
         step = _restore_entry(acts[i], run_dir, dry_run, _what(str(doc.get("command", ""))))
         if step is not None:
             yield step
+    yield from _remove_leftover_tmp(acts, dry_run)
+
+
+def _remove_leftover_tmp(acts: list, dry_run: bool):
+    """A run killed while it staged a file (``.NAME.kltool-tmp`` beside it, see :func:`atomic_write`) left that
+    partial copy: kltool's own, never the broker's, it goes with the run (the files are as before the run)."""
+    seen = set()
+    for e in acts:
+        for key in ("file", "target"):
+            name = e.get(key)
+            if not isinstance(name, str) or name in seen:
+                continue
+            seen.add(name)
+            tmp = tmp_path_for(name)
+            if tmp.is_file() and not tmp.is_symlink():
+                step = RestoreStep("delete", str(tmp), "leftover temporary file of the interrupted run", done=not dry_run)
+                if not dry_run:
+                    os.unlink(tmp)
+                    fsync_dir(tmp.parent)
+                yield step
 
 
 def _moved_out(acts: list) -> dict[str, tuple[int, str]]:

@@ -109,6 +109,28 @@ def test_min_compaction_lag_and_open_transaction_bound_the_range(tmp_path):
     assert pc2.uncleanable_by == ["last stable offset"]
 
 
+def test_an_open_transaction_before_the_last_two_segments_bounds_the_range_without_a_snapshot(tmp_path):
+    # No producer snapshot: the broker replays the whole log from its start (UnifiedLog.rebuildProducerState)
+    # and finds the transaction open at offset 10; kltool replayed only the last two segments, took the LSO
+    # for the log end (71) and would have cleaned past the open transaction. After a clean shutdown with no
+    # snapshot file at all the broker reads nothing and starts empty: then neither bounds the range by it.
+    log = Log(tmp_path / "ld", SMALL)
+    for i in range(10):
+        log.data([(b"k", b"v%d" % i)])
+    first_open = log.data([(b"k", b"open")], pid=7, txn=True)
+    for i in range(60):
+        log.data([(b"k", b"w%d" % i)])
+    root = log.close()
+    assert segment_bases(log.dir)[-2] > first_open  # (before the last two segments)
+    for snap in log.dir.glob("*.snapshot"):
+        snap.unlink()
+    pc = cp.plan_compaction(open_paths([str(root)]), cp.Policy(now=T0)).partitions[0]
+    assert pc.last_stable_offset == first_open == pc.first_uncleanable_offset
+    (root / ".kafka_cleanshutdown").write_text('{"version":0,"brokerEpoch":1}')
+    pc = cp.plan_compaction(open_paths([str(root)]), cp.Policy(now=T0)).partitions[0]
+    assert pc.last_stable_offset == 71
+
+
 # --------------------------------------------------------------------------------------------- the map
 
 

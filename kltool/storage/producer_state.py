@@ -187,11 +187,15 @@ class ProducerStateManager:
     # -- loading ------------------------------------------------------------------------------------
     @classmethod
     def load(cls, partition, log_end_offset: int) -> tuple[ProducerStateManager, int]:
-        """(state, snapshot offset): the latest valid snapshot at or below the log end offset, then a
-        replay of the batches after it (``UnifiedLog.rebuildProducerState``). Without one, the last two
-        segments are replayed (the broker assumes empty state before them). Aborted transactions met
-        in the replay are in the ``.txnindex`` files already and are not kept."""
-        snap = latest_snapshot(partition, log_end_offset)
+        """(state, snapshot offset): the snapshot the broker's load picks (:func:`latest_snapshot` with the
+        log start offset and the log dir's clean-shutdown marker), then a replay of the batches after it
+        (``UnifiedLog.rebuildProducerState``). Without a usable snapshot the whole log from the log start
+        offset is replayed, as the broker does (an open transaction in an early segment is found), except
+        after a clean shutdown with no snapshot file at all, where the broker reads nothing and starts empty.
+        Aborted transactions met in the replay are in the ``.txnindex`` files already and are not kept."""
+        ld = getattr(partition, "logdir", None)
+        snap = latest_snapshot(partition, log_end_offset, log_start_offset=partition.log_start_offset(),
+                               clean_shutdown=ld is not None and ld.clean_shutdown)
         state = cls(snap.entries if snap.path is not None else ())
         if snap.offset < log_end_offset:
             state.replay(partition.segments, snap.offset)
@@ -249,12 +253,12 @@ class SnapshotChoice:
     note: str = ""
 
 
-def latest_snapshot(partition, log_end_offset: int, *, log_start_offset: int | None = None,
+def latest_snapshot(partition, log_end_offset: int, *, log_start_offset: int,
                     clean_shutdown: bool | None = None, stream: bool = False) -> SnapshotChoice:
     """The latest valid snapshot at or below the log end offset (a corrupt one is passed over, as the
     broker deletes it and tries the next older one).
 
-    With ``log_start_offset`` given, the broker's load exactly (``LogLoader.load``,
+    The broker's load exactly (``LogLoader.load``,
     ``ProducerStateManager.removeStraySnapshots`` and ``truncateAndReload``, ``UnifiedLog
     .rebuildProducerState``): a snapshot whose offset is no segment's base offset is stray (only the
     largest stray survives, when it is at or past the last segment's base), one at or below the log start
@@ -262,27 +266,22 @@ def latest_snapshot(partition, log_end_offset: int, *, log_start_offset: int | N
     log is replayed), except after a clean shutdown (``clean_shutdown``) with no snapshot file at all,
     where the broker takes empty snapshots and starts empty at the log end offset (nothing replayed).
 
-    Without ``log_start_offset`` (the writer's resume): every snapshot file counts, and without one the
-    state starts empty at the second-to-last segment's base offset.
-
     With ``stream``, the chosen snapshot's ``entries`` are not held: an iterator that reads them a chunk at a
     time, once (:func:`~kltool.storage.fs.snapshot_entries`; its CRC was checked)."""
     segs = partition.segments
     snaps = sorted(partition.snapshots)
     skipped = []
-    usable = snaps
-    if log_start_offset is not None:
-        bases = {s.base_offset for s in segs}
-        strays = [off for off, _p in snaps if off not in bases]
-        kept_stray = strays[-1] if strays and (not segs or strays[-1] >= segs[-1].base_offset) else None
-        usable = []
-        for off, spath in snaps:
-            if off not in bases and off != kept_stray:
-                skipped.append((spath, f"its offset {off} is no segment's base offset (a stray snapshot)"))
-            elif off <= log_start_offset and segs:
-                skipped.append((spath, f"its offset {off} is at or below the log start offset {log_start_offset}"))
-            else:
-                usable.append((off, spath))
+    bases = {s.base_offset for s in segs}
+    strays = [off for off, _p in snaps if off not in bases]
+    kept_stray = strays[-1] if strays and (not segs or strays[-1] >= segs[-1].base_offset) else None
+    usable = []
+    for off, spath in snaps:
+        if off not in bases and off != kept_stray:
+            skipped.append((spath, f"its offset {off} is no segment's base offset (a stray snapshot)"))
+        elif off <= log_start_offset and segs:
+            skipped.append((spath, f"its offset {off} is at or below the log start offset {log_start_offset}"))
+        else:
+            usable.append((off, spath))
     for off, spath in reversed(usable):
         if off > log_end_offset:
             skipped.append((spath, f"its offset {off} is above the log end offset {log_end_offset}"))
@@ -296,9 +295,6 @@ def latest_snapshot(partition, log_end_offset: int, *, log_start_offset: int | N
             skipped.append((spath, str(e)))
             continue
         return SnapshotChoice(off, spath, snapshot_entries(spath, snap) if stream else snap.entries, skipped)
-    if log_start_offset is None:
-        start = segs[-2].base_offset if len(segs) >= 2 else (segs[0].base_offset if segs else log_end_offset)
-        return SnapshotChoice(start, None, [], skipped)
     if clean_shutdown and not snaps:
         return SnapshotChoice(log_end_offset, None, [], skipped,
                               "a clean shutdown and no snapshot: the broker starts with empty producer state at "

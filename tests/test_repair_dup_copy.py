@@ -89,9 +89,17 @@ def test_a_copy_in_order_beside_the_original_with_runs_swapped(tmp_path):
     a, b = hs[0], hs[1]
     log.write_bytes(data[b.position:b.end] + data[a.position:a.end] + data[b.end:])  # b1, b0, b2, ...
     assert struct.unpack_from(">q", log.read_bytes(), 0)[0] == b.base_offset
+    # verify says what repair will do (one rule, check/reorder.layout_without_copies): the copy goes into the
+    # backup, the original is reordered; not "an offset field its neighbours contradict" at byte 0 (a cut)
+    found = {(f.kind, Path(f.file).name): f.message for f in _errors(part)}
+    assert set(found) == {("segment_split", fn.segment_file(0, "log")),
+                          ("segment_split", fn.segment_file(2**31, "log"))}, found
+    assert "out of order across its files" in found[("segment_split", fn.segment_file(0, "log"))]
+    assert found[("segment_split", fn.segment_file(2**31, "log"))].startswith("a copy: ")
     damaged, result = _repaired(tmp_path, part)
     q = [a for a in result.plan.actions if a.op == "quarantine" and a.file.name == fn.segment_file(2**31, "log")]
     assert len(q) == 1, [(a.op, a.file.name) for a in result.plan.actions]
+    assert found[("segment_split", fn.segment_file(2**31, "log"))].startswith(q[0].reason)
     assert not [a for a in result.plan.actions if a.op in ("truncate", "excise")]
     restore(result.manifests[0])
     assert _tree(part) == damaged

@@ -80,8 +80,8 @@ from ...errors import KltoolError
 from ...format import names as fn
 from ...format.index import encode_aborted_txn
 from ...format.records import BatchHeader
-from ..check.reorder import Layout, out_of_order, plan_layout
-from ..check.segment_name import SplitPlan, SplitRule, any_below_base, describe_dups
+from ..check.reorder import Layout, describe_copy, layout_without_copies, out_of_order, plan_layout
+from ..check.segment_name import SplitPlan, SplitRule, describe_dups
 from ..findings import Finding
 from ..index_builder import IndexBuilder
 from .apply import file_size as _size
@@ -354,10 +354,12 @@ def _reorder_actions(ro: Reorder, interval: int) -> list[Action]:
     return acts
 
 
-def plan_reorder(segs: list[Seg], acts: list[Action], rule: SplitRule, *, interval: int) -> dict[int, Reorder]:
+def plan_reorder(segs: list[Seg], acts: list[Action], rule: SplitRule, *, interval: int,
+                 layout: Layout | None = None) -> dict[int, Reorder]:
     """Plan the reordering of a partition whose intact batches are out of order across its files (appending to
-    ``acts``); returns {id(seg): Reorder} of the segments rewritten (the batch walk skips them), or {}."""
-    lay = plan_layout(rule)
+    ``acts``); returns {id(seg): Reorder} of the segments rewritten (the batch walk skips them), or {}.
+    ``layout``: the rule's layout when already made."""
+    lay = plan_layout(rule) if layout is None else layout
     if lay is None or any(segs[i].log != segs[i].final for i in lay.region):
         return {}
     markers = {}
@@ -383,52 +385,22 @@ class SetAside:
         return None
 
 
-def _key(c, h: BatchHeader) -> tuple[int, int, int, int]:
-    return c.first(h), h.last_offset, h.size, h.crc
-
-
 def _reorder_without_copies(segs: list[Seg], acts: list[Action], rule: SplitRule, *,
                             interval: int) -> dict[int, Reorder | SetAside]:
-    """The reordering of a partition one of whose files is a copy of others (every batch in it held by another
-    file too, with the same offsets, size and CRC; its name below none of them: batches below its base), which
-    keeps the partition from being reordered: the copy moved into the backup first, the other files reordered
-    without it. Only when every batch of the copy is held by a new segment of the reordering (kept in the log,
-    not left to the batch walk's judgement); else {} (the split and the batch walk decide, as before)."""
-    aside: list[int] = []
-    for i, s in enumerate(segs):
-        if s.log != s.final or not any_below_base(s.log, s.base):
-            continue
-        c = rule.contents(s.log)
-        if not c.batches:
-            continue
-        held = {_key(rule.contents(o.log), h) for k, o in enumerate(segs) if k != i and k not in aside
-                for h in rule.contents(o.log).batches}
-        if all(_key(c, h) in held for h in c.batches):
-            aside.append(i)
-    if not aside:
+    """The reordering of a partition one of whose files is a copy of others
+    (:func:`~kltool.storage.check.reorder.layout_without_copies`, the rule verify asks too): the copy moved
+    into the backup first, the other files reordered without it; else {}."""
+    ca = layout_without_copies(rule, lambda i: segs[i].log == segs[i].final)
+    if ca is None:
         return {}
-    rest = [s for k, s in enumerate(segs) if k not in aside]
-    sub = SplitRule([(s.base, s.log) for s in rest])
-    sub._contents = rule._contents  # (each file read once)
     mine: list[Action] = []
-    ro = plan_reorder(rest, mine, sub, interval=interval)
+    ro = plan_reorder([segs[k] for k in ca.rest], mine, ca.sub, interval=interval, layout=ca.layout)
     if not ro:
         return {}
-    lay = next(iter(ro.values())).layout
-    kept = {(x.first, x.h.last_offset, x.h.size, x.h.crc) for p in lay.pieces for x in p}
-    if any(_key(rule.contents(segs[i].log), h) not in kept for i in aside for h in rule.contents(segs[i].log).batches):
-        return {}
     out: dict[int, Reorder | SetAside] = dict(ro)
-    for i in aside:
+    for i in ca.aside:
         s = segs[i]
-        c = rule.contents(s.log)
-        reason = (f"a copy: every batch in it is held by another file of the partition too (the same offsets, size "
-                  f"and CRC), and each of those copies is kept by the reordering of the other files; "
-                  f"{len(c.batches)} batch(es) stay only in the backup with this file: "
-                  f"{describe_dups([(h, 'a new segment') for h in c.batches], c.first)}")
-        if c.mends.cuts:
-            reason += f"; {c.mends.describe()}"
-        acts.append(Action("quarantine", s.log, reason, old_size=_size(s.log)))
+        acts.append(Action("quarantine", s.log, describe_copy(rule.contents(s.log)), old_size=_size(s.log)))
         for k in INDEX_KINDS:
             cur = getattr(s, k)
             if cur is not None:

@@ -43,9 +43,18 @@ from pathlib import Path
 from ...format.records import BatchHeader
 from ..scan import BatchRun, walk
 from .batch_rules import first_offset
-from .segment_name import INT32_MAX, SplitRule, _Contents, below_base, last_out_of_line
+from .segment_name import (
+    INT32_MAX,
+    SplitRule,
+    _Contents,
+    any_below_base,
+    below_base,
+    describe_dups,
+    last_out_of_line,
+)
 
-__all__ = ["Placed", "Layout", "runs_of", "suspects", "out_of_order", "plan_layout", "describe_reorder"]
+__all__ = ["Placed", "Layout", "runs_of", "suspects", "out_of_order", "plan_layout", "describe_reorder", "CopiesAside",
+           "layout_without_copies", "describe_copy"]
 
 
 @dataclass
@@ -271,4 +280,64 @@ def describe_reorder(lay: Layout, name_of) -> str:
         msg += f"; {markers} transaction marker(s) carried, the .txnindex rebuilt for each new segment"
     if lay.damage:
         msg += f"; {lay.damage}"
+    return msg
+
+
+@dataclass
+class CopiesAside:
+    """A partition reordered without its copied segment files (:func:`layout_without_copies`): ``aside`` and
+    ``rest`` index ``rule.segs`` of the whole partition; ``layout`` indexes ``rest`` (``sub``, its rule)."""
+
+    aside: list[int]
+    rest: list[int]
+    sub: SplitRule
+    layout: Layout
+
+
+def _copy_key(c: _Contents, h: BatchHeader) -> tuple[int, int, int, int]:
+    return c.first(h), h.last_offset, h.size, h.crc
+
+
+def layout_without_copies(rule: SplitRule, eligible=lambda i: True) -> CopiesAside | None:
+    """The one rule for a copied segment file (a ``.log`` copied under another segment's name): a file with
+    batches below its base every batch of which another file of the partition holds too (the same offsets,
+    size and CRC) keeps :func:`plan_layout` from reordering the partition; it is set aside (repair moves it
+    into the backup) and the other files are laid out without it, only when that layout keeps every batch of
+    every copy in a new segment. None otherwise (the split and the batch walk decide, as before). ``eligible``:
+    which of ``rule.segs`` may be set aside. verify and repair both ask this."""
+    segs = rule.segs
+    aside: list[int] = []
+    for i, (base, log) in enumerate(segs):
+        if not eligible(i) or not any_below_base(log, base):
+            continue
+        c = rule.contents(log)
+        if not c.batches:
+            continue
+        held = {_copy_key(rule.contents(o), h) for k, (_b, o) in enumerate(segs) if k != i and k not in aside
+                for h in rule.contents(o).batches}
+        if all(_copy_key(c, h) in held for h in c.batches):
+            aside.append(i)
+    if not aside:
+        return None
+    rest = [k for k in range(len(segs)) if k not in aside]
+    sub = SplitRule([segs[k] for k in rest])
+    sub._contents = rule._contents  # (each file read once)
+    lay = plan_layout(sub)
+    if lay is None:
+        return None
+    kept = {(x.first, x.h.last_offset, x.h.size, x.h.crc) for p in lay.pieces for x in p}
+    if any(_copy_key(rule.contents(segs[i][1]), h) not in kept for i in aside
+           for h in rule.contents(segs[i][1]).batches):
+        return None
+    return CopiesAside(aside, rest, sub, lay)
+
+
+def describe_copy(c: _Contents) -> str:
+    """Why a copied segment file goes into the backup (repair's reason, verify's finding)."""
+    msg = (f"a copy: every batch in it is held by another file of the partition too (the same offsets, size and "
+           f"CRC), and each of those copies is kept by the reordering of the other files; {len(c.batches)} "
+           f"batch(es) stay only in the backup with this file: "
+           f"{describe_dups([(h, 'a new segment') for h in c.batches], c.first)}")
+    if c.mends.cuts:
+        msg += f"; {c.mends.describe()}"
     return msg

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from ..scan import HOLD, BatchRun, Damage, records_of, walk
 from ..segment import Segment
 from . import batch_rules as rules
 from .index_check import IndexChecker
-from .reorder import Layout, describe_reorder, plan_layout
+from .reorder import Layout, describe_copy, describe_reorder, layout_without_copies, plan_layout
 from .segment_name import (
     SplitRule,
     describe_split,
@@ -457,13 +458,28 @@ class _Splits:
         if self.rule is None:
             self.rule = SplitRule([(s.base_offset, s.log_path) for s in self.segs])
             self.layout = plan_layout(self.rule)  # (runs out of order across files: reordered, check/reorder.py)
+            # (else, a copied segment file set aside and the rest reordered: the rule repair plans by)
+            self.copies = layout_without_copies(self.rule) if self.layout is None else None
         if self.layout is not None and i in self.layout.region:
             return self.layout
+        ca = self.copies
+        if ca is not None:
+            if i in ca.aside:
+                return _Copy(self.rule.contents(self.segs[i].log_path))
+            if i in ca.rest and ca.rest.index(i) in ca.layout.region:
+                return ca.layout
         return self.rule.plan(i)
 
     def refusal(self, i: int) -> str | None:
         """Why segment ``i`` is not split, when its batches overlap another segment's different data."""
         return self.rule.refusals.get(i) if self.rule is not None else None
+
+
+@dataclass
+class _Copy:
+    """A copied segment file repair sets aside (:func:`~kltool.storage.check.reorder.layout_without_copies`)."""
+
+    contents: object
 
 
 class _SegSplit:
@@ -487,8 +503,13 @@ class _SegSplit:
             return None
         seg = self.splits.segs[self.i]
         name_of = lambda b: fn.segment_file(b, "log")  # noqa: E731
-        return _err("segment_split", seg.log_path, describe_reorder(self.plan, name_of) if isinstance(
-            self.plan, Layout) else describe_split(self.plan, seg.base_offset, name_of), offset=seg.base_offset)
+        if isinstance(self.plan, Layout):
+            msg = describe_reorder(self.plan, name_of)
+        elif isinstance(self.plan, _Copy):
+            msg = f"{describe_copy(self.plan.contents)}: kltool verify --repair moves it into the backup"
+        else:
+            msg = describe_split(self.plan, seg.base_offset, name_of)
+        return _err("segment_split", seg.log_path, msg, offset=seg.base_offset)
 
 
 def _unless_split(walked: Generator[Finding, None, LogEnd], split: _SegSplit | None) -> Generator[Finding, None, LogEnd]:

@@ -29,8 +29,8 @@ WILLIAM = REAL / "william0423-indexed-zk"
 SEG0 = "00000000000000000000"
 
 
-@pytest.fixture(scope="module")
-def s3():
+def _serve():
+    """(server, fs, storage options) of a moto S3 server on loopback holding the bucket; the caller stops it."""
     server_mod = pytest.importorskip("moto.server")
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
@@ -41,6 +41,12 @@ def s3():
     fs = pafs.S3FileSystem(endpoint_override=f"127.0.0.1:{port}", scheme="http", access_key="testing",
                            secret_key="testing", region="us-east-1", allow_bucket_creation=True)
     fs.create_dir(BUCKET)
+    return server, fs, opts
+
+
+@pytest.fixture(scope="module")
+def s3():
+    server, fs, opts = _serve()
     yield fs, opts
     server.stop()
 
@@ -145,16 +151,7 @@ class _Gets:
 @pytest.fixture(scope="module")
 def s3_counted():
     """An S3 server on loopback, its GETs counted (``_Gets``)."""
-    server_mod = pytest.importorskip("moto.server")
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    port = server._server.server_port
-    opts = {"endpoint_override": f"http://127.0.0.1:{port}", "access_key": "testing", "secret_key": "testing",
-            "region": "us-east-1"}
-    fs = pafs.S3FileSystem(endpoint_override=f"127.0.0.1:{port}", scheme="http", access_key="testing",
-                           secret_key="testing", region="us-east-1", allow_bucket_creation=True)
-    fs.create_dir(BUCKET)
+    server, fs, opts = _serve()
     pafs.copy_files(str(WILLIAM / "__consumer_offsets-28"), f"{BUCKET}/counted/__consumer_offsets-28",
                     destination_filesystem=fs)
     yield server._server, opts

@@ -84,6 +84,17 @@ def test_second_pass_starts_at_the_checkpoint_and_nothing_dirty_changes_nothing(
     assert {p.name: p.read_bytes() for p in (root / "t-0").iterdir()} == files
 
 
+def _with_open_transaction(root, after: int):
+    """A log dir: 10 batches, one transactional batch never ended (its offset returned), ``after`` more."""
+    log = Log(root, SMALL)
+    for i in range(10):
+        log.data([(b"k", b"v%d" % i)])
+    first_open = log.data([(b"k", b"open")], pid=7, txn=True)
+    for i in range(after):
+        log.data([(b"k", b"w%d" % i)])
+    return log.close(), first_open
+
+
 def test_min_compaction_lag_and_open_transaction_bound_the_range(tmp_path):
     log = Log(tmp_path / "ld", SMALL)
     for i in range(60):
@@ -97,13 +108,7 @@ def test_min_compaction_lag_and_open_transaction_bound_the_range(tmp_path):
     pc = plan.partitions[0]
     assert pc.first_uncleanable_offset == bases[1] and pc.uncleanable_by == ["min.compaction.lag.ms"]
 
-    log2 = Log(tmp_path / "ld2", SMALL)
-    for i in range(10):
-        log2.data([(b"k", b"v%d" % i)])
-    first_open = log2.data([(b"k", b"open")], pid=7, txn=True)
-    for i in range(30):
-        log2.data([(b"k", b"w%d" % i)])
-    root2 = log2.close()
+    root2, first_open = _with_open_transaction(tmp_path / "ld2", 30)
     pc2 = cp.plan_compaction(open_paths([str(root2)]), cp.Policy(now=T0)).partitions[0]
     assert pc2.last_stable_offset == first_open == pc2.first_uncleanable_offset
     assert pc2.uncleanable_by == ["last stable offset"]
@@ -114,15 +119,9 @@ def test_an_open_transaction_before_the_last_two_segments_bounds_the_range_witho
     # and finds the transaction open at offset 10; kltool replayed only the last two segments, took the LSO
     # for the log end (71) and would have cleaned past the open transaction. After a clean shutdown with no
     # snapshot file at all the broker reads nothing and starts empty: then neither bounds the range by it.
-    log = Log(tmp_path / "ld", SMALL)
-    for i in range(10):
-        log.data([(b"k", b"v%d" % i)])
-    first_open = log.data([(b"k", b"open")], pid=7, txn=True)
-    for i in range(60):
-        log.data([(b"k", b"w%d" % i)])
-    root = log.close()
-    assert segment_bases(log.dir)[-2] > first_open  # (before the last two segments)
-    for snap in log.dir.glob("*.snapshot"):
+    root, first_open = _with_open_transaction(tmp_path / "ld", 60)
+    assert segment_bases(root / "t-0")[-2] > first_open  # (before the last two segments)
+    for snap in (root / "t-0").glob("*.snapshot"):
         snap.unlink()
     pc = cp.plan_compaction(open_paths([str(root)]), cp.Policy(now=T0)).partitions[0]
     assert pc.last_stable_offset == first_open == pc.first_uncleanable_offset

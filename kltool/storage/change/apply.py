@@ -26,6 +26,7 @@ import hashlib
 import json
 import os
 import shutil
+import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
@@ -646,15 +647,32 @@ def remove_lock_on_release(root: Path) -> None:
     _remove_on_release.add(Path(os.path.realpath(root)))
 
 
-def _create_marked_lock(root: Path) -> None:
+def _create_marked_lock(root: Path) -> bool:
+    """Create ``root``'s missing ``.lock`` carrying :data:`LOCK_MARK`; True when this call created it."""
     try:
         fd = os.open(root / fn.LOCK_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
     except FileExistsError:
-        return
+        return False
     try:
         os.write(fd, LOCK_MARK)
     finally:
         os.close(fd)
+    return True
+
+
+def _lock_created(root: Path) -> BrokerLock:
+    """Take the ``.lock`` this run just created. Between its creation and its mark another kltool run may
+    have taken it, seen no mark and so left it on release: given up at once, this run would leave a marked
+    ``.lock`` no run removes. So the lock is asked again for a moment (a kltool run holds it briefly);
+    held longer (a broker that started right then), the run is refused as always."""
+    deadline = time.monotonic() + 2.0
+    while True:
+        try:
+            return BrokerLock(root).acquire()
+        except BrokerLockHeld:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.002)
 
 
 class LogDirLocks:
@@ -675,8 +693,7 @@ class LogDirLocks:
                         raise BrokerLockHeld(held_message(r / fn.LOCK_FILE), path=r / fn.LOCK_FILE)
                     continue
                 if (r / fn.LOCK_FILE).exists() or looks_like_log_dir(r):
-                    _create_marked_lock(r)
-                    self.held.append(BrokerLock(r).acquire())
+                    self.held.append(_lock_created(r) if _create_marked_lock(r) else BrokerLock(r).acquire())
         except BaseException:
             self.__exit__()
             raise

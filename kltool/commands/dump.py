@@ -461,8 +461,7 @@ def _index_mismatches(d: Dumper, path, entries) -> None:
             continue
         if listed == MAX_LISTED:  # garbage: as verify, the rest is not checked (a bounded time and output)
             msg = unchecked_note(MAX_LISTED, i, len(entries))
-            d.out.emit(Finding("info", "index_unchecked", str(path), msg).to_json()) if d.out.json_mode else \
-                d.out.warn(f"{path}: {msg}")
+            _note_unchecked(d.out, path, msg)
             return
         listed += 1
         d.errors += 1
@@ -471,6 +470,14 @@ def _index_mismatches(d: Dumper, path, entries) -> None:
             d.out.emit(Finding("error", "index_mismatch", str(path), msg, position=position, offset=offset).to_json())
         else:
             d.out.warn(f"{path}: {msg}")
+
+
+def _note_unchecked(out, path, msg: str) -> None:
+    """The index_unchecked note of an index whose rest is not dumped: a JSON finding, or a line on stderr."""
+    if out.json_mode:
+        out.emit(Finding("info", "index_unchecked", str(path), msg).to_json())
+    else:
+        out.warn(f"{path}: {msg}")
 
 
 def _dump_txnindex(d: Dumper, path, kind: str, base) -> None:
@@ -488,8 +495,7 @@ def _dump_txnindex(d: Dumper, path, kind: str, base) -> None:
             return
         if bad == fidx.MAX_LISTED:
             msg = fidx.unchecked_note(bad, k, n, what="are corrupt", not_done="dumped")
-            out.emit(Finding("info", "index_unchecked", f, msg).to_json()) if out.json_mode else \
-                out.warn(f"{path}: {msg}")
+            _note_unchecked(out, path, msg)
             return
         bad += t.version > fidx.TXN_INDEX_VERSION or t.last_offset < base
         if out.json_mode:
